@@ -1,0 +1,5 @@
+#!/usr/bin/env node
+// Entry point of the `wwref` command: runs the TypeScript CLI through tsx, so there is no build step.
+import { register } from 'tsx/esm/api';
+register();
+await import('../pipelines/cli.ts');
