@@ -1,0 +1,140 @@
+// The wwref command line. Every stage lives in its own module; this file only parses arguments,
+// calls the stage and prints its summary. A UserError is printed as a message, never a stack.
+import { availableParallelism } from 'node:os';
+import yargs, { type Argv } from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { acquirePlan } from './acquire.ts';
+import { Catalog } from './catalog.ts';
+import { UserError } from './errors.ts';
+import { exportCsv } from './export.ts';
+import { prepareSources } from './prepare.ts';
+import { formatSeconds } from './progress.ts';
+import { rebuild } from './rebuild.ts';
+
+const out = (line = '') => process.stdout.write(`${line}\n`);
+const list = (value: unknown): string[] => (value === undefined ? [] : (Array.isArray(value) ? value : [value]).map(String));
+
+function withMirror<T>(y: Argv<T>) {
+  return y.option('mirror', { type: 'string', array: true, describe: 'mirror directory of raw files (repeatable; tried before WWREF_MIRROR and wwref.config.json)' });
+}
+function withWorkers<T>(y: Argv<T>) {
+  return y.option('workers', { type: 'number', default: availableParallelism(), describe: 'Python worker processes' });
+}
+
+async function main(): Promise<number> {
+  let exitCode = 0;
+  await yargs(hideBin(process.argv))
+    .scriptName('wwref')
+    .usage('$0 <command> [options]\n\nNative-execution reference pipeline for the WhatWorkedBench catalog.')
+    .command(
+      'list',
+      'list the catalog: sources, families and conditions',
+      (y) => y,
+      () => {
+        const catalog = Catalog.load();
+        for (const c of catalog.conditions.values()) {
+          const pub = c.plan.plan.published;
+          out(`${c.id.padEnd(22)} ${c.family.padEnd(22)} ${String(c.dimensions)} options  source ${c.source.padEnd(18)} ${pub.prepared_match}`);
+        }
+        out(`${catalog.conditions.size} conditions on ${catalog.plans.size} sources`);
+      },
+    )
+    .command(
+      'acquire',
+      'fetch and sha256-check raw source files into the cache',
+      (y) => withMirror(y.option('source', { type: 'string', array: true, describe: 'source(s); default all' })),
+      async (argv) => {
+        const catalog = Catalog.load();
+        let failed = 0;
+        for (const loaded of catalog.selectSources(list(argv.source))) {
+          try {
+            const files = await acquirePlan(loaded.plan, { mirrors: list(argv.mirror) });
+            out(`${loaded.plan.source}: ${files.map((f) => `${f.name} (${f.origin})`).join(', ')}`);
+          } catch (error) {
+            if (!(error instanceof UserError)) throw error;
+            failed++;
+            out(`${loaded.plan.source}: FAILED\n${error.message}`);
+          }
+        }
+        if (failed) exitCode = 1;
+      },
+    )
+    .command(
+      'prepare',
+      'acquire raw files and write prepared/<source>/ and manifests/<source>.json',
+      (y) => withWorkers(withMirror(y.option('source', { type: 'string', array: true, describe: 'source(s); default all' }))),
+      async (argv) => {
+        const catalog = Catalog.load();
+        const outcomes = await prepareSources(catalog.selectSources(list(argv.source)), {
+          mirrors: list(argv.mirror),
+          workers: argv.workers,
+          log: (line) => out(line),
+        });
+        const failed = outcomes.filter((o) => !o.ok);
+        out(`${outcomes.length - failed.length}/${outcomes.length} sources prepared`);
+        if (failed.length) exitCode = 1;
+      },
+    )
+    .command(
+      'rebuild',
+      'execute every configuration and write outputs/references/<condition>.arrow and manifest.json',
+      (y) =>
+        withWorkers(withMirror(y))
+          .option('condition', { type: 'string', array: true, describe: 'condition(s); default the whole catalog' })
+          .option('fresh', { type: 'boolean', default: false, describe: 'ignore journals of interrupted runs' })
+          .option('allow-version-drift', { type: 'boolean', default: false, describe: 'run even if installed versions differ from the pins' }),
+      async (argv) => {
+        const catalog = Catalog.load();
+        const summary = await rebuild(catalog, {
+          conditions: list(argv.condition),
+          workers: argv.workers,
+          mirrors: list(argv.mirror),
+          fresh: argv.fresh,
+          allowVersionDrift: argv.allowVersionDrift,
+        });
+        for (const c of summary.conditions) {
+          const status = c.error ? `NOT BUILT: ${c.error}` : `${c.records - c.failed}/${c.records} ok`;
+          out(`${c.condition.padEnd(22)} ${status}${c.violations.length ? `  ${c.violations.length} equivalence violation(s)` : ''}`);
+          for (const v of c.violations) out(`    ${v}`);
+        }
+        out(
+          `${summary.records} records in ${summary.conditions.filter((c) => !c.error).length} tables (${summary.failed} failed, ${summary.resumed} resumed from the journal); ` +
+            `wall ${formatSeconds(summary.wallSeconds)}, native ${summary.nativeSeconds.toFixed(1)} s, ${summary.workers} worker(s)`,
+        );
+        if (summary.failed || summary.conditions.some((c) => c.error || c.violations.length)) exitCode = 1;
+      },
+    )
+    .command(
+      'export',
+      'write all records of the reference tables as one file',
+      (y) =>
+        y
+          .option('format', { choices: ['csv'] as const, default: 'csv' as const })
+          .option('out', { type: 'string', demandOption: true, describe: 'output file' })
+          .option('condition', { type: 'string', array: true }),
+      (argv) => {
+        const count = exportCsv(argv.out, list(argv.condition));
+        out(`${count} records written to ${argv.out}`);
+      },
+    )
+    .demandCommand(1, 'name a command (see --help)')
+    .strict()
+    .help()
+    .fail((message, error) => {
+      throw error ?? new UserError(message);
+    })
+    .parseAsync();
+  return exitCode;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof UserError) {
+      process.stderr.write(`wwref: ${error.message}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`wwref: internal error: ${(error as Error).stack ?? String(error)}\n`);
+    process.exit(1);
+  },
+);

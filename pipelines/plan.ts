@@ -1,0 +1,143 @@
+// Construction plans (sources/<source>.plan.json): one per source, validated with zod. A plan names
+// the raw files (with sha256), the preparation recipe and its parameters, and the task conditions.
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { FAMILIES, FAMILY_NAMES, OPTION_LETTERS } from './families.ts';
+import { UserError } from './errors.ts';
+import { RECIPE_PARAMS } from './recipes.ts';
+
+export const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'expected a lowercase hex sha256 (64 characters)');
+const Identifier = z.string().regex(/^[a-z][a-z0-9_]*$/, 'expected lower-case letters, digits and _');
+const Letter = z.enum(OPTION_LETTERS);
+
+export const RawFile = z.strictObject({
+  /** Name inside the source's raw folder (may hold '/'), e.g. "qrels/test.tsv". */
+  name: z.string().min(1),
+  sha256: Sha256,
+  bytes: z.number().int().positive(),
+  /** Path of the file under a mirror directory, e.g. "spambase/spambase.data". */
+  mirror_path: z.string().min(1),
+  /** The same file shipped inside a pinned Python package. */
+  package: z.strictObject({ distribution: z.string(), version: z.string(), path: z.string() }).optional(),
+  /** Where a networked machine can download it. */
+  upstream_url: z.url().optional(),
+  /** A member of an archive (zip/tar) at upstream_url, when the upstream is an archive. */
+  upstream_member: z.string().optional(),
+});
+export type RawFile = z.infer<typeof RawFile>;
+
+export const Equivalence = z.strictObject({
+  option: Letter,
+  /** The option has no effect when every listed option has the given value. */
+  inactive_when: z.record(Letter, z.union([z.literal(0), z.literal(1)])),
+  reason: z.string().optional(),
+});
+export type Equivalence = z.infer<typeof Equivalence>;
+
+export const Condition = z.strictObject({
+  id: Identifier,
+  dimensions: z.union([z.literal(4), z.literal(6)]),
+  /** Four-option condition whose records the E=F=0 subcube of this six-option condition repeats. */
+  paired_with: Identifier.optional(),
+  equivalences: z.array(Equivalence).default([]),
+});
+export type Condition = z.infer<typeof Condition>;
+
+export const Plan = z
+  .strictObject({
+    $schema: z.string().optional(),
+    plan_version: z.literal(1),
+    source: Identifier,
+    title: z.string().min(1),
+    family: z.enum(FAMILY_NAMES),
+    licence: z.string().min(1, 'a licence is required'),
+    citation: z.string().min(1, 'a citation is required'),
+    homepage: z.string().optional(),
+    raw_files: z.array(RawFile).min(1),
+    /** The identity the published catalog recorded for its raw input, when we read another file. */
+    published_raw: z
+      .array(z.strictObject({ url: z.string(), sha256: Sha256.optional(), note: z.string() }))
+      .optional(),
+    preparation: z.strictObject({ recipe: z.string(), params: z.record(z.string(), z.unknown()) }),
+    conditions: z.array(Condition).min(1),
+    execution: z
+      .strictObject({ threads: z.literal(1), timeout_seconds: z.number().positive() })
+      .default({ threads: 1, timeout_seconds: 180 }),
+    /** How our prepared input relates to the published one. */
+    published: z
+      .strictObject({
+        comparable: z.boolean(),
+        prepared_match: z.enum(['byte_identical', 'not_identical', 'not_published']),
+        note: z.string(),
+      })
+      .default({ comparable: false, prepared_match: 'not_published', note: 'not part of the published catalog' }),
+  })
+  .superRefine((plan, ctx) => {
+    const family = FAMILIES[plan.family];
+    const params = RECIPE_PARAMS[plan.preparation.recipe];
+    if (!params) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['preparation', 'recipe'],
+        message: `unknown recipe '${plan.preparation.recipe}' (known: ${Object.keys(RECIPE_PARAMS).join(', ')})`,
+      });
+    } else {
+      const parsed = params.safeParse(plan.preparation.params);
+      for (const issue of parsed.error?.issues ?? []) {
+        ctx.addIssue({ ...issue, path: ['preparation', 'params', ...issue.path] } as never);
+      }
+    }
+    plan.conditions.forEach((condition, i) => {
+      if (!family.dimensions.includes(condition.dimensions)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['conditions', i, 'dimensions'],
+          message: `family ${plan.family} has ${family.dimensions.join(' or ')} options, not ${condition.dimensions}`,
+        });
+      }
+      const letters = OPTION_LETTERS.slice(0, condition.dimensions) as readonly string[];
+      condition.equivalences.forEach((eq, j) => {
+        for (const letter of [eq.option, ...Object.keys(eq.inactive_when)]) {
+          if (!letters.includes(letter)) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['conditions', i, 'equivalences', j],
+              message: `unknown option ${letter}: a ${condition.dimensions}-option condition has ${letters.join('')}`,
+            });
+          }
+        }
+      });
+      if (condition.paired_with && condition.dimensions !== 6) {
+        ctx.addIssue({ code: 'custom', path: ['conditions', i, 'paired_with'], message: 'only a 6-option condition can be paired' });
+      }
+    });
+  });
+export type Plan = z.infer<typeof Plan>;
+
+/** Field-level, file-named message for a failed plan validation. */
+export function describePlanIssues(file: string, error: z.ZodError): string {
+  const lines = error.issues.map((issue) => `  - ${issue.path.length ? issue.path.join('.') : '(plan)'}: ${issue.message}`);
+  return `invalid construction plan ${file}:\n${lines.join('\n')}`;
+}
+
+export function parsePlan(file: string, text: string): Plan {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new UserError(`invalid construction plan ${file}: not JSON (${(error as Error).message})`);
+  }
+  const parsed = Plan.safeParse(json);
+  if (!parsed.success) throw new UserError(describePlanIssues(file, parsed.error));
+  return parsed.data;
+}
+
+export function readPlan(file: string): Plan {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    throw new UserError(`construction plan not found: ${file}`);
+  }
+  return parsePlan(file, text);
+}

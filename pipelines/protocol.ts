@@ -1,0 +1,51 @@
+// The JSON-lines protocol between the orchestrator and workflows/worker.py, validated with zod.
+import { z } from 'zod';
+
+/** An ndarray as dtype (numpy str, e.g. "<f8"), shape and base64 of its C-order bytes; or plain JSON. */
+export const Encoded = z.union([
+  z.strictObject({
+    ndarray: z.strictObject({ dtype: z.string(), shape: z.array(z.number().int().nonnegative()), base64: z.string() }),
+  }),
+  z.strictObject({ json: z.unknown() }),
+]);
+export type Encoded = z.infer<typeof Encoded>;
+
+export const CapturedWarning = z.strictObject({ category: z.string(), message: z.string() });
+export type CapturedWarning = z.infer<typeof CapturedWarning>;
+
+export const HelloResult = z.object({
+  python: z.string(),
+  versions: z.record(z.string(), z.string()),
+  pid: z.number().int(),
+  threadpools: z.array(z.object({ api: z.string().nullable(), num_threads: z.number().nullable() })),
+});
+export type HelloResult = z.infer<typeof HelloResult>;
+
+export const RunResult = z.strictObject({
+  prediction: Encoded,
+  prediction_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  native_metric: z.string(),
+  native_value: z.number(),
+  utility: z.number(),
+  normalization_scale: z.number().nullable(),
+  extras: z.record(z.string(), z.unknown()),
+  warnings: z.array(CapturedWarning),
+  prediction_wall_seconds: z.number().nonnegative(),
+  metric_wall_seconds: z.number().nonnegative(),
+  wall_seconds: z.number().nonnegative(),
+});
+export type RunResult = z.infer<typeof RunResult>;
+
+export const TruthResult = z.strictObject({ truth: z.record(z.string(), Encoded) });
+export type TruthResult = z.infer<typeof TruthResult>;
+
+export const PrepareResult = z.record(z.string(), z.unknown());
+
+export const Response = z.union([
+  z.strictObject({ id: z.number().int(), ok: z.literal(true), result: z.unknown() }),
+  z.strictObject({
+    id: z.number().int().nullable(),
+    ok: z.literal(false),
+    error: z.strictObject({ type: z.string(), message: z.string(), traceback: z.string() }),
+  }),
+]);
