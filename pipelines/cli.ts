@@ -4,12 +4,16 @@ import { availableParallelism } from 'node:os';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { acquirePlan } from './acquire.ts';
+import { auditCatalog, auditFailed } from './audit.ts';
 import { Catalog } from './catalog.ts';
 import { UserError } from './errors.ts';
 import { exportCsv } from './export.ts';
 import { prepareSources } from './prepare.ts';
 import { formatSeconds } from './progress.ts';
 import { rebuild } from './rebuild.ts';
+import { replay, writeReplayReport } from './replay.ts';
+import { join } from 'node:path';
+import { ROOT } from './paths.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
 const list = (value: unknown): string[] => (value === undefined ? [] : (Array.isArray(value) ? value : [value]).map(String));
@@ -102,6 +106,56 @@ async function main(): Promise<number> {
             `wall ${formatSeconds(summary.wallSeconds)}, native ${summary.nativeSeconds.toFixed(1)} s, ${summary.workers} worker(s)`,
         );
         if (summary.failed || summary.conditions.some((c) => c.error || c.violations.length)) exitCode = 1;
+      },
+    )
+    .command(
+      'replay',
+      'cold-replay reference tables with one worker and one thread; verify hashes, utilities, metrics, warnings, timings',
+      (y) =>
+        y
+          .option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' })
+          .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' })
+          .option('report', { type: 'string', default: join(ROOT, 'outputs', 'reports', 'replay.json'), describe: 'JSON report path' })
+          .option('allow-version-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when installed versions differ from the manifest' }),
+      async (argv) => {
+        const report = await replay({
+          conditions: list(argv.condition),
+          referencesDir: argv.references,
+          allowVersionDrift: argv.allowVersionDrift,
+        });
+        writeReplayReport(argv.report, report);
+        for (const c of report.conditions) {
+          const ratio = c.median_timing_ratio === null ? '-' : `${c.median_timing_ratio.toFixed(2)}x`;
+          out(`${c.condition.padEnd(22)} ${c.passed}/${c.total} passed  timing ${ratio}${c.slowed ? '  SLOWED' : ''}`);
+        }
+        for (const r of report.records.filter((x) => !x.passed)) {
+          out(`FAILED ${r.condition} ${r.mask}: ${r.failures.map((f) => `${f.check} (expected ${JSON.stringify(f.expected)}, got ${JSON.stringify(f.actual)})`).join('; ')}`);
+        }
+        if (report.version_drift.length) out(`version drift (tolerances used): ${report.version_drift.join('; ')}`);
+        out(
+          `${report.conditions.filter((c) => c.passed === c.total).length}/${report.conditions.length} conditions passed, ` +
+            `${report.passed}/${report.total} records; wall ${report.wall_seconds.toFixed(1)} s; ` +
+            `native ${report.replayed_native_seconds.toFixed(1)} s replayed vs ${report.recorded_native_seconds.toFixed(1)} s recorded; ` +
+            `median timing ratio ${report.median_timing_ratio?.toFixed(2) ?? '-'}; ${report.timing_outliers.length} timing outlier(s); report ${argv.report}`,
+        );
+        if (!report.all_passed) exitCode = 1;
+      },
+    )
+    .command(
+      'audit',
+      'check source manifests against themselves, their plans, the raw cache, the prepared files and the published facts',
+      (y) => y.option('source', { type: 'string', array: true, describe: 'source(s); default all' }).option('verbose', { type: 'boolean', default: false }),
+      (argv) => {
+        const audits = auditCatalog(Catalog.load(), list(argv.source));
+        out(`${'source'.padEnd(20)} ${['manifest', 'plan', 'raw', 'prepared', 'published'].map((h) => h.padEnd(10)).join(' ')}`);
+        for (const a of audits) {
+          out(`${a.source.padEnd(20)} ${Object.values(a.checks).map((v) => v.padEnd(10)).join(' ')}`);
+          for (const p of a.problems) out(`    ! ${p}`);
+          if (argv.verbose) for (const n of a.notes) out(`    - ${n}`);
+        }
+        const failed = audits.filter(auditFailed);
+        out(`${audits.length - failed.length}/${audits.length} sources pass the audit`);
+        if (failed.length) exitCode = 1;
       },
     )
     .command(

@@ -1,0 +1,221 @@
+// Cold replay: verify the reference manifest's files, then re-execute every record with one fresh
+// worker and one computation thread, reading the prepared input from disk for every record, and
+// compare hash, utility, independent metric, warnings, the beat tolerance table and timing.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { readReferenceTable } from './arrow-io.ts';
+import { UserError } from './errors.ts';
+import type { FamilyName } from './families.ts';
+import { writeJsonAtomic } from './fsutil.ts';
+import { sha256Hex } from './hashing.ts';
+import { versionDrift } from './identity.ts';
+import { metricsAgree } from './metrics.ts';
+import { referencesDir } from './paths.ts';
+import { RecordTimeout, WorkerPool } from './pool.ts';
+import { sourcePreparedDir } from './prepare.ts';
+import { Progress } from './progress.ts';
+import type { ReferenceRecord } from './records.ts';
+import { readReferenceManifest } from './references.ts';
+import { independentMetric, predictionHash, type Truth } from './verify.ts';
+
+export interface ReplayOptions {
+  conditions?: string[];
+  referencesDir?: string;
+  allowVersionDrift?: boolean;
+  /** A record is a timing outlier when its ratio is this many times above (or below) its condition's median. */
+  outlierFactor?: number;
+  timeoutSeconds?: number;
+  /** Extra environment for the worker (test-only switches such as WWREF_TEST_DELAY_SECONDS). */
+  workerEnv?: Record<string, string>;
+  quiet?: boolean;
+}
+
+export interface CheckFailure {
+  check: 'execution' | 'prediction_sha256' | 'utility' | 'independent_metric' | 'warnings' | 'tolerance_table';
+  expected: unknown;
+  actual: unknown;
+}
+
+export interface ReplayedRecord {
+  condition: string;
+  mask: string;
+  passed: boolean;
+  failures: CheckFailure[];
+  /** Checks that were relaxed to tolerances under --allow-version-drift and differed exactly. */
+  relaxed: string[];
+  wall_seconds: number | null;
+  recorded_wall_seconds: number | null;
+  timing_ratio: number | null;
+  timing_outlier: boolean;
+}
+
+export interface ReplayReport {
+  passed: number;
+  total: number;
+  all_passed: boolean;
+  conditions: { condition: string; passed: number; total: number; median_timing_ratio: number | null; slowed: boolean }[];
+  median_timing_ratio: number | null;
+  timing_outliers: { condition: string; mask: string; ratio: number }[];
+  version_drift: string[];
+  allow_version_drift: boolean;
+  versions: Record<string, string>;
+  wall_seconds: number;
+  recorded_native_seconds: number;
+  replayed_native_seconds: number;
+  records: ReplayedRecord[];
+}
+
+export function median(values: number[]): number | null {
+  if (!values.length) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** Refuses (UserError naming the file) when a table or prepared input differs from the manifest. */
+export function verifyManifestFiles(dir: string, conditions: string[]): void {
+  const manifest = readReferenceManifest(dir);
+  if (!manifest) throw new UserError(`no reference manifest in ${dir}`);
+  for (const id of conditions) {
+    const entry = manifest.conditions[id];
+    if (!entry) throw new UserError(`condition '${id}' is not in ${join(dir, 'manifest.json')}`);
+    const table = join(dir, entry.table);
+    if (!existsSync(table)) throw new UserError(`reference table missing: ${table}`);
+    const actual = sha256Hex(readFileSync(table));
+    if (actual !== entry.table_sha256) {
+      throw new UserError(`reference table changed: ${table} (manifest ${entry.table_sha256}, file ${actual}); refusing to replay`);
+    }
+    for (const [name, expected] of Object.entries(entry.prepared_files)) {
+      const path = join(sourcePreparedDir(entry.source), name);
+      if (!existsSync(path)) throw new UserError(`prepared input missing: ${path}; run 'wwref prepare --source ${entry.source}'`);
+      const hash = sha256Hex(readFileSync(path));
+      if (hash !== expected) {
+        throw new UserError(`prepared input changed: ${path} (manifest ${expected}, file ${hash}); refusing to replay`);
+      }
+    }
+  }
+}
+
+function sameWarnings(a: ReferenceRecord['warnings'], b: ReferenceRecord['warnings']): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+export async function replay(options: ReplayOptions = {}): Promise<ReplayReport> {
+  const started = performance.now();
+  const dir = options.referencesDir ?? referencesDir();
+  const manifest = readReferenceManifest(dir);
+  if (!manifest) throw new UserError(`no reference manifest in ${dir}; run 'wwref rebuild' first`);
+  const ids = options.conditions?.length ? options.conditions : Object.keys(manifest.conditions);
+  verifyManifestFiles(dir, ids);
+  const outlierFactor = options.outlierFactor ?? 5;
+
+  const tables = ids.map((id) => ({ id, entry: manifest.conditions[id]!, records: readReferenceTable(join(dir, manifest.conditions[id]!.table)).records }));
+  const total = tables.reduce((s, t) => s + t.records.length, 0);
+  const progress = new Progress('replay', total, options.quiet);
+  for (const t of tables) progress.expect(t.id, t.records.length);
+
+  const records: ReplayedRecord[] = [];
+  let versions: Record<string, string> = {};
+  let drift: string[] = [];
+  for (const [index, { id, entry, records: saved }] of tables.entries()) {
+    // A fresh single worker per condition: nothing is shared between conditions, and the worker
+    // re-reads the prepared input from disk for every record (cold).
+    const pool = new WorkerPool(1, options.workerEnv);
+    try {
+      const hello = await pool.submit((w) => w.hello(), 120);
+      if (index === 0) {
+        versions = hello.versions;
+        drift = versionDrift(hello.versions, manifest.versions);
+        if (drift.length && !options.allowVersionDrift) {
+          throw new UserError(`installed Python packages differ from the reference manifest:\n  ${drift.join('\n  ')}\npass --allow-version-drift to compare with tolerances instead`);
+        }
+      }
+      const family = entry.family as FamilyName;
+      const folder = sourcePreparedDir(entry.source);
+      const truth: Truth = (await pool.submit((w) => w.truth(family, folder), 300)).truth;
+      for (const record of saved) {
+        const failures: CheckFailure[] = [];
+        const relaxed: string[] = [];
+        let wall: number | null = null;
+        try {
+          const run = await pool.submit((w) => w.run(family, folder, record.mask, true), options.timeoutSeconds ?? 180);
+          wall = run.wall_seconds;
+          const sha = predictionHash(family, run.prediction);
+          if (sha !== record.prediction_sha256) {
+            if (options.allowVersionDrift && drift.length) relaxed.push('prediction_sha256');
+            else failures.push({ check: 'prediction_sha256', expected: record.prediction_sha256, actual: sha });
+          }
+          if (run.utility !== record.utility) {
+            if (options.allowVersionDrift && drift.length && record.utility !== null && metricsAgree(run.utility, record.utility)) relaxed.push('utility');
+            else failures.push({ check: 'utility', expected: record.utility, actual: run.utility });
+          }
+          const independent = independentMetric(family, run.prediction, truth);
+          if (record.native_value === null || !metricsAgree(independent.value, record.native_value)) {
+            failures.push({ check: 'independent_metric', expected: record.native_value, actual: independent.value });
+          }
+          if (!sameWarnings(run.warnings, record.warnings)) failures.push({ check: 'warnings', expected: record.warnings, actual: run.warnings });
+          if (independent.tolerances) {
+            const stored = (record.extras.matching_tolerance_sensitivity ?? {}) as Record<string, { true_positive: number; f1: number }>;
+            for (const [tol, counts] of Object.entries(independent.tolerances)) {
+              const s = stored[tol];
+              if (!s || s.true_positive !== counts.true_positive || s.f1 !== counts.f1) {
+                failures.push({ check: 'tolerance_table', expected: { [tol]: s }, actual: { [tol]: { true_positive: counts.true_positive, f1: counts.f1 } } });
+              }
+            }
+          }
+        } catch (error) {
+          if (error instanceof UserError) throw error;
+          const kind = error instanceof RecordTimeout ? 'timeout' : (error as Error).name;
+          failures.push({ check: 'execution', expected: 'a finished run', actual: `${kind}: ${(error as Error).message}` });
+        }
+        const recorded = record.wall_seconds;
+        records.push({
+          condition: id,
+          mask: record.mask,
+          passed: failures.length === 0,
+          failures,
+          relaxed,
+          wall_seconds: wall,
+          recorded_wall_seconds: recorded,
+          timing_ratio: wall !== null && recorded ? wall / recorded : null,
+          timing_outlier: false,
+        });
+        progress.tick(id, failures.length === 0);
+      }
+    } finally {
+      await pool.close();
+    }
+  }
+
+  // Timing: per condition median ratio; a record far from its condition's median is an outlier, and
+  // a condition whose median ratio is far from the catalog's is flagged as slowed down.
+  const conditionSummaries = tables.map(({ id }) => {
+    const mine = records.filter((r) => r.condition === id);
+    const med = median(mine.flatMap((r) => (r.timing_ratio === null ? [] : [r.timing_ratio])));
+    for (const r of mine) {
+      if (med !== null && r.timing_ratio !== null && (r.timing_ratio > med * outlierFactor || r.timing_ratio < med / outlierFactor)) r.timing_outlier = true;
+    }
+    return { condition: id, passed: mine.filter((r) => r.passed).length, total: mine.length, median_timing_ratio: med, slowed: med !== null && med > outlierFactor };
+  });
+  const passed = records.filter((r) => r.passed).length;
+  return {
+    passed,
+    total: records.length,
+    all_passed: passed === records.length,
+    conditions: conditionSummaries,
+    median_timing_ratio: median(records.flatMap((r) => (r.timing_ratio === null ? [] : [r.timing_ratio]))),
+    timing_outliers: records.filter((r) => r.timing_outlier).map((r) => ({ condition: r.condition, mask: r.mask, ratio: r.timing_ratio! })),
+    version_drift: drift,
+    allow_version_drift: Boolean(options.allowVersionDrift),
+    versions,
+    wall_seconds: (performance.now() - started) / 1000,
+    recorded_native_seconds: records.reduce((s, r) => s + (r.recorded_wall_seconds ?? 0), 0),
+    replayed_native_seconds: records.reduce((s, r) => s + (r.wall_seconds ?? 0), 0),
+    records,
+  };
+}
+
+export function writeReplayReport(path: string, report: ReplayReport): void {
+  if (path.startsWith(referencesDir())) throw new UserError('the replay report must not be written into the references folder');
+  writeJsonAtomic(path, report);
+}
