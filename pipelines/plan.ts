@@ -29,7 +29,7 @@ export type RawFile = z.infer<typeof RawFile>;
 export const Equivalence = z.strictObject({
   option: Letter,
   /** The option has no effect when every listed option has the given value. */
-  inactive_when: z.record(Letter, z.union([z.literal(0), z.literal(1)])),
+  inactive_when: z.partialRecord(Letter, z.union([z.literal(0), z.literal(1)])),
   reason: z.string().optional(),
 });
 export type Equivalence = z.infer<typeof Equivalence>;

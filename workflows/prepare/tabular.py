@@ -1,0 +1,157 @@
+"""Recipe ``tabular``: a UCI table -> classification, regression or clustering input (spec/preparation.md 1).
+
+Steps: parse the table (text, spreadsheet or ARFF); name its columns; take the feature columns (float64,
+in the listed order) and the target column; drop rows identical in every feature and the target, keeping
+the first in file order; encode labels as int64 positions in the plan's (sorted) label list, or keep a
+float64 target for regression. ``decimals`` {rounding, places: {column: n}} rounds values read at a
+higher precision to n decimals, as the text export the catalog read did (concrete, energy_efficiency:
+the classic spreadsheets hold more digits than UCI's data.csv; half_up on the shortest decimal repr
+reproduces the published bytes). Classification and regression are then split into training and
+evaluation rows, grouped by identical feature vector: group = index of the row's vector among the
+sorted unique vectors (numpy unique, axis 0), one GroupShuffleSplit(test_size, random_state=seed); both
+sides keep file order. Clustering keeps every row and stores n_clusters = number of labels.
+
+Split identity (facts ``evaluation_index_sha256``, our own definition, not the published split_sha256
+whose pre-image is unknown): sha256 of the canonical JSON (workflows.hashing.digest) of the ascending
+list of evaluation row positions, counted in the de-duplicated table.
+"""
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.io import arff
+from sklearn.model_selection import GroupShuffleSplit
+
+from workflows.container import write_prepared
+from workflows.hashing import digest
+from workflows.prepare._params import Params
+
+TASKS = ("classification", "regression", "clustering")
+FORMATS = ("csv", "whitespace", "excel", "arff")
+
+
+def _read_table(path: str, fmt: str, header: bool, sheet: Any) -> pd.DataFrame:
+    """All cells of text formats stay strings (converted later with Python's correctly rounded float())."""
+    head = 0 if header else None
+    if fmt == "csv":
+        return pd.read_csv(path, header=head, dtype=str, keep_default_na=False)
+    if fmt == "whitespace":  # runs of blanks/tabs separate fields (seeds has doubled tabs, yacht trailing blanks)
+        return pd.read_csv(path, sep=r"\s+", header=head, dtype=str, keep_default_na=False)
+    if fmt == "excel":  # pandas picks xlrd for .xls and openpyxl for .xlsx
+        table = pd.read_excel(path, sheet_name=sheet, header=head)
+        return table.dropna(how="all").dropna(axis=1, how="all")  # energy's used range has empty rows
+    data, _ = arff.loadarff(path)
+    return pd.DataFrame(data)
+
+
+def _round_text(value: float, places: int, half: str) -> float:
+    """Round like decimal text: half_even on the exact binary value (Python's format), or half_up on the
+    shortest decimal repr (what a spreadsheet export does)."""
+    if half == "half_even":
+        return float(f"{value:.{places}f}")
+    return float(Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
+
+
+def _label_text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
+    task = p.str("task", choices=TASKS)
+    path = p.raw_file("file", raw)
+    fmt = p.str("format", choices=FORMATS)
+    header = p.bool("header", False)
+    sheet = p.sheet("sheet", 0)
+    if fmt != "excel" and "sheet" in p.values:
+        raise p.error("params.sheet", "only a spreadsheet (format excel) has sheets")
+    if fmt == "arff" and "header" in p.values:
+        raise p.error("params.header", "an ARFF file names its own columns")
+    columns = p.str_list("columns", None)
+    features = p.str_list("features")
+    target = p.str("target")
+    labels = p.str_list("labels", None)
+    decimals = p.obj("decimals", None)
+    rounding, half = {}, None
+    if decimals is not None:
+        half = decimals.str("rounding", choices=("half_even", "half_up"))
+        places = decimals.obj("places")
+        rounding = {column: places.int(column, minimum=0) for column in places.values}
+        places.close()
+        decimals.close()
+    drop_duplicates = p.bool("drop_duplicates")
+    split = p.obj("split", None)
+    test_size = seed = None
+    if split is not None:
+        test_size = split.number("test_size", low=0.0, high=1.0)
+        seed = split.int("seed", minimum=0)
+        split.close()
+    p.close()
+    if target in features:
+        raise p.error("params.target", "the target column must not be a feature")
+    if (task == "regression") != (labels is None):
+        raise p.error("params.labels", "required for classification and clustering, absent for regression")
+    if (task == "clustering") != (split is None):
+        raise p.error("params.split", "required for classification and regression, absent for clustering")
+
+    table = _read_table(path, fmt, header, sheet)
+    if columns is not None:
+        if len(columns) != table.shape[1]:
+            raise p.error("params.columns", f"{len(columns)} names for a table of {table.shape[1]} columns")
+        table.columns = columns
+    missing = [c for c in [*features, target] if c not in table.columns]
+    if missing:
+        raise p.error("params.features/target", f"column(s) not in the table: {', '.join(missing)} (has {', '.join(map(str, table.columns))})")
+
+    raw_rows = len(table)
+    x = np.array(table[features].to_numpy(dtype=object), dtype=np.float64)
+    if labels is None:
+        y = np.array(table[target].to_numpy(dtype=object), dtype=np.float64)
+    else:
+        position = {label: i for i, label in enumerate(labels)}
+        texts = [_label_text(v) for v in table[target]]
+        unknown = sorted(set(texts) - set(position))
+        if unknown:
+            raise p.error("params.labels", f"target value(s) {', '.join(map(repr, unknown))} are not in the label list")
+        y = np.array([position[t] for t in texts], dtype=np.int64)
+    for column, places in rounding.items():  # decimal text rounding of values read at higher precision
+        if column not in (*features, target) or (column == target and labels is not None):
+            raise p.error(f"params.decimals.places.{column}", "only feature columns or a regression target can be rounded")
+        values = y if column == target else x[:, features.index(column)]
+        values[:] = [_round_text(v, places, half) for v in values]
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError(f"tabular: {path} holds missing or non-finite values")
+
+    if drop_duplicates:
+        # first occurrence of every distinct (features, target) row, back in file order
+        _, first = np.unique(np.column_stack([x, y.astype(np.float64)]), axis=0, return_index=True)
+        keep = np.sort(first)
+        x, y = x[keep], y[keep]
+
+    facts: dict[str, Any] = {
+        "raw_rows": raw_rows,
+        "rows": int(len(x)),
+        "removed_duplicate_feature_label_rows": raw_rows - int(len(x)),
+        "features": features,
+        "target": target,
+        "target_labels": labels,
+    }
+    if task == "clustering":
+        write_prepared(out, [("x", x), ("y", y)], {"n_clusters": len(labels)})
+        return {**facts, "n_clusters": len(labels)}
+
+    _, groups = np.unique(x, axis=0, return_inverse=True)
+    groups = groups.reshape(-1)
+    splitter = GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=seed)
+    train, evaluation = (np.sort(side) for side in next(splitter.split(x, y, groups)))
+    write_prepared(out, [("x_train", x[train]), ("y_train", y[train]), ("x_eval", x[evaluation]), ("y_eval", y[evaluation])], {})
+    return {
+        **facts,
+        "train_rows": int(len(train)),
+        "evaluation_rows": int(len(evaluation)),
+        "feature_groups": int(groups.max()) + 1,
+        "feature_group_overlap": len(set(groups[train].tolist()) & set(groups[evaluation].tolist())),
+        "evaluation_index_sha256": digest(evaluation.tolist()),
+    }
