@@ -11,7 +11,8 @@ import { exportCsv } from './export.ts';
 import { prepareSources } from './prepare.ts';
 import { formatSeconds } from './progress.ts';
 import { rebuild } from './rebuild.ts';
-import { replay, writeReplayReport } from './replay.ts';
+import { replay, replayTargets, writeReplayReport } from './replay.ts';
+import { exportPack, readPack } from './wwb.ts';
 import { join } from 'node:path';
 import { ROOT } from './paths.ts';
 
@@ -116,13 +117,18 @@ async function main(): Promise<number> {
           .option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' })
           .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' })
           .option('report', { type: 'string', default: join(ROOT, 'outputs', 'reports', 'replay.json'), describe: 'JSON report path' })
+          .option('format', { choices: ['wwref', 'wwb'] as const, default: 'wwref' as const, describe: "reference layout: ours, or a published WhatWorkedBench pack (--references PACK)" })
           .option('allow-version-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when installed versions differ from the manifest' }),
       async (argv) => {
-        const report = await replay({
-          conditions: list(argv.condition),
-          referencesDir: argv.references,
-          allowVersionDrift: argv.allowVersionDrift,
-        });
+        const options = { conditions: list(argv.condition), referencesDir: argv.references, allowVersionDrift: argv.allowVersionDrift };
+        let report;
+        if (argv.format === 'wwb') {
+          if (!argv.references) throw new UserError('--format wwb needs --references PACK (the folder holding references/ and inputs/)');
+          const pack = readPack(argv.references, options.conditions);
+          report = await replayTargets(pack.targets, pack.versions, options);
+        } else {
+          report = await replay(options);
+        }
         writeReplayReport(argv.report, report);
         for (const c of report.conditions) {
           const ratio = c.median_timing_ratio === null ? '-' : `${c.median_timing_ratio.toFixed(2)}x`;
@@ -158,16 +164,63 @@ async function main(): Promise<number> {
         if (failed.length) exitCode = 1;
       },
     )
+    // effects / grade / report (issue 5); modules imported on use to keep this edit self-contained.
+    .command(
+      'effects',
+      'write conditional effects, pair interactions, per-condition figures and equivalence classes (Arrow + CSV) and summary.json',
+      (y) =>
+        y
+          .option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' })
+          .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' })
+          .option('out', { type: 'string', demandOption: true, describe: 'output directory' }),
+      async (argv) => {
+        const { analyzeReferences, summaryLines, writeEffects } = await import('./effects.ts');
+        const { files, summary } = writeEffects(analyzeReferences(list(argv.condition), argv.references), argv.out);
+        for (const line of summaryLines(summary)) out(line);
+        out(`${files.length} files written to ${argv.out}`);
+      },
+    )
+    .command(
+      'grade',
+      'score a prediction table (CSV or JSON, mask -> utility) against the reference surface: JSON on stdout, readable summary on stderr',
+      (y) =>
+        y
+          .option('condition', { type: 'string', demandOption: true })
+          .option('table', { type: 'string', demandOption: true, describe: 'prediction table: CSV (mask,utility) or JSON ({"0000": 0.4, …})' })
+          .option('observed', { type: 'string', describe: 'masks measured by the submitter (JSON array or one per line): scored with the reference values' })
+          .option('tolerances', { type: 'string', describe: 'extra strict-reconstruction tolerances, comma-separated (0.1 is always scored)' })
+          .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
+      async (argv) => {
+        const { gradeFile, gradeSummaryLines, parseTolerances } = await import('./grade.ts');
+        const result = gradeFile({ condition: argv.condition, table: argv.table, observed: argv.observed, tolerances: parseTolerances(argv.tolerances), referencesDir: argv.references });
+        out(JSON.stringify(result, null, 2));
+        for (const line of gradeSummaryLines(result)) process.stderr.write(`${line}\n`);
+      },
+    )
+    .command(
+      'report',
+      'write a self-contained HTML report: response surfaces and conditional-effect heat maps per condition',
+      (y) =>
+        y
+          .option('out', { type: 'string', demandOption: true, describe: 'HTML file' })
+          .option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' })
+          .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
+      async (argv) => {
+        const { writeReport } = await import('./report.ts');
+        const summary = writeReport(argv.out, list(argv.condition), argv.references);
+        out(`report of ${summary.conditions} condition(s) written to ${argv.out}`);
+      },
+    )
     .command(
       'export',
       'write all records of the reference tables as one file',
       (y) =>
         y
-          .option('format', { choices: ['csv'] as const, default: 'csv' as const })
-          .option('out', { type: 'string', demandOption: true, describe: 'output file' })
+          .option('format', { choices: ['csv', 'wwb'] as const, default: 'csv' as const, describe: 'csv: one file; wwb: a WhatWorkedBench pack folder' })
+          .option('out', { type: 'string', demandOption: true, describe: 'output file (csv) or folder (wwb)' })
           .option('condition', { type: 'string', array: true }),
       (argv) => {
-        const count = exportCsv(argv.out, list(argv.condition));
+        const count = argv.format === 'wwb' ? exportPack(argv.out, list(argv.condition)) : exportCsv(argv.out, list(argv.condition));
         out(`${count} records written to ${argv.out}`);
       },
     )

@@ -14,6 +14,7 @@ import { referencesDir } from './paths.ts';
 import { RecordTimeout, WorkerPool } from './pool.ts';
 import { sourcePreparedDir } from './prepare.ts';
 import { Progress } from './progress.ts';
+import type { CapturedWarning } from './protocol.ts';
 import type { ReferenceRecord } from './records.ts';
 import { readReferenceManifest } from './references.ts';
 import { independentMetric, predictionHash, type Truth } from './verify.ts';
@@ -96,28 +97,78 @@ export function verifyManifestFiles(dir: string, conditions: string[]): void {
   }
 }
 
-function sameWarnings(a: ReferenceRecord['warnings'], b: ReferenceRecord['warnings']): boolean {
+function sameWarnings(a: CapturedWarning[], b: CapturedWarning[]): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
+/** What a replay compares against: one saved record, from our tables or a published-layout pack. */
+export interface StoredRecord {
+  mask: string;
+  utility: number | null;
+  native_value: number | null;
+  prediction_sha256: string | null;
+  warnings: CapturedWarning[];
+  wall_seconds: number | null;
+  /** Beat detection: the saved tolerance table (true_positive and f1 per tolerance), when saved. */
+  tolerances?: Record<string, { true_positive: number; f1: number }>;
+}
+
+/** One condition to replay: where its prepared input is and what was saved. */
+export interface ReplayTarget {
+  condition: string;
+  family: FamilyName;
+  folder: string;
+  records: StoredRecord[];
+}
+
+export function storedFromReference(record: ReferenceRecord): StoredRecord {
+  const tolerances = record.extras.matching_tolerance_sensitivity as StoredRecord['tolerances'];
+  return {
+    mask: record.mask,
+    utility: record.utility,
+    native_value: record.native_value,
+    prediction_sha256: record.prediction_sha256,
+    warnings: record.warnings,
+    wall_seconds: record.wall_seconds,
+    ...(tolerances ? { tolerances } : {}),
+  };
+}
+
+/** Replays our own reference folder (outputs/references layout). */
 export async function replay(options: ReplayOptions = {}): Promise<ReplayReport> {
-  const started = performance.now();
   const dir = options.referencesDir ?? referencesDir();
   const manifest = readReferenceManifest(dir);
   if (!manifest) throw new UserError(`no reference manifest in ${dir}; run 'wwref rebuild' first`);
   const ids = options.conditions?.length ? options.conditions : Object.keys(manifest.conditions);
   verifyManifestFiles(dir, ids);
-  const outlierFactor = options.outlierFactor ?? 5;
+  const targets = ids.map((id): ReplayTarget => {
+    const entry = manifest.conditions[id]!;
+    return {
+      condition: id,
+      family: entry.family as FamilyName,
+      folder: sourcePreparedDir(entry.source),
+      records: readReferenceTable(join(dir, entry.table)).records.map(storedFromReference),
+    };
+  });
+  return replayTargets(targets, manifest.versions, options);
+}
 
-  const tables = ids.map((id) => ({ id, entry: manifest.conditions[id]!, records: readReferenceTable(join(dir, manifest.conditions[id]!.table)).records }));
-  const total = tables.reduce((s, t) => s + t.records.length, 0);
+/** The replay itself: a fresh single worker per condition, every record cold, every check. */
+export async function replayTargets(
+  targets: ReplayTarget[],
+  expectedVersions: Record<string, string>,
+  options: ReplayOptions = {},
+): Promise<ReplayReport> {
+  const started = performance.now();
+  const outlierFactor = options.outlierFactor ?? 5;
+  const total = targets.reduce((s, t) => s + t.records.length, 0);
   const progress = new Progress('replay', total, options.quiet);
-  for (const t of tables) progress.expect(t.id, t.records.length);
+  for (const t of targets) progress.expect(t.condition, t.records.length);
 
   const records: ReplayedRecord[] = [];
   let versions: Record<string, string> = {};
   let drift: string[] = [];
-  for (const [index, { id, entry, records: saved }] of tables.entries()) {
+  for (const [index, { condition: id, family, folder, records: saved }] of targets.entries()) {
     // A fresh single worker per condition: nothing is shared between conditions, and the worker
     // re-reads the prepared input from disk for every record (cold).
     const pool = new WorkerPool(1, options.workerEnv);
@@ -125,13 +176,11 @@ export async function replay(options: ReplayOptions = {}): Promise<ReplayReport>
       const hello = await pool.submit((w) => w.hello(), 120);
       if (index === 0) {
         versions = hello.versions;
-        drift = versionDrift(hello.versions, manifest.versions);
+        drift = versionDrift(hello.versions, expectedVersions);
         if (drift.length && !options.allowVersionDrift) {
           throw new UserError(`installed Python packages differ from the reference manifest:\n  ${drift.join('\n  ')}\npass --allow-version-drift to compare with tolerances instead`);
         }
       }
-      const family = entry.family as FamilyName;
-      const folder = sourcePreparedDir(entry.source);
       const truth: Truth = (await pool.submit((w) => w.truth(family, folder), 300)).truth;
       for (const record of saved) {
         const failures: CheckFailure[] = [];
@@ -154,10 +203,9 @@ export async function replay(options: ReplayOptions = {}): Promise<ReplayReport>
             failures.push({ check: 'independent_metric', expected: record.native_value, actual: independent.value });
           }
           if (!sameWarnings(run.warnings, record.warnings)) failures.push({ check: 'warnings', expected: record.warnings, actual: run.warnings });
-          if (independent.tolerances) {
-            const stored = (record.extras.matching_tolerance_sensitivity ?? {}) as Record<string, { true_positive: number; f1: number }>;
+          if (independent.tolerances && record.tolerances) {
             for (const [tol, counts] of Object.entries(independent.tolerances)) {
-              const s = stored[tol];
+              const s = record.tolerances[tol];
               if (!s || s.true_positive !== counts.true_positive || s.f1 !== counts.f1) {
                 failures.push({ check: 'tolerance_table', expected: { [tol]: s }, actual: { [tol]: { true_positive: counts.true_positive, f1: counts.f1 } } });
               }
@@ -188,8 +236,8 @@ export async function replay(options: ReplayOptions = {}): Promise<ReplayReport>
   }
 
   // Timing: per condition median ratio; a record far from its condition's median is an outlier, and
-  // a condition whose median ratio is far from the catalog's is flagged as slowed down.
-  const conditionSummaries = tables.map(({ id }) => {
+  // a condition whose median ratio is far above 1 is flagged as slowed down.
+  const conditionSummaries = targets.map(({ condition: id }) => {
     const mine = records.filter((r) => r.condition === id);
     const med = median(mine.flatMap((r) => (r.timing_ratio === null ? [] : [r.timing_ratio])));
     for (const r of mine) {
