@@ -1,0 +1,56 @@
+// Benchmark of the execute stage: records/s with 1 and 2 workers, total wall time against the sum of
+// per-record native seconds (orchestration overhead), and the slowest conditions.
+//   npx tsx scripts/bench.ts [--condition C ...] [--workers 1,2]
+// Default conditions: a mix of every family except retrieval (whose cost is reported separately by
+// the full rebuild). Prepared inputs are taken from prepared/ (run `npx wwref prepare` first);
+// tables and journals go to a temporary folder, so outputs/references is never touched.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Catalog } from '../pipelines/catalog.ts';
+import { rebuild, type RebuildSummary } from '../pipelines/rebuild.ts';
+
+const DEFAULT = ['wine', 'spambase', 'concrete', 'co2', 'astronaut', 'mitdb_100__d6', 'graph_lesmis__d6'];
+
+function arg(name: string): string[] {
+  const values: string[] = [];
+  process.argv.forEach((a, i) => {
+    if (a === `--${name}`) for (const v of process.argv.slice(i + 1)) { if (v.startsWith('--')) break; values.push(v); }
+  });
+  return values;
+}
+
+const conditions = arg('condition').length ? arg('condition') : DEFAULT;
+const workerCounts = (arg('workers')[0] ?? '1,2').split(',').map(Number);
+const catalog = Catalog.load();
+
+async function run(workers: number): Promise<RebuildSummary> {
+  const dir = mkdtempSync(join(tmpdir(), 'wwref-bench-'));
+  process.env.WWREF_REFERENCES_DIR = join(dir, 'references');
+  process.env.WWREF_CACHE_DIR = join(dir, 'cache');
+  try {
+    return await rebuild(catalog, { conditions, workers, quiet: true, fresh: true, log: () => {} });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+console.log(`conditions: ${conditions.join(', ')}`);
+const results = new Map<number, RebuildSummary>();
+for (const workers of workerCounts) {
+  const s = await run(workers);
+  results.set(workers, s);
+  const overhead = s.wallSeconds / s.nativeSeconds;
+  console.log(
+    `workers ${workers}: ${s.records} records in ${s.wallSeconds.toFixed(1)} s wall = ${(s.records / s.wallSeconds).toFixed(2)} records/s; ` +
+      `native sum ${s.nativeSeconds.toFixed(1)} s; wall/native ${overhead.toFixed(3)}${workers > 1 ? ` (ideal ${(1 / workers).toFixed(2)})` : ''}`,
+  );
+}
+const one = results.get(1);
+const two = results.get(2);
+if (one && two) console.log(`speed-up with 2 workers: ${(one.wallSeconds / two.wallSeconds).toFixed(2)}x`);
+const last = [...results.values()].at(-1)!;
+console.log('slowest conditions (native seconds):');
+for (const c of [...last.conditions].sort((a, b) => b.nativeSeconds - a.nativeSeconds).slice(0, 5)) {
+  console.log(`  ${c.condition.padEnd(22)} ${c.nativeSeconds.toFixed(2)} s over ${c.records} records`);
+}
