@@ -187,7 +187,7 @@ export async function replayTargets(
         const relaxed: string[] = [];
         let wall: number | null = null;
         try {
-          const run = await pool.submit((w) => w.run(family, folder, record.mask, true), options.timeoutSeconds ?? 180);
+          const run = await pool.submit((w) => w.run(family, folder, record.mask, { cold: true }), options.timeoutSeconds ?? 180);
           wall = run.wall_seconds;
           const sha = predictionHash(family, run.prediction);
           if (sha !== record.prediction_sha256) {

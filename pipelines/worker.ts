@@ -112,8 +112,15 @@ export class PythonWorker {
     return this.request(HelloResult, { op: 'hello' });
   }
 
-  run(family: string, folder: string, mask: string, cold = false): Promise<RunResult> {
-    return this.request(RunResult, { op: 'run', family, folder, mask, cold });
+  run(family: string, folder: string, mask: string, options: { cold?: boolean; reuseSharedStage?: boolean } = {}): Promise<RunResult> {
+    return this.request(RunResult, {
+      op: 'run',
+      family,
+      folder,
+      mask,
+      cold: options.cold ?? false,
+      reuse_shared_stage: options.reuseSharedStage ?? false,
+    });
   }
 
   truth(family: string, folder: string): Promise<TruthResult> {

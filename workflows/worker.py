@@ -6,9 +6,11 @@ Requests ``{"id": n, "op": ..., ...}``; responses ``{"id": n, "ok": true, "resul
 
 Operations:
 * ``hello``: interpreter, pinned library versions, thread pools;
-* ``run`` {family, folder, mask, cold}: predict and evaluate one configuration on the prepared input
-  in ``folder`` (cached across requests unless ``cold``: then it is read from disk for this record
-  only and nothing is kept);
+* ``run`` {family, folder, mask, cold, reuse_shared_stage}: predict and evaluate one configuration on
+  the prepared input in ``folder`` (cached across requests unless ``cold``: then it is read from disk
+  for this record only and nothing is kept). With ``reuse_shared_stage`` a family that declares a
+  ``SharedStage`` (retrieval: term counts) builds it once per input and reuses it across masks; the
+  default is the cold path, and tests prove both give identical predictions;
 * ``truth`` {family, folder}: the held-out truth the independent TypeScript metric needs;
 * ``prepare`` {recipe, params, raw, out}: run a preparation recipe and write a prepared input.
 
@@ -61,12 +63,14 @@ def to_json_value(value: Any) -> Any:
 class Worker:
     def __init__(self) -> None:
         self._cache: dict[str, dict[str, Any]] = {}
+        self._stages: dict[str, Any] = {}
         # Test-only switch: slows every record down, so timing verification can be shown to work.
         self._delay = float(os.environ.get("WWREF_TEST_DELAY_SECONDS", "0") or 0)
 
     def _data(self, folder: str, cold: bool) -> dict[str, Any]:
         if cold:
             self._cache.clear()
+            self._stages.clear()
             return read_prepared(folder)
         if folder not in self._cache:
             self._cache[folder] = read_prepared(folder)
@@ -79,12 +83,19 @@ class Worker:
 
     def run(self, request: dict) -> dict:
         family = FAMILIES[request["family"]]
-        data = self._data(request["folder"], bool(request.get("cold", False)))
+        folder = request["folder"]
+        data = self._data(folder, bool(request.get("cold", False)))
         mask = request["mask"]
         with threadpool_limits(limits=1), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             start = time.perf_counter()
-            prediction = family.predict(data, mask)
+            stage = getattr(family, "SharedStage", None)
+            if request.get("reuse_shared_stage") and stage is not None:
+                if folder not in self._stages:
+                    self._stages[folder] = stage(data)
+                prediction = family.predict(data, mask, cache=self._stages[folder])
+            else:
+                prediction = family.predict(data, mask)
             middle = time.perf_counter()
             result = family.evaluate(data, prediction)
             end = time.perf_counter()

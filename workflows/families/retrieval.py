@@ -10,7 +10,7 @@ Two execution paths give the same bits:
   every stored value set to 1, and the weighting (C, D, F) is a TfidfTransformer applied to the
   counts. That is precisely how TfidfVectorizer is composed internally (CountVectorizer with dtype
   float64, then TfidfTransformer fit on the corpus counts), so the floats are identical; the
-  equivalence is checked over all 64 masks by the verification script, not assumed.
+  equivalence is checked by test/shared-stage.test.ts, not assumed.
 """
 from __future__ import annotations
 
@@ -150,3 +150,7 @@ def evaluate(data: dict, prediction: dict[str, list[str]]) -> dict:
 
 def truth(data: dict) -> dict:
     return {"qrels": data["qrels"], "query_ids": [q[0] for q in data["queries"]]}
+
+
+# The worker builds this once per prepared input when a run asks to reuse the shared stage.
+SharedStage = RetrievalCache

@@ -1,0 +1,57 @@
+"""Shared helpers for the recovery searches (research tools, not product runtime).
+
+Reads only /work/shared (read-only inputs, override with WWREF_SHARED). Writes nothing into the
+repository; caches and optional outputs go to /tmp.
+"""
+import gzip
+import hashlib
+import io
+import json
+import os
+
+import numpy as np
+
+SHARED = os.environ.get("WWREF_SHARED", "/work/shared")
+
+
+def load_json(rel):
+    with open(os.path.join(SHARED, rel)) as fh:
+        return json.load(fh)
+
+
+def published_sha(key):
+    return load_json("published/prepared_sha256.json")["files_sha256"][key]
+
+
+def conditions():
+    return load_json("published/conditions.json")["conditions"]
+
+
+def sources():
+    return load_json("published/sources.json")["sources"]
+
+
+def sha256(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def npz_bytes(arrays, compressed=True):
+    """arrays: list of (key, ndarray) in order -> bytes of savez(_compressed)."""
+    buf = io.BytesIO()
+    kw = dict(arrays)
+    assert list(kw) == [k for k, _ in arrays]
+    (np.savez_compressed if compressed else np.savez)(buf, **kw)
+    return buf.getvalue()
+
+
+def gz_json_bytes(obj, ensure_ascii=True, sort_keys=False):
+    txt = json.dumps(obj, separators=(",", ":"), ensure_ascii=ensure_ascii, sort_keys=sort_keys)
+    return gzip.compress(txt.encode("utf-8"), mtime=0)
+
+
+def digest(obj):
+    """The catalog's canonical digest (spec/records.md 1)."""
+    if isinstance(obj, (bytes, bytearray)):
+        return sha256(bytes(obj))
+    txt = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return sha256(txt.encode("utf-8"))
