@@ -87,6 +87,7 @@ async function main(): Promise<number> {
         withWorkers(withMirror(y))
           .option('condition', { type: 'string', array: true, describe: 'condition(s); default the whole catalog' })
           .option('fresh', { type: 'boolean', default: false, describe: 'ignore journals of interrupted runs' })
+          .option('reuse-shared-stage', { type: 'boolean', default: false, describe: 'reuse expensive per-input stages across masks (retrieval term counts); bit-identical to the cold path' })
           .option('allow-version-drift', { type: 'boolean', default: false, describe: 'run even if installed versions differ from the pins' }),
       async (argv) => {
         const catalog = Catalog.load();
@@ -96,6 +97,7 @@ async function main(): Promise<number> {
           mirrors: list(argv.mirror),
           fresh: argv.fresh,
           allowVersionDrift: argv.allowVersionDrift,
+          reuseSharedStage: argv.reuseSharedStage,
         });
         for (const c of summary.conditions) {
           const status = c.error ? `NOT BUILT: ${c.error}` : `${c.records - c.failed}/${c.records} ok`;
@@ -209,6 +211,42 @@ async function main(): Promise<number> {
         const { writeReport } = await import('./report.ts');
         const summary = writeReport(argv.out, list(argv.condition), argv.references);
         out(`report of ${summary.conditions} condition(s) written to ${argv.out}`);
+      },
+    )
+    // add-source / plan-schema (issue 4); modules imported on use to keep this edit self-contained.
+    .command(
+      'add-source <plan>',
+      'add a new source from its construction plan: validate, freeze (sha256), acquire, prepare, execute every mask, verify, append its references',
+      (y) =>
+        withWorkers(withMirror(y))
+          .positional('plan', { type: 'string', demandOption: true, describe: 'construction plan (JSON, see sources/plan.schema.json)' })
+          .option('references', { type: 'string', describe: 'target reference folder (default outputs/references)' })
+          .option('force', { type: 'boolean', default: false, describe: 'rebuild a source already added; a changed plan is recorded as superseding the old hash' })
+          .option('dry-run', { type: 'boolean', default: false, describe: 'only validate the plan, check the target and print its sha256' })
+          .option('allow-version-drift', { type: 'boolean', default: false, describe: 'run even if installed versions differ from the pins' }),
+      async (argv) => {
+        const { addSource, addSourceLines, checkAddSource } = await import('./add-source.ts');
+        const options = { referencesDir: argv.references, force: argv.force, workers: argv.workers, mirrors: list(argv.mirror), allowVersionDrift: argv.allowVersionDrift };
+        if (argv.dryRun) {
+          for (const line of checkAddSource(argv.plan!, options)) out(line);
+          return;
+        }
+        const result = await addSource(argv.plan!, { ...options, log: (line) => out(line) });
+        for (const line of addSourceLines(result)) out(line);
+        if (!result.written) exitCode = 1;
+      },
+    )
+    .command(
+      'plan-schema',
+      'write the JSON Schema of construction plans (for editors; committed as sources/plan.schema.json)',
+      (y) => y.option('out', { type: 'string', describe: 'output file (default: standard output)' }),
+      async (argv) => {
+        const { planJsonSchema } = await import('./plan.ts');
+        const text = `${JSON.stringify(planJsonSchema(), null, 2)}\n`;
+        if (!argv.out) return void process.stdout.write(text);
+        const { writeFileAtomic } = await import('./fsutil.ts');
+        writeFileAtomic(argv.out, text);
+        out(`plan schema written to ${argv.out}`);
       },
     )
     .command(

@@ -26,8 +26,12 @@ export interface RebuildOptions extends AcquireOptions {
   /** Ignore journals of earlier interrupted runs. */
   fresh?: boolean;
   allowVersionDrift?: boolean;
+  /** Let families reuse an expensive stage across masks (retrieval term counts); off = cold path. */
+  reuseSharedStage?: boolean;
   quiet?: boolean;
   log?: (line: string) => void;
+  /** Folder of the reference tables and manifest.json (default WWREF_REFERENCES_DIR or outputs/references). */
+  referencesDir?: string;
 }
 
 export interface ConditionOutcome {
@@ -94,6 +98,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
   const started = performance.now();
   const selected = catalog.selectConditions(options.conditions);
   const workers = options.workers ?? 2;
+  const refDir = options.referencesDir ?? referencesDir();
 
   // 1. Prepared inputs: prepare what is missing or stale; conditions of a failed source are reported.
   const sources = [...new Set(selected.map((c) => c.source))].map((s) => catalog.source(s));
@@ -160,7 +165,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
 
     // 5. Every missing record, largest first.
     const previousCost = (c: CatalogCondition): number | undefined => {
-      const path = tablePath(c.id);
+      const path = tablePath(c.id, refDir);
       if (!existsSync(path)) return undefined;
       try {
         const seconds = readReferenceTable(path).records.map((r) => r.wall_seconds ?? 0);
@@ -192,7 +197,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
         };
         let record: ReferenceRecord;
         try {
-          const run = await pool.submit((w) => w.run(c.family, sourcePreparedDir(c.source), mask), timeout);
+          const run = await pool.submit((w) => w.run(c.family, sourcePreparedDir(c.source), mask, { reuseSharedStage: options.reuseSharedStage }), timeout);
           const check = verifyRun(c.family, run, truths.get(c.id)!);
           record = {
             ...base,
@@ -236,7 +241,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
     );
 
     // 6. Tables, equivalence checks and the manifest.
-    const previous = readReferenceManifest();
+    const previous = readReferenceManifest(refDir);
     const git = await gitIdentity();
     const manifest: ReferenceManifest = {
       manifest_version: 1,
@@ -251,7 +256,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
     const recordsOf = (id: string): ReferenceRecord[] | undefined => {
       const fresh = done.get(id);
       if (fresh) return allMasks(catalog.condition(id).dimensions).map((m) => fresh.get(m)!);
-      return existsSync(tablePath(id)) ? readReferenceTable(tablePath(id)).records : undefined;
+      return existsSync(tablePath(id, refDir)) ? readReferenceTable(tablePath(id, refDir)).records : undefined;
     };
     for (const c of runnable) {
       const records = recordsOf(c.id)!;
@@ -273,7 +278,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
           workflows_sha256: codeSha,
         }),
       };
-      const bytes = writeReferenceTable(tablePath(c.id), records, metadata);
+      const bytes = writeReferenceTable(tablePath(c.id, refDir), records, metadata);
       rmSync(journalPath(c.id), { force: true });
       const failed = records.filter((r) => r.status !== 'ok').length;
       const nativeSeconds = records.reduce((sum, r) => sum + (r.wall_seconds ?? 0), 0);
@@ -300,7 +305,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
       manifest.conditions[c.id] = entry;
       outcomes.push({ condition: c.id, records: records.length, failed, nativeSeconds, violations: entry.equivalence_violations, table: entry.table });
     }
-    writeReferenceManifest(manifest);
+    writeReferenceManifest(manifest, refDir);
     for (const [source, error] of unprepared) {
       for (const c of selected.filter((s) => s.source === source)) {
         outcomes.push({ condition: c.id, records: 0, failed: 0, nativeSeconds: 0, violations: [], error: `source ${source} not prepared: ${error}` });

@@ -20,6 +20,10 @@ const Tabular = z
     header: z.boolean().default(false),
     /** Spreadsheet sheet: name or 0-based position (format excel only). */
     sheet: z.union([Name, z.number().int().nonnegative()]).optional(),
+    /** Text tables (csv, whitespace) stored gzip-compressed, e.g. scikit-learn's *.csv.gz. */
+    compression: z.enum(['none', 'gzip']).optional(),
+    /** Further raw files of the same format whose columns are appended to the right of `file`'s (same rows). */
+    append_files: z.array(RawName).min(1).optional(),
     /** Names of all columns in file order; replaces the header names. */
     columns: Names.optional(),
     /** Feature columns, in the order they are stored. */
@@ -48,6 +52,10 @@ const Tabular = z
       issue('split', 'required for classification and regression, absent for clustering');
     if (p.format !== 'excel' && p.sheet !== undefined) issue('sheet', 'only a spreadsheet (format excel) has sheets');
     if (p.format === 'arff' && p.header) issue('header', 'an ARFF file names its own columns');
+    const text = p.format === 'csv' || p.format === 'whitespace';
+    if (p.compression && p.compression !== 'none' && !text) issue('compression', 'only text formats (csv, whitespace) can be read compressed');
+    if (p.append_files && !text) issue('append_files', 'only text formats (csv, whitespace) can be appended');
+    if (p.append_files?.includes(p.file)) issue('append_files', 'the main file cannot be appended to itself');
     for (const column of Object.keys(p.decimals?.places ?? {})) {
       if (!p.features.includes(column) && !(column === p.target && p.labels === undefined))
         ctx.addIssue({ code: 'custom', path: ['decimals', 'places', column], message: 'only feature columns or a regression target can be rounded' });
@@ -118,4 +126,14 @@ export const RECIPE_PARAMS: Record<string, z.ZodType> = {
   newman_graph: NewmanGraph,
   beir_retrieval: BeirRetrieval,
   arguana_retrieval: ArguanaRetrieval,
+};
+
+/** Parameters of each recipe that name one (string) or several (array) of the plan's raw files. */
+export const RAW_FILE_PARAMS: Record<string, readonly string[]> = {
+  tabular: ['file', 'append_files'],
+  statsmodels_series: ['file'],
+  skimage_image: ['file'],
+  newman_graph: ['file'],
+  beir_retrieval: ['corpus', 'queries', 'qrels'],
+  arguana_retrieval: ['archive'],
 };

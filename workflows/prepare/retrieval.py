@@ -12,14 +12,23 @@ is not yet reproduced, so the key is a parameter. Facts ``cohort_ids_sha256`` = 
 (workflows.hashing.digest) of the cohort's query id list in order (our own identity; the pre-image of
 the published query_ids_sha256 is unknown).
 
-arguana_retrieval: the published catalog built 8567 documents and 64 "prepared G queries" from the
-original-author corpus; that construction is not published, so this recipe validates its parameters
-and then fails with an explanation (it never guesses a corpus).
+arguana_retrieval: our own documented recipe on the original-author corpus (the published
+construction of its 64 "prepared G queries" is not published; scripts/recover/README.md). Documents
+= every point and counter text of 02-extracted-arguments (all splits), exact UTF-8 text, de-duplicated
+by exact text; doc_id = the relative path (without .txt) of a text's first occurrence in sorted path
+order. This reproduces the published corpus size (8567) and all five document length quantiles.
+Queries = the true (point, counter) pairs of the debate-level pair file of ``split``, in file order,
+skipping a point whose normalised text repeats an earlier query; the first ``queries`` are kept; qrels
+= {point doc_id: {counter doc_id: 1}}. The cohort is not the published one (not comparable).
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import tarfile
+import unicodedata
+import zipfile
 from typing import Any
 
 import numpy as np
@@ -96,15 +105,77 @@ def run_beir(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     }
 
 
+ARGUMENTS = "02-extracted-arguments/"
+PAIRS = "03-pairs-best-counter-task/{split}/01-debate-opposing-counters.tsv.zip"
+
+
+def _normalised(text: str) -> str:
+    """NFKC, casefold, whitespace collapsed: the self-exclusion key of spec/families.md 6."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
 def run_arguana(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     archive = p.raw_file("archive", raw)
-    p.str("split", choices=("training", "validation", "test"))
-    p.int("queries", minimum=1)
-    p.bool("exclude_self")
+    split = p.str("split", choices=("training", "validation", "test"))
+    size = p.int("queries", minimum=1)
+    exclude_self = p.bool("exclude_self")
     p.close()
-    raise ValueError(
-        "arguana_retrieval: the published ArguAna input (8567 documents, 64 'prepared G queries' of the "
-        "original training split) was built by an unpublished procedure from the original-author corpus, "
-        f"and {archive} lacks five large training pair files (theme-level 05/06); no documented recipe "
-        "reproduces it, so this source cannot be prepared (see shared/spec/preparation.md section 4)."
-    )
+
+    texts: dict[str, str] = {}  # relative path (without .txt) -> exact text
+    pair_bytes = None
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar:
+            if not member.isfile():
+                continue
+            name = member.name.split("/", 1)[1] if "/" in member.name else member.name
+            if name.startswith(ARGUMENTS) and name.endswith(("-point.txt", "-counter.txt")):
+                rel = name[len(ARGUMENTS):]
+                texts[rel[: -len(".txt")]] = tar.extractfile(member).read().decode("utf-8")
+            elif name == PAIRS.format(split=split):
+                pair_bytes = tar.extractfile(member).read()
+    if not texts:
+        raise ValueError(f"arguana_retrieval: {archive} holds no {ARGUMENTS} point/counter texts")
+    if pair_bytes is None:
+        raise ValueError(f"arguana_retrieval: {archive} lacks {PAIRS.format(split=split)}")
+
+    doc_of_text: dict[str, str] = {}
+    for rel in sorted(texts):
+        doc_of_text.setdefault(texts[rel], rel)
+    documents = sorted(({"doc_id": doc_id, "text": text} for text, doc_id in doc_of_text.items()), key=lambda d: d["doc_id"])
+
+    with zipfile.ZipFile(io.BytesIO(pair_bytes)) as pairs_zip:
+        lines = pairs_zip.read(pairs_zip.namelist()[0]).decode("utf-8").splitlines()
+    queries: list[list[str]] = []
+    qrels: dict[str, dict[str, int]] = {}
+    seen: set[str] = set()
+    for line in lines:
+        fields = line.split("\t")
+        if len(fields) < 3 or fields[2] != "true":
+            continue
+        point, counter = (f[: -len(".txt")] for f in fields[:2])
+        if point not in texts or counter not in texts:
+            raise ValueError(f"arguana_retrieval: pair names a text missing from the archive: {point} / {counter}")
+        key = _normalised(texts[point])
+        if key in seen:
+            continue
+        seen.add(key)
+        query_id = doc_of_text[texts[point]]
+        queries.append([query_id, texts[point]])
+        qrels[query_id] = {doc_of_text[texts[counter]]: 1}
+        if len(queries) == size:
+            break
+    if len(queries) < size:
+        raise p.error("params.queries", f"only {len(queries)} distinct true pairs in the {split} pair file")
+
+    metadata = {"documents": documents, "queries": queries, "qrels": qrels, "exclude_self": exclude_self}
+    write_prepared(out, [], metadata)
+    return {
+        "corpus_documents": len(documents),
+        "evaluation_queries": len(queries),
+        "argument_files": len(texts),
+        "cohort_ids_sha256": digest([q[0] for q in queries]),
+        "relevant_pairs": len(queries),
+        "document_length_quantiles": _quantiles([len(d["text"]) for d in documents]),
+        "query_length_quantiles": _quantiles([len(q[1]) for q in queries]),
+        "exclude_self": exclude_self,
+    }

@@ -11,6 +11,12 @@ evaluation rows, grouped by identical feature vector: group = index of the row's
 sorted unique vectors (numpy unique, axis 0), one GroupShuffleSplit(test_size, random_state=seed); both
 sides keep file order. Clustering keeps every row and stores n_clusters = number of labels.
 
+Compatible extensions for new sources (absent from the 30 published plans, whose bytes they leave
+unchanged): ``compression`` "gzip" reads a gzip-compressed text table (raw files are cached under their
+sha256, without a file extension, so nothing is inferred from the name); ``append_files`` lists further
+raw files of the same format whose columns are appended, in order, to the right of ``file``'s columns
+(same number of rows), e.g. scikit-learn's diabetes data, which keeps its target in a separate file.
+
 Split identity (facts ``evaluation_index_sha256``, our own definition, not the published split_sha256
 whose pre-image is unknown): sha256 of the canonical JSON (workflows.hashing.digest) of the ascending
 list of evaluation row positions, counted in the de-duplicated table.
@@ -33,13 +39,14 @@ TASKS = ("classification", "regression", "clustering")
 FORMATS = ("csv", "whitespace", "excel", "arff")
 
 
-def _read_table(path: str, fmt: str, header: bool, sheet: Any) -> pd.DataFrame:
+def _read_table(path: str, fmt: str, header: bool, sheet: Any, gzip: bool = False) -> pd.DataFrame:
     """All cells of text formats stay strings (converted later with Python's correctly rounded float())."""
     head = 0 if header else None
+    text = {"compression": "gzip"} if gzip else {}  # only text formats can be compressed
     if fmt == "csv":
-        return pd.read_csv(path, header=head, dtype=str, keep_default_na=False)
+        return pd.read_csv(path, header=head, dtype=str, keep_default_na=False, **text)
     if fmt == "whitespace":  # runs of blanks/tabs separate fields (seeds has doubled tabs, yacht trailing blanks)
-        return pd.read_csv(path, sep=r"\s+", header=head, dtype=str, keep_default_na=False)
+        return pd.read_csv(path, sep=r"\s+", header=head, dtype=str, keep_default_na=False, **text)
     if fmt == "excel":  # pandas picks xlrd for .xls and openpyxl for .xlsx
         table = pd.read_excel(path, sheet_name=sheet, header=head)
         return table.dropna(how="all").dropna(axis=1, how="all")  # energy's used range has empty rows
@@ -65,10 +72,23 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     fmt = p.str("format", choices=FORMATS)
     header = p.bool("header", False)
     sheet = p.sheet("sheet", 0)
+    compression = p.str("compression", "none", choices=("none", "gzip"))
+    appended = p.str_list("append_files", None)
     if fmt != "excel" and "sheet" in p.values:
         raise p.error("params.sheet", "only a spreadsheet (format excel) has sheets")
     if fmt == "arff" and "header" in p.values:
         raise p.error("params.header", "an ARFF file names its own columns")
+    if compression != "none" and fmt not in ("csv", "whitespace"):
+        raise p.error("params.compression", "only text formats (csv, whitespace) can be read compressed")
+    if appended is not None and fmt not in ("csv", "whitespace"):
+        raise p.error("params.append_files", "only text formats (csv, whitespace) can be appended")
+    appended_paths = []
+    for i, name in enumerate(appended or []):
+        if name not in raw:
+            raise p.error(f"params.append_files.{i}", f"raw file {name!r} is not among the given raw files ({', '.join(sorted(raw))})")
+        if name == p.values.get("file"):
+            raise p.error(f"params.append_files.{i}", "the main file cannot be appended to itself")
+        appended_paths.append(raw[name])
     columns = p.str_list("columns", None)
     features = p.str_list("features")
     target = p.str("target")
@@ -96,7 +116,17 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     if (task == "clustering") != (split is None):
         raise p.error("params.split", "required for classification and regression, absent for clustering")
 
-    table = _read_table(path, fmt, header, sheet)
+    table = _read_table(path, fmt, header, sheet, compression == "gzip")
+    if appended_paths:
+        parts = [table]
+        for i, extra in enumerate(appended_paths):
+            part = _read_table(extra, fmt, header, sheet, compression == "gzip")
+            if len(part) != len(table):
+                raise p.error(f"params.append_files.{i}", f"{len(part)} rows, but the main file has {len(table)}")
+            parts.append(part)
+        table = pd.concat([part.reset_index(drop=True) for part in parts], axis=1, ignore_index=not header)
+        if header and table.columns.duplicated().any():
+            raise p.error("params.append_files", f"column name(s) repeated across files: {', '.join(map(str, table.columns[table.columns.duplicated()]))}")
     if columns is not None:
         if len(columns) != table.shape[1]:
             raise p.error("params.columns", f"{len(columns)} names for a table of {table.shape[1]} columns")
