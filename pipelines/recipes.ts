@@ -35,8 +35,12 @@ const Tabular = z
     decimals: z
       .strictObject({
         rounding: z.enum(['half_even', 'half_up']),
-        places: z.record(Name, z.number().int().nonnegative()),
+        /** Decimals per column. */
+        places: z.record(Name, z.number().int().nonnegative()).optional(),
+        /** Or: every feature to the decimals a spreadsheet "General" cell this many characters wide shows. */
+        width: z.number().int().min(2).optional(),
       })
+      .refine((d) => (d.places === undefined) !== (d.width === undefined), 'give either places or width')
       .optional(),
     /** Drop rows identical in every feature and the target, keeping the first in file order. */
     drop_duplicates: z.boolean(),

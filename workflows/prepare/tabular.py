@@ -6,7 +6,9 @@ the first in file order; encode labels as int64 positions in the plan's (sorted)
 float64 target for regression. ``decimals`` {rounding, places: {column: n}} rounds values read at a
 higher precision to n decimals, as the text export the catalog read did (concrete, energy_efficiency:
 the classic spreadsheets hold more digits than UCI's data.csv; half_up on the shortest decimal repr
-reproduces the published bytes). Classification and regression are then split into training and
+reproduces the published bytes); {rounding, width: w} instead rounds every feature value to the decimals
+that a spreadsheet's "General" format shows in a column w characters wide: w - (integer digits) - 1
+(dry_bean's UCI export, recovered in scripts/recover/README.md). Classification and regression are then split into training and
 evaluation rows, grouped by identical feature vector: group = index of the row's vector among the
 sorted unique vectors (numpy unique, axis 0), one GroupShuffleSplit(test_size, random_state=seed); both
 sides keep file order. Clustering keeps every row and stores n_clusters = number of labels.
@@ -97,9 +99,11 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     rounding, half = {}, None
     if decimals is not None:
         half = decimals.str("rounding", choices=("half_even", "half_up"))
-        places = decimals.obj("places")
-        rounding = {column: places.int(column, minimum=0) for column in places.values}
-        places.close()
+        width = decimals.int("width", None, minimum=2)
+        if width is None:
+            places = decimals.obj("places")
+            rounding = {column: places.int(column, minimum=0) for column in places.values}
+            places.close()
         decimals.close()
     drop_duplicates = p.bool("drop_duplicates")
     split = p.obj("split", None)
@@ -151,6 +155,8 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
             raise p.error(f"params.decimals.places.{column}", "only feature columns or a regression target can be rounded")
         values = y if column == target else x[:, features.index(column)]
         values[:] = [_round_text(v, places, half) for v in values]
+    if decimals is not None and width is not None:
+        x[:] = [[_round_text(v, width - len(str(int(abs(v)))) - 1, half) for v in row] for row in x]
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise ValueError(f"tabular: {path} holds missing or non-finite values")
 
