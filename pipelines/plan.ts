@@ -77,6 +77,14 @@ export const Plan = z
         comparable: z.boolean(),
         prepared_match: z.enum(['byte_identical', 'not_identical', 'not_published']),
         note: z.string(),
+        /**
+         * Published records whose prediction bytes this platform does not reproduce although the
+         * utility is bit-identical (e.g. numpy's log1p/expm1 take other code paths on CPUs without
+         * AVX-512). Conformance checks still require the exact utility of these records.
+         */
+        known_deviations: z
+          .array(z.strictObject({ condition: Identifier, masks: z.array(z.string().regex(/^[01]{4}([01]{2})?$/)).min(1), reason: z.string().min(1) }))
+          .optional(),
       })
       .default({ comparable: false, prepared_match: 'not_published', note: 'not part of the published catalog' }),
   })
@@ -211,4 +219,9 @@ export function planJsonSchema(): Record<string, unknown> {
     return { if: { properties: { recipe: { const: recipe } } }, then: { properties: { params } } };
   });
   return { ...schema, title: 'wwref construction plan', description: 'A source and its task conditions (pipelines/plan.ts); validate with `wwref add-source PLAN --dry-run`.' };
+}
+
+/** Masks of a condition whose published prediction bytes this platform is declared not to reproduce. */
+export function deviatingMasks(plan: Plan, condition: string): Set<string> {
+  return new Set((plan.published.known_deviations ?? []).filter((d) => d.condition === condition).flatMap((d) => d.masks));
 }

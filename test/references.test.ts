@@ -13,6 +13,7 @@ import { sha256Hex } from '../pipelines/hashing.ts';
 import { metricsAgree } from '../pipelines/metrics.ts';
 import { MANIFESTS_DIR, ROOT } from '../pipelines/paths.ts';
 import { hasPublished, publishedConditions, publishedRecords } from '../pipelines/published.ts';
+import { deviatingMasks } from '../pipelines/plan.ts';
 import type { ReferenceRecord } from '../pipelines/records.ts';
 import { readReferenceManifest } from '../pipelines/references.ts';
 
@@ -87,9 +88,12 @@ describe.skipIf(!hasPublished())('conformance with the published catalog (../sha
       const published = publishedRecords(condition.id);
       if (!published) continue;
       const rows = new Map(tables.get(condition.id)!.map((r) => [r.mask, r]));
+      const deviating = deviatingMasks(condition.plan.plan, condition.id);
       for (const p of published) {
         const ours = rows.get(p.mask)!;
-        expect(ours.prediction_sha256, `${condition.id} ${p.mask} hash`).toBe(p.prediction_sha256);
+        // A declared platform deviation may differ in prediction bytes, never in the utility.
+        if (!deviating.has(p.mask)) expect(ours.prediction_sha256, `${condition.id} ${p.mask} hash`).toBe(p.prediction_sha256);
+        else if (ours.prediction_sha256 === p.prediction_sha256) console.info(`${condition.id} ${p.mask}: declared deviation reproduced exactly on this platform`);
         expect(ours.utility, `${condition.id} ${p.mask} utility`).toBe(p.utility);
         expect(ours.native_metric, `${condition.id} ${p.mask}`).toBe(p.native_metric);
         checked++;
