@@ -2,25 +2,16 @@
 // and hashlib — in one batched Python process for the whole file.
 import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { pythonExecutable } from '../pipelines/paths.ts';
+import { seededRandom } from './random.ts';
 import { canonicalJson, compareCodePoints, digest, pyFloat, pythonFloatRepr, sha256Hex } from '../pipelines/hashing.ts';
 
-const PYTHON = '/work/main/.venv/bin/python';
+const PYTHON = pythonExecutable();
 
-// ---------------------------------------------------------------------------------------------
-// Deterministic random source (mulberry32).
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const rand = rng(20260907);
-const randInt = (lo: number, hi: number): number => lo + Math.floor(rand() * (hi - lo + 1));
-const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+const random = seededRandom(20260907);
+const rand = random.next;
+const randInt = random.int;
+const pick = random.pick;
 
 const dv = new DataView(new ArrayBuffer(8));
 function bitsOf(x: number): string {

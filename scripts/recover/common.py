@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-SHARED = os.environ.get("WWREF_SHARED", "/work/shared")
+SHARED = os.environ.get("WWREF_SHARED", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared"))
 
 
 def load_json(rel):
