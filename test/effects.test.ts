@@ -1,13 +1,11 @@
 // Effects, pair interactions, reversals and the files of `wwref effects`, on reference tables built
 // in temporary folders (the real tables are not needed).
-import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { tableFromIPC } from 'apache-arrow';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
-import { writeReferenceTable } from '../pipelines/arrow-io.ts';
 import {
   analyzeCondition,
   analyzeReferences,
@@ -20,86 +18,7 @@ import {
   type ConditionalEffect,
 } from '../pipelines/effects.ts';
 import { UserError } from '../pipelines/errors.ts';
-import type { ReferenceRecord } from '../pipelines/records.ts';
-import { writeReferenceManifest, type ReferenceManifest } from '../pipelines/references.ts';
-
-// ---------------------------------------------------------------------------------------------
-// Fixtures: reference records and a manifest in a temporary folder.
-
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
-const maskOf = (k: number, d: number) => k.toString(2).padStart(d, '0');
-const bits = (mask: string) => [...mask].map(Number);
-
-interface SurfaceSpec {
-  condition: string;
-  dimensions: number;
-  utility: (z: number[]) => number;
-  /** Prediction hash per mask (default: one distinct hash per mask). */
-  hash?: (mask: string) => string;
-}
-
-function records(spec: SurfaceSpec): ReferenceRecord[] {
-  return [...Array(2 ** spec.dimensions).keys()].map((k) => {
-    const mask = maskOf(k, spec.dimensions);
-    const u = spec.utility(bits(mask));
-    return {
-      condition: spec.condition,
-      source: `src_${spec.condition}`,
-      family: 'classification',
-      dimensions: spec.dimensions,
-      mask,
-      status: 'ok',
-      error: null,
-      utility: u,
-      native_metric: 'balanced_accuracy',
-      native_value: u,
-      independent_value: u,
-      normalization_scale: 1,
-      prediction_sha256: spec.hash ? spec.hash(mask) : sha(`${spec.condition}/${mask}`),
-      warnings: [],
-      wall_seconds: 0.01,
-      prediction_wall_seconds: 0.005,
-      metric_wall_seconds: 0.001,
-      plan_sha256: sha('plan'),
-      extras: {},
-    };
-  });
-}
-
-function writeCatalog(dir: string, specs: SurfaceSpec[]): void {
-  const conditions: ReferenceManifest['conditions'] = {};
-  for (const spec of specs) {
-    const recs = records(spec);
-    const bytes = writeReferenceTable(join(dir, `${spec.condition}.arrow`), recs, { condition: spec.condition });
-    conditions[spec.condition] = {
-      source: `src_${spec.condition}`,
-      family: 'classification',
-      dimensions: spec.dimensions,
-      records: recs.length,
-      failed: 0,
-      table: `${spec.condition}.arrow`,
-      table_sha256: sha(Buffer.from(bytes).toString('binary')),
-      plan_file: `sources/src_${spec.condition}.plan.json`,
-      plan_sha256: sha('plan'),
-      prepared_files: {},
-      published: { comparable: true, prepared_match: 'exact' },
-      equivalence_violations: [],
-      native_seconds: 0,
-    };
-  }
-  writeReferenceManifest(
-    {
-      manifest_version: 1,
-      generator: 'test fixture',
-      code: { git_commit: null, git_dirty: null, workflows_sha256: sha('workflows') },
-      python: '3.11',
-      versions: {},
-      threads: { environment: {}, threadpoolctl_limit: 1 },
-      conditions,
-    },
-    dir,
-  );
-}
+import { bits, sha, surfaceRecords, writeSurfaceCatalog, type SurfaceSpec } from './fixtures.ts';
 
 const tmp: string[] = [];
 const tempDir = () => {
@@ -130,7 +49,7 @@ const expectedDelta: Record<string, (z: number[]) => number> = {
 };
 
 describe('conditional effects and pair interactions', () => {
-  const surface = surfaceFromRecords(records(hand));
+  const surface = surfaceFromRecords(surfaceRecords(hand));
   const effects = conditionalEffects(surface);
 
   it('has one effect per option and background with the option off: 32 for four options', () => {
@@ -166,7 +85,7 @@ describe('conditional effects and pair interactions', () => {
   });
 
   it('computes range, A_t, best mask and reversals at each floor', () => {
-    const a = analyzeCondition(records(hand));
+    const a = analyzeCondition(surfaceRecords(hand));
     expect(a.response_range).toBeCloseTo(0.454, 12);
     expect(a.mean_abs_effect).toBeCloseTo(0.1135, 12);
     expect(a.best_mask).toBe('1111');
@@ -185,11 +104,11 @@ describe('conditional effects and pair interactions', () => {
     expect(reversingOptions([e('A', 0.1), e('A', -0.1)], 0.0999)).toEqual(['A']);
     expect(reversingOptions([e('A', 0.5), e('A', 0.2), e('B', -0.5)], 0)).toEqual([]);
     // 1e-12 floor: numerical noise does not count as a reversal.
-    expect(analyzeCondition(records({ condition: 'flat', dimensions: 4, utility: () => 0.5 })).reversals['1e12']!.options).toEqual([]);
+    expect(analyzeCondition(surfaceRecords({ condition: 'flat', dimensions: 4, utility: () => 0.5 })).reversals['1e12']!.options).toEqual([]);
   });
 
   it('gives 192 effects and 15 pairs for six options', () => {
-    const six = surfaceFromRecords(records({ condition: 'six', dimensions: 6, utility: (z) => z.reduce((s, x, k) => s + x * (k + 1), 0) / 21 }));
+    const six = surfaceFromRecords(surfaceRecords({ condition: 'six', dimensions: 6, utility: (z) => z.reduce((s, x, k) => s + x * (k + 1), 0) / 21 }));
     expect(conditionalEffects(six)).toHaveLength(192);
     expect(pairInteractions(six)).toHaveLength(15);
     for (const e of conditionalEffects(six)) expect(e.effect).toBeCloseTo(('ABCDEF'.indexOf(e.option) + 1) / 21, 12);
@@ -205,11 +124,11 @@ describe('conditional effects and pair interactions', () => {
   });
 
   it('refuses an incomplete surface', () => {
-    const recs = records(hand);
+    const recs = surfaceRecords(hand);
     recs[5] = { ...recs[5]!, status: 'failed', utility: null, error: 'boom' };
     expect(() => surfaceFromRecords(recs)).toThrow(UserError);
     expect(() => surfaceFromRecords(recs)).toThrow(/mask 0101 has no utility/);
-    expect(() => surfaceFromRecords(records(hand).slice(1))).toThrow(/missing mask\(s\) 0000/);
+    expect(() => surfaceFromRecords(surfaceRecords(hand).slice(1))).toThrow(/missing mask\(s\) 0000/);
   });
 });
 
@@ -234,7 +153,7 @@ describe('wwref effects on a full-size catalog', () => {
       utility: ([a, b, c, d, e, f]) => 0.2 + 0.05 * b! + 0.03 * c! + 0.02 * d! + 0.01 * e! + 0.2 * f! + (k % 2 ? 0.04 * a! * (f! ? 1 : -1) : 0.01 * a!),
     })),
   ];
-  writeCatalog(dir, specs);
+  writeSurfaceCatalog(dir, specs);
   const out = join(dir, 'effects');
   const analyses = analyzeReferences([], dir);
   const { summary, files } = writeEffects(analyses, out);

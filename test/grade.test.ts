@@ -1,75 +1,13 @@
 // Grading prediction tables against reference surfaces built in temporary folders.
-import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
-import { writeReferenceTable } from '../pipelines/arrow-io.ts';
 import type { Surface } from '../pipelines/effects.ts';
 import { UserError } from '../pipelines/errors.ts';
 import { gradeFile, gradeSurface, parseTolerances, readObservedMasks, readPredictionTable, recoveryScore } from '../pipelines/grade.ts';
-import type { ReferenceRecord } from '../pipelines/records.ts';
-import { writeReferenceManifest, type ReferenceManifest } from '../pipelines/references.ts';
-
-// ---------------------------------------------------------------------------------------------
-// Fixtures
-
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
-const maskOf = (k: number, d: number) => k.toString(2).padStart(d, '0');
-
-function writeCatalog(dir: string, surfaces: Surface[]): void {
-  const conditions: ReferenceManifest['conditions'] = {};
-  for (const s of surfaces) {
-    const recs: ReferenceRecord[] = s.utilities.map((u, k) => ({
-      condition: s.condition,
-      source: `src_${s.condition}`,
-      family: 'regression',
-      dimensions: s.dimensions,
-      mask: maskOf(k, s.dimensions),
-      status: 'ok',
-      error: null,
-      utility: u,
-      native_metric: 'mae',
-      native_value: u,
-      independent_value: u,
-      normalization_scale: 1,
-      prediction_sha256: sha(`${s.condition}/${k}`),
-      warnings: [],
-      wall_seconds: 0.01,
-      prediction_wall_seconds: 0.005,
-      metric_wall_seconds: 0.001,
-      plan_sha256: sha('plan'),
-      extras: {},
-    }));
-    writeReferenceTable(join(dir, `${s.condition}.arrow`), recs, {});
-    conditions[s.condition] = {
-      source: `src_${s.condition}`,
-      family: 'regression',
-      dimensions: s.dimensions,
-      records: recs.length,
-      failed: 0,
-      table: `${s.condition}.arrow`,
-      table_sha256: sha(s.condition),
-      plan_file: 'sources/x.plan.json',
-      plan_sha256: sha('plan'),
-      prepared_files: {},
-      published: { comparable: true, prepared_match: 'exact' },
-      equivalence_violations: [],
-      native_seconds: 0,
-    };
-  }
-  const manifest: ReferenceManifest = {
-    manifest_version: 1,
-    generator: 'test fixture',
-    code: { git_commit: null, git_dirty: null, workflows_sha256: sha('w') },
-    python: '3.11',
-    versions: {},
-    threads: { environment: {}, threadpoolctl_limit: 1 },
-    conditions,
-  };
-  writeReferenceManifest(manifest, dir);
-}
+import { maskOf, writeSurfaceCatalog } from './fixtures.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-grade-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -99,7 +37,10 @@ const four: Surface = {
 const two: Surface = { condition: 'two', dimensions: 2, utilities: [0, 0.2, 0.6, 0.4] }; // index = mask integer: 00, 01, 10, 11
 const counterexample = (delta: number, c = 0.5) => [c, c, c + 0.6 * delta, c];
 
-writeCatalog(dir, [four, two]);
+writeSurfaceCatalog(
+  dir,
+  [four, two].map(({ condition, dimensions, utilities }) => ({ condition, dimensions, family: 'regression', metric: 'mae', utility: (_z, k) => utilities[k]! })),
+);
 
 describe('grading a prediction', () => {
   it('gives a perfect table recovery 1, regret 0 and the exact optimum', () => {

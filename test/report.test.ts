@@ -1,57 +1,33 @@
 // The HTML report: its structure (no browser), and a render in headless Chromium through
 // scripts/check-report.ts when /usr/bin/chromium exists.
-import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
-import { writeReferenceTable } from '../pipelines/arrow-io.ts';
-import type { ReferenceRecord } from '../pipelines/records.ts';
-import { writeReferenceManifest, type ReferenceManifest } from '../pipelines/references.ts';
 import { writeReport } from '../pipelines/report.ts';
 import { checkReport, CHROMIUM } from '../scripts/check-report.ts';
-
-const sha = (s: string) => createHash('sha256').update(s).digest('hex');
-const maskOf = (k: number, d: number) => k.toString(2).padStart(d, '0');
-
-/** Reference tables with utility(bits, k) for conditions of the given widths, and their manifest. */
-function writeCatalog(dir: string, widths: Record<string, number>, utility: (z: number[], k: number) => number): void {
-  const conditions: ReferenceManifest['conditions'] = {};
-  Object.entries(widths).forEach(([condition, d], n) => {
-    const recs: ReferenceRecord[] = [...Array(2 ** d).keys()].map((k) => {
-      const u = utility([...maskOf(k, d)].map(Number), n);
-      return {
-        condition, source: `src_${condition}`, family: n % 2 ? 'clustering' : 'retrieval', dimensions: d, mask: maskOf(k, d),
-        status: 'ok', error: null, utility: u, native_metric: 'm', native_value: u, independent_value: u, normalization_scale: 1,
-        prediction_sha256: sha(`${condition}/${k}`), warnings: [], wall_seconds: 0.01, prediction_wall_seconds: 0.005,
-        metric_wall_seconds: 0.001, plan_sha256: sha('plan'), extras: {},
-      };
-    });
-    writeReferenceTable(join(dir, `${condition}.arrow`), recs, {});
-    conditions[condition] = {
-      source: `src_${condition}`, family: recs[0]!.family, dimensions: d, records: recs.length, failed: 0, table: `${condition}.arrow`,
-      table_sha256: sha(condition), plan_file: 'sources/x.plan.json', plan_sha256: sha('plan'), prepared_files: {},
-      published: { comparable: true, prepared_match: 'exact' }, equivalence_violations: [], native_seconds: 0,
-    };
-  });
-  writeReferenceManifest(
-    {
-      manifest_version: 1, generator: 'test fixture', code: { git_commit: 'abcdef0123456789', git_dirty: false, workflows_sha256: sha('w') },
-      python: '3.11', versions: {}, threads: { environment: {}, threadpoolctl_limit: 1 }, conditions,
-    },
-    dir,
-  );
-}
+import { writeSurfaceCatalog } from './fixtures.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-report-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const widths = { alpha_d4: 4, beta_d6: 6, gamma_d4: 4, delta_d6: 6 };
 // Effects of both signs (C reverses with A), a main effect per option and a condition-specific offset.
-writeCatalog(dir, widths, (z, n) => {
-  const [a, b, c, d, e = 0, f = 0] = z as [number, number, number, number, number?, number?];
-  return 0.3 + 0.02 * n + 0.15 * a + 0.08 * b - 0.05 * c + 0.12 * a * c + 0.03 * d - 0.02 * e + 0.06 * f * b;
-});
+// Condition n of the list: retrieval when n is even, clustering when odd, offset by 0.02n.
+writeSurfaceCatalog(
+  dir,
+  Object.entries(widths).map(([condition, dimensions], n) => ({
+    condition,
+    dimensions,
+    family: n % 2 ? 'clustering' : 'retrieval',
+    metric: 'm',
+    utility: (z: number[]) => {
+      const [a, b, c, d, e = 0, f = 0] = z as [number, number, number, number, number?, number?];
+      return 0.3 + 0.02 * n + 0.15 * a + 0.08 * b - 0.05 * c + 0.12 * a * c + 0.03 * d - 0.02 * e + 0.06 * f * b;
+    },
+  })),
+  { gitCommit: 'abcdef0123456789' },
+);
 const html = join(dir, 'report.html');
 const summary = writeReport(html, [], dir);
 const text = readFileSync(html, 'utf8');
