@@ -1,8 +1,8 @@
 // Benchmark of the execute stage: records/s with 1 and 2 workers, total wall time against the sum of
 // per-record native seconds (orchestration overhead), and the slowest conditions.
 //   npx tsx scripts/bench.ts [--condition C ...] [--workers 1,2]
-// Default conditions: a mix of every family except retrieval (whose cost is reported separately by
-// the full rebuild). Prepared inputs are taken from prepared/ (run `npx wwref prepare` first);
+// Default conditions: one published condition of each family (retrieval, the catalog's dominant cost,
+// included). Prepared inputs are taken from prepared/ (run `npx wwref prepare` first);
 // tables and journals go to a temporary folder, so outputs/references is never touched.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Catalog } from '../pipelines/catalog.ts';
 import { rebuild, type RebuildSummary } from '../pipelines/rebuild.ts';
 
-const DEFAULT = ['wine', 'spambase', 'concrete', 'co2', 'astronaut', 'mitdb_100__d6', 'graph_lesmis__d6'];
+const DEFAULT = ['scifact', 'wine', 'spambase', 'concrete', 'co2', 'astronaut', 'mitdb_100__d6', 'graph_lesmis__d6'];
 
 function arg(name: string): string[] {
   const values: string[] = [];

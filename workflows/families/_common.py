@@ -49,3 +49,9 @@ def signed_log(x: np.ndarray) -> np.ndarray:
 def iqr(values: np.ndarray) -> float:
     """q75 − q25 with numpy's default (linear) quantile: the MAE normalisation scale."""
     return float(np.quantile(values, 0.75) - np.quantile(values, 0.25))
+
+
+def fit_predict_eval(model: Any, data: dict) -> np.ndarray:
+    """Supervised families: fit on the training rows, predict the evaluation rows."""
+    model.fit(data["x_train"], data["y_train"])
+    return model.predict(data["x_eval"])

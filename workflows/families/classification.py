@@ -10,7 +10,7 @@ from sklearn.metrics import balanced_accuracy_score
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from workflows.families._common import check_finite_prediction, options, result, signed_log
+from workflows.families._common import check_finite_prediction, fit_predict_eval, options, result, signed_log
 
 
 def build(opts: dict[str, bool]) -> Pipeline:
@@ -31,11 +31,8 @@ def build(opts: dict[str, bool]) -> Pipeline:
 
 
 def predict(data: dict, mask: str) -> np.ndarray:
-    opts = options(mask)
-    model = build(opts)
-    model.fit(data["x_train"], data["y_train"])
     # Labels come back in the dtype of classes_, i.e. y_train's dtype; the hash depends on it.
-    return model.predict(data["x_eval"])
+    return fit_predict_eval(build(options(mask)), data)
 
 
 def evaluate(data: dict, prediction: np.ndarray) -> dict:

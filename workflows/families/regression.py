@@ -9,7 +9,7 @@ from sklearn.metrics import mean_absolute_error
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import PolynomialFeatures, RobustScaler, StandardScaler
 
-from workflows.families._common import check_finite_prediction, iqr, options, result
+from workflows.families._common import check_finite_prediction, fit_predict_eval, iqr, options, result
 
 
 def build(opts: dict[str, bool]):
@@ -28,10 +28,7 @@ def build(opts: dict[str, bool]):
 
 
 def predict(data: dict, mask: str) -> np.ndarray:
-    opts = options(mask)
-    model = build(opts)
-    model.fit(data["x_train"], data["y_train"])
-    return model.predict(data["x_eval"])
+    return fit_predict_eval(build(options(mask)), data)
 
 
 def evaluate(data: dict, prediction: np.ndarray) -> dict:
