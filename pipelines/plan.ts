@@ -1,6 +1,5 @@
 // Construction plans (sources/<source>.plan.json): one per source, validated with zod. A plan names
 // the raw files (with sha256), the preparation recipe and its parameters, and the task conditions.
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { FAMILIES, FAMILY_NAMES, OPTION_LETTERS } from './families.ts';
 import { UserError } from './errors.ts';
@@ -193,15 +192,6 @@ export function parsePlan(file: string, text: string): Plan {
   return parsed.data;
 }
 
-export function readPlan(file: string): Plan {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    throw new UserError(`construction plan not found: ${file}`);
-  }
-  return parsePlan(file, text);
-}
 
 /**
  * JSON Schema (draft 2020-12) of a construction plan, for editors (sources/plan.schema.json): the zod
