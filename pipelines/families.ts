@@ -127,10 +127,3 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
 export function allMasks(dimensions: number): string[] {
   return Array.from({ length: 2 ** dimensions }, (_, i) => i.toString(2).padStart(dimensions, '0'));
 }
-
-/** Throws a user-facing error for anything but `dimensions` characters of 0/1. */
-export function checkMask(mask: string, dimensions: number): void {
-  if (mask.length !== dimensions || !/^[01]+$/.test(mask)) {
-    throw new Error(`malformed mask '${mask}': expected ${dimensions} characters of 0/1`);
-  }
-}
