@@ -3,16 +3,21 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { rawCachePath } from './acquire.ts';
+import { readReferenceTable } from './arrow-io.ts';
 import type { Catalog, LoadedPlan } from './catalog.ts';
+import { checkDeclared, checkPaired } from './equivalences.ts';
 import { digest, sha256Hex } from './hashing.ts';
+import { referencesDir } from './paths.ts';
 import { manifestPath, PREPARED_FILES, SourceManifest, sourcePreparedDir } from './prepare.ts';
 import { hasPublished, publishedPreparedSha256, publishedSource } from './published.ts';
+import type { ReferenceRecord } from './records.ts';
+import { readReferenceManifest } from './references.ts';
 
 export type CheckState = 'ok' | 'FAIL' | 'missing' | 'n/a';
 
 export interface SourceAudit {
   source: string;
-  checks: Record<'manifest' | 'plan' | 'raw' | 'prepared' | 'published', CheckState>;
+  checks: Record<'manifest' | 'plan' | 'raw' | 'prepared' | 'published' | 'equivalences', CheckState>;
   problems: string[];
   notes: string[];
 }
@@ -41,13 +46,13 @@ export function auditSource(loaded: LoadedPlan): SourceAudit {
   const { plan } = loaded;
   const audit: SourceAudit = {
     source: plan.source,
-    checks: { manifest: 'ok', plan: 'ok', raw: 'ok', prepared: 'ok', published: 'n/a' },
+    checks: { manifest: 'ok', plan: 'ok', raw: 'ok', prepared: 'ok', published: 'n/a', equivalences: 'n/a' },
     problems: [],
     notes: [],
   };
   const path = manifestPath(plan.source);
   if (!existsSync(path)) {
-    audit.checks = { manifest: 'missing', plan: 'n/a', raw: 'n/a', prepared: 'n/a', published: 'n/a' };
+    audit.checks = { manifest: 'missing', plan: 'n/a', raw: 'n/a', prepared: 'n/a', published: 'n/a', equivalences: 'n/a' };
     audit.problems.push(`${path} does not exist; run 'wwref prepare --source ${plan.source}'`);
     return audit;
   }
@@ -57,7 +62,7 @@ export function auditSource(loaded: LoadedPlan): SourceAudit {
     if (!parsed.success) throw new Error(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
     manifest = parsed.data;
   } catch (error) {
-    audit.checks = { manifest: 'FAIL', plan: 'n/a', raw: 'n/a', prepared: 'n/a', published: 'n/a' };
+    audit.checks = { manifest: 'FAIL', plan: 'n/a', raw: 'n/a', prepared: 'n/a', published: 'n/a', equivalences: 'n/a' };
     audit.problems.push(`${path} is malformed: ${(error as Error).message}`);
     return audit;
   }
@@ -142,7 +147,33 @@ export function auditSource(loaded: LoadedPlan): SourceAudit {
       }
     }
   }
+  auditEquivalences(loaded, audit);
   return audit;
+}
+
+/** Declared equivalences and paired subcubes, checked on the source's reference tables (if built). */
+function auditEquivalences(loaded: LoadedPlan, audit: SourceAudit): void {
+  const dir = referencesDir();
+  const manifest = readReferenceManifest(dir);
+  const tables = new Map<string, ReferenceRecord[]>();
+  const records = (id: string) => {
+    const entry = manifest?.conditions[id];
+    if (!entry || !existsSync(join(dir, entry.table))) return undefined;
+    if (!tables.has(id)) tables.set(id, readReferenceTable(join(dir, entry.table)).records);
+    return tables.get(id);
+  };
+  for (const condition of loaded.plan.conditions) {
+    const rows = records(condition.id);
+    if (!rows) continue;
+    if (audit.checks.equivalences === 'n/a') audit.checks.equivalences = 'ok';
+    const violations = checkDeclared(condition.id, condition.equivalences, rows);
+    const four = condition.paired_with ? records(condition.paired_with) : undefined;
+    if (four) violations.push(...checkPaired(condition.id, condition.paired_with!, rows, four));
+    for (const v of violations) {
+      audit.checks.equivalences = 'FAIL';
+      audit.problems.push(`${join(dir, `${condition.id}.arrow`)}: ${v.declaration} violated by masks ${v.masks.join(' and ')} (${v.detail})`);
+    }
+  }
 }
 
 export function auditCatalog(catalog: Catalog, sources: readonly string[] = []): SourceAudit[] {

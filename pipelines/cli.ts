@@ -127,7 +127,13 @@ async function main(): Promise<number> {
         if (argv.format === 'wwb') {
           if (!argv.references) throw new UserError('--format wwb needs --references PACK (the folder holding references/ and inputs/)');
           const pack = readPack(argv.references, options.conditions);
-          report = await replayTargets(pack.targets, pack.versions, options);
+          // Conditions of our catalog carry their declared equivalences into the pack's replay.
+          const catalog = Catalog.load();
+          const targets = pack.targets.map((t) => {
+            const known = catalog.conditions.get(t.condition);
+            return known ? { ...t, equivalences: known.condition.equivalences, pairedWith: known.condition.paired_with } : t;
+          });
+          report = await replayTargets(targets, pack.versions, options);
         } else {
           report = await replay(options);
         }
@@ -139,6 +145,7 @@ async function main(): Promise<number> {
         for (const r of report.records.filter((x) => !x.passed)) {
           out(`FAILED ${r.condition} ${r.mask}: ${r.failures.map((f) => `${f.check} (expected ${JSON.stringify(f.expected)}, got ${JSON.stringify(f.actual)})`).join('; ')}`);
         }
+        for (const v of report.equivalence_violations) out(`EQUIVALENCE VIOLATED ${v}`);
         if (report.version_drift.length) out(`version drift (tolerances used): ${report.version_drift.join('; ')}`);
         out(
           `${report.conditions.filter((c) => c.passed === c.total).length}/${report.conditions.length} conditions passed, ` +
@@ -155,7 +162,7 @@ async function main(): Promise<number> {
       (y) => y.option('source', { type: 'string', array: true, describe: 'source(s); default all' }).option('verbose', { type: 'boolean', default: false }),
       (argv) => {
         const audits = auditCatalog(Catalog.load(), list(argv.source));
-        out(`${'source'.padEnd(20)} ${['manifest', 'plan', 'raw', 'prepared', 'published'].map((h) => h.padEnd(10)).join(' ')}`);
+        out(`${'source'.padEnd(20)} ${['manifest', 'plan', 'raw', 'prepared', 'published', 'equivalences'].map((h) => h.padEnd(10)).join(' ')}`);
         for (const a of audits) {
           out(`${a.source.padEnd(20)} ${Object.values(a.checks).map((v) => v.padEnd(10)).join(' ')}`);
           for (const p of a.problems) out(`    ! ${p}`);

@@ -4,6 +4,9 @@ import { OPTION_LETTERS } from './families.ts';
 import type { Equivalence } from './plan.ts';
 import type { ReferenceRecord } from './records.ts';
 
+/** What the checks read of a record: its mask, prediction hash and utility. */
+export type HashedRecord = Pick<ReferenceRecord, 'mask' | 'prediction_sha256' | 'utility'>;
+
 export interface Violation {
   condition: string;
   declaration: string;
@@ -17,7 +20,7 @@ function describe(eq: Equivalence): string {
 }
 
 /** Every pair of masks that a declaration says must give the same prediction, and whether it does. */
-export function checkDeclared(condition: string, equivalences: Equivalence[], records: ReferenceRecord[]): Violation[] {
+export function checkDeclared(condition: string, equivalences: Equivalence[], records: HashedRecord[]): Violation[] {
   const byMask = new Map(records.map((r) => [r.mask, r]));
   const violations: Violation[] = [];
   for (const eq of equivalences) {
@@ -45,7 +48,7 @@ export function checkDeclared(condition: string, equivalences: Equivalence[], re
 }
 
 /** The E=F=0 subcube of a paired six-option condition must repeat the four-option records. */
-export function checkPaired(condition: string, paired: string, six: ReferenceRecord[], four: ReferenceRecord[]): Violation[] {
+export function checkPaired(condition: string, paired: string, six: HashedRecord[], four: HashedRecord[]): Violation[] {
   const sixByMask = new Map(six.map((r) => [r.mask, r]));
   const violations: Violation[] = [];
   for (const record of four) {
@@ -64,7 +67,7 @@ export function checkPaired(condition: string, paired: string, six: ReferenceRec
 }
 
 /** Groups of two or more masks with identical prediction hashes, in ascending mask order. */
-export function equivalenceClasses(records: ReferenceRecord[]): string[][] {
+export function equivalenceClasses(records: HashedRecord[]): string[][] {
   const groups = new Map<string, string[]>();
   for (const record of records) {
     if (!record.prediction_sha256) continue;

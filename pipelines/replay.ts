@@ -2,15 +2,18 @@
 // worker and one computation thread, reading the prepared input from disk for every record, and
 // compare hash, utility, independent metric, warnings, the beat tolerance table and timing.
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { readReferenceTable } from './arrow-io.ts';
+import { loadPlanFile } from './catalog.ts';
+import { checkDeclared, checkPaired } from './equivalences.ts';
 import { UserError } from './errors.ts';
+import type { Equivalence } from './plan.ts';
 import type { FamilyName } from './families.ts';
 import { writeJsonAtomic } from './fsutil.ts';
 import { sha256Hex } from './hashing.ts';
 import { versionDrift } from './identity.ts';
 import { metricsAgree } from './metrics.ts';
-import { referencesDir } from './paths.ts';
+import { referencesDir, ROOT } from './paths.ts';
 import { RecordTimeout, WorkerPool } from './pool.ts';
 import { sourcePreparedDir } from './prepare.ts';
 import { Progress } from './progress.ts';
@@ -44,6 +47,9 @@ export interface ReplayedRecord {
   failures: CheckFailure[];
   /** Checks that were relaxed to tolerances under --allow-version-drift and differed exactly. */
   relaxed: string[];
+  /** What this replay produced. */
+  prediction_sha256: string | null;
+  utility: number | null;
   wall_seconds: number | null;
   recorded_wall_seconds: number | null;
   timing_ratio: number | null;
@@ -57,6 +63,8 @@ export interface ReplayReport {
   conditions: { condition: string; passed: number; total: number; median_timing_ratio: number | null; slowed: boolean }[];
   median_timing_ratio: number | null;
   timing_outliers: { condition: string; mask: string; ratio: number }[];
+  /** Declared equivalences (inactive options, paired subcubes) violated by the replayed hashes. */
+  equivalence_violations: string[];
   version_drift: string[];
   allow_version_drift: boolean;
   versions: Record<string, string>;
@@ -119,6 +127,9 @@ export interface ReplayTarget {
   family: FamilyName;
   folder: string;
   records: StoredRecord[];
+  /** Declared inactive options and the paired four-option condition, checked on the replayed hashes. */
+  equivalences?: Equivalence[];
+  pairedWith?: string;
 }
 
 export function storedFromReference(record: ReferenceRecord): StoredRecord {
@@ -134,6 +145,14 @@ export function storedFromReference(record: ReferenceRecord): StoredRecord {
   };
 }
 
+/** The declarations of a condition in its plan (none when the plan file is not at hand). */
+export function declaredFor(condition: string, planFile: string): Pick<ReplayTarget, 'equivalences' | 'pairedWith'> {
+  const path = isAbsolute(planFile) ? planFile : join(ROOT, planFile);
+  if (!existsSync(path)) return {};
+  const declared = loadPlanFile(path).plan.conditions.find((c) => c.id === condition);
+  return declared ? { equivalences: declared.equivalences, ...(declared.paired_with ? { pairedWith: declared.paired_with } : {}) } : {};
+}
+
 /** Replays our own reference folder (outputs/references layout). */
 export async function replay(options: ReplayOptions = {}): Promise<ReplayReport> {
   const dir = options.referencesDir ?? referencesDir();
@@ -143,11 +162,13 @@ export async function replay(options: ReplayOptions = {}): Promise<ReplayReport>
   verifyManifestFiles(dir, ids);
   const targets = ids.map((id): ReplayTarget => {
     const entry = manifest.conditions[id]!;
+    const declared = declaredFor(id, entry.plan_file);
     return {
       condition: id,
       family: entry.family as FamilyName,
       folder: sourcePreparedDir(entry.source),
       records: readReferenceTable(join(dir, entry.table)).records.map(storedFromReference),
+      ...declared,
     };
   });
   return replayTargets(targets, manifest.versions, options);
@@ -186,10 +207,12 @@ export async function replayTargets(
         const failures: CheckFailure[] = [];
         const relaxed: string[] = [];
         let wall: number | null = null;
+        let actual: { sha: string; utility: number } | null = null;
         try {
           const run = await pool.submit((w) => w.run(family, folder, record.mask, { cold: true }), options.timeoutSeconds ?? 180);
           wall = run.wall_seconds;
           const sha = predictionHash(family, run.prediction);
+          actual = { sha, utility: run.utility };
           if (sha !== record.prediction_sha256) {
             if (options.allowVersionDrift && drift.length) relaxed.push('prediction_sha256');
             else failures.push({ check: 'prediction_sha256', expected: record.prediction_sha256, actual: sha });
@@ -223,6 +246,8 @@ export async function replayTargets(
           passed: failures.length === 0,
           failures,
           relaxed,
+          prediction_sha256: actual?.sha ?? null,
+          utility: actual?.utility ?? null,
           wall_seconds: wall,
           recorded_wall_seconds: recorded,
           timing_ratio: wall !== null && recorded ? wall / recorded : null,
@@ -245,14 +270,23 @@ export async function replayTargets(
     }
     return { condition: id, passed: mine.filter((r) => r.passed).length, total: mine.length, median_timing_ratio: med, slowed: med !== null && med > outlierFactor };
   });
+  const violations: string[] = [];
+  for (const target of targets) {
+    const mine = records.filter((r) => r.condition === target.condition);
+    const found = checkDeclared(target.condition, target.equivalences ?? [], mine);
+    const four = target.pairedWith ? records.filter((r) => r.condition === target.pairedWith) : [];
+    if (four.length) found.push(...checkPaired(target.condition, target.pairedWith!, mine, four));
+    violations.push(...found.map((v) => `${v.condition}: ${v.declaration}: ${v.masks.join(' vs ')} (${v.detail})`));
+  }
   const passed = records.filter((r) => r.passed).length;
   return {
     passed,
     total: records.length,
-    all_passed: passed === records.length,
+    all_passed: passed === records.length && violations.length === 0,
     conditions: conditionSummaries,
     median_timing_ratio: median(records.flatMap((r) => (r.timing_ratio === null ? [] : [r.timing_ratio]))),
     timing_outliers: records.filter((r) => r.timing_outlier).map((r) => ({ condition: r.condition, mask: r.mask, ratio: r.timing_ratio! })),
+    equivalence_violations: violations,
     version_drift: drift,
     allow_version_drift: Boolean(options.allowVersionDrift),
     versions,

@@ -6,6 +6,7 @@ import { rawCachePath } from '../pipelines/acquire.ts';
 import { auditSource } from '../pipelines/audit.ts';
 import { Catalog } from '../pipelines/catalog.ts';
 import { manifestPath, prepareSources, sourcePreparedDir } from '../pipelines/prepare.ts';
+import { writeSurfaceCatalog } from './fixtures.ts';
 import { useTempWorkspace, type Workspace } from './workspace.ts';
 
 const catalog = Catalog.load();
@@ -72,6 +73,18 @@ describe('audit', () => {
     const audit = auditSource(changed);
     expect(audit.checks.plan).toBe('FAIL');
     expect(audit.problems.join('\n')).toMatch(/sources\/nile\.plan\.json changed after/);
+  });
+
+  it("checks the declared equivalences on the source's reference table", () => {
+    // nile's table with a distinct prediction hash per mask (a fixture), audited against a plan that
+    // declares option A inactive when B = 0: the audit must name the violated masks.
+    writeSurfaceCatalog(ws.references, [{ condition: 'nile', dimensions: 4, family: 'forecasting', utility: (z) => 0.5 + 0.1 * z[0]! }]);
+    expect(auditSource(nile).checks.equivalences).toBe('ok');
+    const declaring = structuredClone(nile);
+    declaring.plan.conditions[0]!.equivalences = [{ option: 'A', inactive_when: { B: 0 } }];
+    const audit = auditSource(declaring);
+    expect(audit.checks.equivalences).toBe('FAIL');
+    expect(audit.problems.join('\n')).toMatch(/nile\.arrow: option A inactive when B=0 violated by masks 0000 and 1000/);
   });
 
   it('re-running prepare on unchanged inputs changes no byte', async () => {

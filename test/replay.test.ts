@@ -1,5 +1,5 @@
 // Cold replay on a real, small condition (nile), and every tampering it must catch.
-import { cpSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readReferenceTable, tableBytes } from '../pipelines/arrow-io.ts';
@@ -9,7 +9,7 @@ import { sha256Hex } from '../pipelines/hashing.ts';
 import { sourcePreparedDir } from '../pipelines/prepare.ts';
 import { rebuild, tablePath } from '../pipelines/rebuild.ts';
 import { readReferenceManifest, writeReferenceManifest } from '../pipelines/references.ts';
-import { replay } from '../pipelines/replay.ts';
+import { replay, replayTargets, storedFromReference } from '../pipelines/replay.ts';
 import { useTempWorkspace, type Workspace } from './workspace.ts';
 
 let ws: Workspace;
@@ -109,7 +109,13 @@ describe('replay', () => {
     expect(report.median_timing_ratio!).toBeGreaterThan(5);
   });
 
-  it('the test workspace holds the table it replays', () => {
-    expect(existsSync(tablePath('nile'))).toBe(true);
+  it('reports a declared equivalence that the replayed hashes contradict', async () => {
+    const stored = readReferenceTable(tablePath('nile')).records.map(storedFromReference);
+    // A false declaration: option A (the time-trend feature) has an effect whatever B is.
+    const target = { condition: 'nile', family: 'forecasting' as const, folder: sourcePreparedDir('nile'), records: stored, equivalences: [{ option: 'A' as const, inactive_when: { B: 0 as const } }] };
+    const report = await replayTargets([target], readReferenceManifest()!.versions, { quiet: true });
+    expect(report.passed).toBe(16);
+    expect(report.all_passed).toBe(false);
+    expect(report.equivalence_violations.join('\n')).toMatch(/option A inactive when B=0: 0000 vs 1000/);
   });
 });
