@@ -22,6 +22,12 @@ const list = (value: unknown): string[] => (value === undefined ? [] : (Array.is
 function withMirror<T>(y: Argv<T>) {
   return y.option('mirror', { type: 'string', array: true, describe: 'mirror directory of raw files (repeatable; tried before WWREF_MIRROR and wwref.config.json)' });
 }
+/** --condition (several) and --references, for the commands that read reference tables. */
+function withTables<T>(y: Argv<T>) {
+  return y
+    .option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' })
+    .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' });
+}
 function withWorkers<T>(y: Argv<T>) {
   return y.option('workers', { type: 'number', default: availableParallelism(), describe: 'Python worker processes' });
 }
@@ -115,9 +121,7 @@ async function main(): Promise<number> {
       'replay',
       'cold-replay reference tables with one worker and one thread; verify hashes, utilities, metrics, warnings, timings',
       (y) =>
-        y
-          .option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' })
-          .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' })
+        withTables(y)
           .option('report', { type: 'string', default: join(ROOT, 'outputs', 'reports', 'replay.json'), describe: 'JSON report path' })
           .option('format', { choices: ['wwref', 'wwb'] as const, default: 'wwref' as const, describe: "reference layout: ours, or a published WhatWorkedBench pack (--references PACK)" })
           .option('allow-version-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when installed versions differ from the manifest' }),
@@ -178,9 +182,7 @@ async function main(): Promise<number> {
       'effects',
       'write conditional effects, pair interactions, per-condition figures and equivalence classes (Arrow + CSV) and summary.json',
       (y) =>
-        y
-          .option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' })
-          .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' })
+        withTables(y)
           .option('out', { type: 'string', demandOption: true, describe: 'output directory' }),
       async (argv) => {
         const { analyzeReferences, summaryLines, writeEffects } = await import('./effects.ts');
@@ -210,10 +212,7 @@ async function main(): Promise<number> {
       'report',
       'write a self-contained HTML report: response surfaces and conditional-effect heat maps per condition',
       (y) =>
-        y
-          .option('out', { type: 'string', demandOption: true, describe: 'HTML file' })
-          .option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' })
-          .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
+        withTables(y).option('out', { type: 'string', demandOption: true, describe: 'HTML file' }),
       async (argv) => {
         const { writeReport } = await import('./report.ts');
         const summary = writeReport(argv.out, list(argv.condition), argv.references);

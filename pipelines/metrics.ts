@@ -155,13 +155,7 @@ export function balancedAccuracy(yTrue: ArrayLike<Label>, yPred: ArrayLike<Label
  * (regression) or series[cut:] (forecasting) and pred the prediction of the same length.
  */
 export function meanAbsoluteError(truth: ArrayLike<Num>, pred: ArrayLike<Num>): number {
-  checkSameLength(truth, pred, 'meanAbsoluteError');
-  if (truth.length === 0) throw new RangeError('meanAbsoluteError: empty input');
-  checkFinite(truth, 'meanAbsoluteError truth');
-  checkFinite(pred, 'meanAbsoluteError pred');
-  const d = new Float64Array(truth.length);
-  for (let i = 0; i < truth.length; i++) d[i] = Math.abs(pred[i]! - truth[i]!);
-  return fsum(d) / truth.length;
+  return meanOfPairTerms(truth, pred, 'meanAbsoluteError', (g, p) => Math.abs(p - g));
 }
 
 /**
@@ -169,16 +163,18 @@ export function meanAbsoluteError(truth: ArrayLike<Num>, pred: ArrayLike<Num>): 
  * C (row-major) order; both arguments are the flattened H×W arrays.
  */
 export function pixelRmse(clean: ArrayLike<Num>, pred: ArrayLike<Num>): number {
-  checkSameLength(clean, pred, 'pixelRmse');
-  if (clean.length === 0) throw new RangeError('pixelRmse: empty input');
-  checkFinite(clean, 'pixelRmse clean');
-  checkFinite(pred, 'pixelRmse pred');
-  const d = new Float64Array(clean.length);
-  for (let i = 0; i < clean.length; i++) {
-    const e = clean[i]! - pred[i]!;
-    d[i] = e * e;
-  }
-  return Math.sqrt(fsum(d) / clean.length);
+  return Math.sqrt(meanOfPairTerms(clean, pred, 'pixelRmse', (c, p) => (c - p) * (c - p)));
+}
+
+/** fsum of term(a_i, b_i) over two equally long, finite, non-empty arrays, divided by their length. */
+function meanOfPairTerms(a: ArrayLike<Num>, b: ArrayLike<Num>, what: string, term: (x: Num, y: Num) => Num): number {
+  checkSameLength(a, b, what);
+  if (a.length === 0) throw new RangeError(`${what}: empty input`);
+  checkFinite(a, `${what} reference`);
+  checkFinite(b, `${what} pred`);
+  const terms = new Float64Array(a.length);
+  for (let i = 0; i < a.length; i++) terms[i] = term(a[i]!, b[i]!);
+  return fsum(terms) / a.length;
 }
 
 // ---------------------------------------------------------------------------------------------
