@@ -124,9 +124,15 @@ async function main(): Promise<number> {
         withTables(y)
           .option('report', { type: 'string', default: join(ROOT, 'outputs', 'reports', 'replay.json'), describe: 'JSON report path' })
           .option('format', { choices: ['wwref', 'wwb'] as const, default: 'wwref' as const, describe: "reference layout: ours, or a published WhatWorkedBench pack (--references PACK)" })
-          .option('allow-version-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when installed versions differ from the manifest' }),
+          .option('allow-version-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when installed versions differ from the manifest' })
+          .option('allow-platform-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when the references were built under another numerical profile or platform' }),
       async (argv) => {
-        const options = { conditions: list(argv.condition), referencesDir: argv.references, allowVersionDrift: argv.allowVersionDrift };
+        const options = {
+          conditions: list(argv.condition),
+          referencesDir: argv.references,
+          allowVersionDrift: argv.allowVersionDrift,
+          allowPlatformDrift: argv.allowPlatformDrift,
+        };
         let report;
         if (argv.format === 'wwb') {
           if (!argv.references) throw new UserError('--format wwb needs --references PACK (the folder holding references/ and inputs/)');
@@ -137,7 +143,7 @@ async function main(): Promise<number> {
             const known = catalog.conditions.get(t.condition);
             return known ? { ...t, equivalences: known.condition.equivalences, pairedWith: known.condition.paired_with } : t;
           });
-          report = await replayTargets(targets, pack.versions, options);
+          report = await replayTargets(targets, pack.expected, options);
         } else {
           report = await replay(options);
         }
@@ -151,6 +157,7 @@ async function main(): Promise<number> {
         }
         for (const v of report.equivalence_violations) out(`EQUIVALENCE VIOLATED ${v}`);
         if (report.version_drift.length) out(`version drift (tolerances used): ${report.version_drift.join('; ')}`);
+        if (report.platform_drift.length) out(`platform drift (tolerances used): ${report.platform_drift.join('; ')}`);
         out(
           `${report.conditions.filter((c) => c.passed === c.total).length}/${report.conditions.length} conditions passed, ` +
             `${report.passed}/${report.total} records; wall ${report.wall_seconds.toFixed(1)} s; ` +
@@ -266,6 +273,17 @@ async function main(): Promise<number> {
       (argv) => {
         const count = argv.format === 'wwb' ? exportPack(argv.out, list(argv.condition)) : exportCsv(argv.out, list(argv.condition));
         out(`${count} records written to ${argv.out}`);
+      },
+    )
+    .command(
+      'doctor',
+      "print this machine's runtime identity and numerical profile, and whether it reproduces the references bit for bit",
+      (y) => y.option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
+      async (argv) => {
+        const { doctor } = await import('./doctor.ts');
+        const result = await doctor(argv.references);
+        for (const line of result.lines) out(line);
+        if (!result.reproduces) exitCode = 1;
       },
     )
     .demandCommand(1, 'name a command (see --help)')

@@ -1,7 +1,7 @@
 // Where things live. Every path is derived from the repository root, so the CLI works from any cwd.
-import { existsSync, readFileSync } from 'node:fs';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readConfig } from './config.ts';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const SOURCES_DIR = join(ROOT, 'sources');
@@ -30,9 +30,6 @@ export function pythonExecutable(): string {
 /** Mirror directories, in the order they are tried: command line, WWREF_MIRROR, wwref.config.json. */
 export function mirrorDirs(fromCli: readonly string[] = []): string[] {
   const fromEnv = (process.env.WWREF_MIRROR ?? '').split(delimiter).filter(Boolean);
-  const configFile = join(ROOT, 'wwref.config.json');
-  const fromConfig: string[] = existsSync(configFile)
-    ? ((JSON.parse(readFileSync(configFile, 'utf8')) as { mirrors?: string[] }).mirrors ?? []).map((m) => resolve(ROOT, m))
-    : [];
+  const fromConfig = readConfig(ROOT).mirrors.map((m) => resolve(ROOT, m));
   return [...fromCli.map((m) => resolve(m)), ...fromEnv.map((m) => resolve(m)), ...fromConfig];
 }

@@ -113,10 +113,8 @@ export async function prepareSources(
   const log = options.log ?? (() => {});
   const pool = new WorkerPool(options.workers ?? 1);
   try {
-    const versions = await pool.submit(async (w) => {
-      const hello = await w.hello();
-      return { python: hello.python, ...hello.versions };
-    }, 120);
+    const hello = await pool.runtime();
+    const versions = { python: hello.python, ...hello.versions };
     return await Promise.all(
       plans.map((loaded) =>
         pool

@@ -13,11 +13,30 @@ export type Encoded = z.infer<typeof Encoded>;
 export const CapturedWarning = z.strictObject({ category: z.string(), message: z.string() });
 export type CapturedWarning = z.infer<typeof CapturedWarning>;
 
+/** A worker's numerical state (workflows/numerics.py): what decides the last bits of its results. */
+export const NumericsReport = z.strictObject({
+  machine: z.string(),
+  cpu_model: z.string(),
+  blas: z.array(
+    z.strictObject({
+      package: z.string(),
+      library: z.string(),
+      internal_api: z.string().nullable(),
+      version: z.string().nullable(),
+      architecture: z.string().nullable(),
+    }),
+  ),
+  numpy_simd: z.strictObject({ baseline: z.array(z.string()), dispatched: z.array(z.string()), cpu_features: z.array(z.string()) }),
+  environment: z.record(z.string(), z.string()),
+});
+export type NumericsReport = z.infer<typeof NumericsReport>;
+
 export const HelloResult = z.object({
   python: z.string(),
   versions: z.record(z.string(), z.string()),
   pid: z.number().int(),
   threadpools: z.array(z.object({ api: z.string().nullable(), num_threads: z.number().nullable() })),
+  numerics: NumericsReport,
 });
 export type HelloResult = z.infer<typeof HelloResult>;
 

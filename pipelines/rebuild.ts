@@ -11,6 +11,7 @@ import { UserError } from './errors.ts';
 import { allMasks } from './families.ts';
 import { digest, sha256Hex } from './hashing.ts';
 import { gitIdentity, pinnedVersions, versionDrift, workflowsSha256 } from './identity.ts';
+import { numericsIdentity, platformDrift, recordNumerics, type NumericalProfile } from './numerics.ts';
 import { cacheDir, referencesDir } from './paths.ts';
 import { hashPreparedFiles, manifestPath, prepareSources, readManifest, sourcePreparedDir } from './prepare.ts';
 import { Progress } from './progress.ts';
@@ -32,6 +33,8 @@ export interface RebuildOptions extends AcquireOptions {
   log?: (line: string) => void;
   /** Folder of the reference tables and manifest.json (default WWREF_REFERENCES_DIR or outputs/references). */
   referencesDir?: string;
+  /** Numerical profile of the execution workers (default: activeProfile()). */
+  profile?: NumericalProfile;
 }
 
 export interface ConditionOutcome {
@@ -112,7 +115,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
   }
   const runnable = selected.filter((c) => !unprepared.has(c.source));
 
-  const pool = new WorkerPool(workers);
+  const pool = new WorkerPool(workers, { profile: options.profile });
   const onInterrupt = () => {
     pool.kill();
     process.stderr.write('\ninterrupted: finished records are kept in the journal; run the same command to resume\n');
@@ -120,13 +123,21 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
   };
   process.once('SIGINT', onInterrupt);
   try {
-    // 2. Runtime identity: the installed versions must be the pinned ones.
-    const hello = await pool.submit((w) => w.hello(), 120);
+    // 2. Runtime identity: the installed versions must be the pinned ones (the pool has checked the
+    //    numerical profile); tables of another platform are not mixed into one manifest.
+    const hello = await pool.runtime();
     const drift = versionDrift(hello.versions, pinnedVersions());
     if (drift.length && !options.allowVersionDrift) {
       throw new UserError(`installed Python packages differ from workflows/requirements.txt:\n  ${drift.join('\n  ')}\nrun 'npm run setup' (or pass --allow-version-drift)`);
     }
+    const previous = readReferenceManifest(refDir);
+    const kept = Object.keys(previous?.conditions ?? {}).filter((id) => !runnable.some((c) => c.id === id));
+    const mixed = kept.length ? platformDrift(previous!.numerics, pool.profile, hello.numerics) : [];
+    if (mixed.length) {
+      throw new UserError(`${mixed.join('; ')}: rebuilding only some conditions of ${refDir} would mix platforms in one manifest; rebuild all of them, or build into another folder (WWREF_REFERENCES_DIR)`);
+    }
     const codeSha = workflowsSha256();
+    const numerics = numericsIdentity(pool.profile, hello.numerics);
 
     // 3. Journals of interrupted runs, valid only for the same plan, inputs, code and versions.
     const identities = new Map<string, string>();
@@ -134,7 +145,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
     let resumed = 0;
     for (const c of runnable) {
       const prepared = readManifest(c.source).prepared_files;
-      const identity = digest({ condition: c.id, plan: c.plan.sha256, prepared, code: codeSha, versions: hello.versions });
+      const identity = digest({ condition: c.id, plan: c.plan.sha256, prepared, code: codeSha, versions: hello.versions, numerics });
       identities.set(c.id, identity);
       const records = new Map<string, ReferenceRecord>();
       const journal = journalPath(c.id);
@@ -241,7 +252,6 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
     );
 
     // 6. Tables, equivalence checks and the manifest.
-    const previous = readReferenceManifest(refDir);
     const git = await gitIdentity();
     const manifest: ReferenceManifest = {
       manifest_version: 1,
@@ -250,6 +260,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
       python: hello.python,
       versions: hello.versions,
       threads: { environment: { ...THREAD_ENV }, threadpoolctl_limit: 1 },
+      numerics: recordNumerics(pool.profile, hello.numerics),
       conditions: { ...(previous?.conditions ?? {}) },
     };
     const outcomes: ConditionOutcome[] = [];
@@ -275,6 +286,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
           plan_sha256: c.plan.sha256,
           prepared_files: prepared,
           versions: hello.versions,
+          numerical_profile: pool.profile.name,
           workflows_sha256: codeSha,
         }),
       };

@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { UserError } from './errors.ts';
+import { RecordedNumerics } from './numerics.ts';
 import { writeJsonAtomic } from './fsutil.ts';
 import { referencesDir } from './paths.ts';
 
@@ -33,6 +34,8 @@ export const ReferenceManifest = z.strictObject({
   python: z.string(),
   versions: z.record(z.string(), z.string()),
   threads: z.strictObject({ environment: z.record(z.string(), z.string()), threadpoolctl_limit: z.literal(1) }),
+  /** The numerical profile and the building worker's report (absent in manifests written before profiles). */
+  numerics: RecordedNumerics.optional(),
   conditions: z.record(z.string(), ConditionEntry),
 });
 export type ReferenceManifest = z.infer<typeof ReferenceManifest>;

@@ -12,12 +12,13 @@ import type { FamilyName } from './families.ts';
 import { writeJsonAtomic } from './fsutil.ts';
 import { sha256Hex } from './hashing.ts';
 import { versionDrift } from './identity.ts';
+import { platformDrift, type RecordedNumerics } from './numerics.ts';
 import { metricsAgree } from './metrics.ts';
 import { referencesDir, ROOT } from './paths.ts';
 import { RecordTimeout, WorkerPool } from './pool.ts';
 import { sourcePreparedDir } from './prepare.ts';
 import { Progress } from './progress.ts';
-import type { CapturedWarning } from './protocol.ts';
+import type { CapturedWarning, NumericsReport } from './protocol.ts';
 import type { ReferenceRecord } from './records.ts';
 import { readReferenceManifest } from './references.ts';
 import { independentMetric, predictionHash, type Truth } from './verify.ts';
@@ -26,6 +27,8 @@ export interface ReplayOptions {
   conditions?: string[];
   referencesDir?: string;
   allowVersionDrift?: boolean;
+  /** Replay references of another numerical profile or platform, comparing with tolerances. */
+  allowPlatformDrift?: boolean;
   /** A record is a timing outlier when its ratio is this many times above (or below) its condition's median. */
   outlierFactor?: number;
   timeoutSeconds?: number;
@@ -45,7 +48,7 @@ export interface ReplayedRecord {
   mask: string;
   passed: boolean;
   failures: CheckFailure[];
-  /** Checks that were relaxed to tolerances under --allow-version-drift and differed exactly. */
+  /** Checks relaxed to tolerances under --allow-version-drift / --allow-platform-drift that differed exactly. */
   relaxed: string[];
   /** What this replay produced. */
   prediction_sha256: string | null;
@@ -68,6 +71,12 @@ export interface ReplayReport {
   version_drift: string[];
   allow_version_drift: boolean;
   versions: Record<string, string>;
+  /** Why the references may not reproduce bit for bit on this machine (relaxed checks when allowed). */
+  platform_drift: string[];
+  allow_platform_drift: boolean;
+  /** The numerical profile of this replay and the state its first worker reported. */
+  numerical_profile: string;
+  numerics: NumericsReport | null;
   wall_seconds: number;
   recorded_native_seconds: number;
   replayed_native_seconds: number;
@@ -171,15 +180,21 @@ export async function replay(options: ReplayOptions = {}): Promise<ReplayReport>
       ...declared,
     };
   });
-  return replayTargets(targets, manifest.versions, options);
+  return replayTargets(targets, { versions: manifest.versions, numerics: manifest.numerics }, options);
+}
+
+/**
+ * What the replayed records were computed with. `numerics` is the reference manifest's record
+ * (undefined when it has none: refused as drift), or 'unrecorded' for a layout that has no such
+ * field (published packs), which is then compared exactly and said so in the report.
+ */
+export interface ReplayExpectation {
+  versions: Record<string, string>;
+  numerics?: RecordedNumerics | 'unrecorded';
 }
 
 /** The replay itself: a fresh single worker per condition, every record cold, every check. */
-export async function replayTargets(
-  targets: ReplayTarget[],
-  expectedVersions: Record<string, string>,
-  options: ReplayOptions = {},
-): Promise<ReplayReport> {
+export async function replayTargets(targets: ReplayTarget[], expected: ReplayExpectation, options: ReplayOptions = {}): Promise<ReplayReport> {
   const started = performance.now();
   const outlierFactor = options.outlierFactor ?? 5;
   const total = targets.reduce((s, t) => s + t.records.length, 0);
@@ -189,19 +204,29 @@ export async function replayTargets(
   const records: ReplayedRecord[] = [];
   let versions: Record<string, string> = {};
   let drift: string[] = [];
+  let platform: string[] = [];
+  let numerics: NumericsReport | null = null;
+  let profileName = '';
   for (const [index, { condition: id, family, folder, records: saved }] of targets.entries()) {
     // A fresh single worker per condition: nothing is shared between conditions, and the worker
     // re-reads the prepared input from disk for every record (cold).
-    const pool = new WorkerPool(1, options.workerEnv);
+    const pool = new WorkerPool(1, { env: options.workerEnv });
     try {
-      const hello = await pool.submit((w) => w.hello(), 120);
+      const hello = await pool.runtime();
       if (index === 0) {
         versions = hello.versions;
-        drift = versionDrift(hello.versions, expectedVersions);
+        numerics = hello.numerics;
+        profileName = pool.profile.name;
+        drift = versionDrift(hello.versions, expected.versions);
         if (drift.length && !options.allowVersionDrift) {
           throw new UserError(`installed Python packages differ from the reference manifest:\n  ${drift.join('\n  ')}\npass --allow-version-drift to compare with tolerances instead`);
         }
+        platform = expected.numerics === 'unrecorded' ? [] : platformDrift(expected.numerics, pool.profile, hello.numerics);
+        if (platform.length && !options.allowPlatformDrift) {
+          throw new UserError(`${platform.join('; ')}; bit identity is not expected, so replay refuses: pass --allow-platform-drift to compare with tolerances instead`);
+        }
       }
+      const tolerant = (options.allowVersionDrift && drift.length > 0) || (options.allowPlatformDrift && platform.length > 0);
       const truth: Truth = (await pool.submit((w) => w.truth(family, folder), 300)).truth;
       for (const record of saved) {
         const failures: CheckFailure[] = [];
@@ -214,11 +239,11 @@ export async function replayTargets(
           const sha = predictionHash(family, run.prediction);
           actual = { sha, utility: run.utility };
           if (sha !== record.prediction_sha256) {
-            if (options.allowVersionDrift && drift.length) relaxed.push('prediction_sha256');
+            if (tolerant) relaxed.push('prediction_sha256');
             else failures.push({ check: 'prediction_sha256', expected: record.prediction_sha256, actual: sha });
           }
           if (run.utility !== record.utility) {
-            if (options.allowVersionDrift && drift.length && record.utility !== null && metricsAgree(run.utility, record.utility)) relaxed.push('utility');
+            if (tolerant && record.utility !== null && metricsAgree(run.utility, record.utility)) relaxed.push('utility');
             else failures.push({ check: 'utility', expected: record.utility, actual: run.utility });
           }
           const independent = independentMetric(family, run.prediction, truth);
@@ -290,6 +315,10 @@ export async function replayTargets(
     version_drift: drift,
     allow_version_drift: Boolean(options.allowVersionDrift),
     versions,
+    platform_drift: platform,
+    allow_platform_drift: Boolean(options.allowPlatformDrift),
+    numerical_profile: profileName,
+    numerics,
     wall_seconds: (performance.now() - started) / 1000,
     recorded_native_seconds: records.reduce((s, r) => s + (r.recorded_wall_seconds ?? 0), 0),
     replayed_native_seconds: records.reduce((s, r) => s + (r.wall_seconds ?? 0), 0),

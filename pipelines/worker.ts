@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { z } from 'zod';
 import { UserError } from './errors.ts';
+import { activeProfile, profileEnvironment, type NumericalProfile } from './numerics.ts';
 import { pythonExecutable, ROOT } from './paths.ts';
 import { HelloResult, PrepareResult, Response, RunResult, TruthResult } from './protocol.ts';
 
@@ -15,6 +16,11 @@ export const THREAD_ENV = {
   VECLIB_MAXIMUM_THREADS: '1',
   NUMEXPR_NUM_THREADS: '1',
 } as const;
+
+/** The environment of every Python process of the project: one thread, fixed hash seed, the numerical profile. */
+export function pythonEnvironment(profile: NumericalProfile = activeProfile()): Record<string, string> {
+  return { ...THREAD_ENV, PYTHONHASHSEED: '0', ...profileEnvironment(profile) };
+}
 
 /** The worker failed in Python (the request's own error), as opposed to a crash of the process. */
 export class WorkerError extends Error {
@@ -44,15 +50,18 @@ export class PythonWorker {
   private nextId = 1;
   private exited = false;
   private stderrTail = '';
+  /** This worker's hello, once its pool has checked it against the numerical profile. */
+  runtime?: HelloResult;
 
-  constructor(extraEnv: Record<string, string> = {}) {
+  /** `env` is added to the inherited environment: pythonEnvironment() and any test-only switches. */
+  constructor(env: Record<string, string>) {
     const python = pythonExecutable();
     if (!existsSync(python)) {
       throw new UserError(`the pinned Python runtime is missing (${python}); run 'npm run setup' first`);
     }
     this.process = execa(python, ['-u', '-m', 'workflows.worker'], {
       cwd: ROOT,
-      env: { ...THREAD_ENV, PYTHONHASHSEED: '0', ...extraEnv },
+      env,
       stdin: 'pipe',
       stdout: 'pipe',
       stderr: 'pipe',

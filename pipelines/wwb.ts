@@ -1,5 +1,6 @@
 // Interoperability with the published WhatWorkedBench pack layout (spec/records.md 4 and 6):
-//   <pack>/manifest.json            {files_sha256: {relative path: sha256}, replay_versions: {...}}
+//   <pack>/manifest.json            {files_sha256: {relative path: sha256}, replay_versions: {...},
+//                                    numerics (ours only: the numerical profile of the records)}
 //   <pack>/references/<cond>.json   one table per condition (three published layouts, see below)
 //   <pack>/inputs/<source>/         arrays.npz + metadata.json.gz
 // Reading turns a pack into replay targets; writing exports our tables in that layout.
@@ -16,7 +17,8 @@ import { readManifest, sourcePreparedDir, PREPARED_FILES } from './prepare.ts';
 import type { CapturedWarning } from './protocol.ts';
 import { referencesDir } from './paths.ts';
 import { readReferenceManifest } from './references.ts';
-import type { ReplayTarget, StoredRecord } from './replay.ts';
+import { RecordedNumerics } from './numerics.ts';
+import type { ReplayExpectation, ReplayTarget, StoredRecord } from './replay.ts';
 
 interface PackTable {
   instance?: string;
@@ -33,14 +35,19 @@ function readJson(path: string): unknown {
   }
 }
 
-/** Verifies a pack's manifest (files_sha256) and returns its replay targets and pinned versions. */
-export function readPack(dir: string, conditions: readonly string[] = []): { targets: ReplayTarget[]; versions: Record<string, string> } {
+/**
+ * Verifies a pack's manifest (files_sha256) and returns its replay targets with what they were
+ * computed with: pinned versions, and the numerical profile where the pack records one (packs we
+ * export do; published packs do not).
+ */
+export function readPack(dir: string, conditions: readonly string[] = []): { targets: ReplayTarget[]; expected: ReplayExpectation } {
   const refs = join(dir, 'references');
   if (!existsSync(refs)) throw new UserError(`${dir} is not a WhatWorkedBench pack: no references/ folder`);
   let versions: Record<string, string> = {};
+  let numerics: ReplayExpectation['numerics'] = 'unrecorded';
   const manifestFile = join(dir, 'manifest.json');
   if (existsSync(manifestFile)) {
-    const manifest = readJson(manifestFile) as { files_sha256?: Record<string, string>; replay_versions?: Record<string, string> };
+    const manifest = readJson(manifestFile) as { files_sha256?: Record<string, string>; replay_versions?: Record<string, string>; numerics?: unknown };
     for (const [file, expected] of Object.entries(manifest.files_sha256 ?? {})) {
       const path = join(dir, file);
       if (!existsSync(path)) throw new UserError(`pack file missing: ${path}`);
@@ -48,6 +55,11 @@ export function readPack(dir: string, conditions: readonly string[] = []): { tar
       if (actual !== expected) throw new UserError(`pack file changed: ${path} (manifest ${expected}, file ${actual})`);
     }
     versions = manifest.replay_versions ?? {};
+    if (manifest.numerics !== undefined) {
+      const recorded = RecordedNumerics.safeParse(manifest.numerics);
+      if (!recorded.success) throw new UserError(`${manifestFile}: malformed 'numerics' at ${recorded.error.issues[0]!.path.join('.')}`);
+      numerics = recorded.data;
+    }
   }
   const ids = conditions.length
     ? [...conditions]
@@ -73,7 +85,7 @@ export function readPack(dir: string, conditions: readonly string[] = []): { tar
     });
     return { condition: id, family: family as FamilyName, folder: join(dir, 'inputs', source), records };
   });
-  return { targets, versions };
+  return { targets, expected: { versions, numerics } };
 }
 
 /** Writes our tables as a pack: references/<cond>.json, inputs/<source>/ and manifest.json. */
@@ -119,6 +131,6 @@ export function exportPack(out: string, conditions: readonly string[] = [], dir 
     }
   }
   const replayVersions = Object.fromEntries(REPLAY_PACKAGES.map((p) => [p, manifest.versions[p] ?? '']));
-  writeJsonAtomic(join(out, 'manifest.json'), { files_sha256: files, replay_versions: replayVersions });
+  writeJsonAtomic(join(out, 'manifest.json'), { files_sha256: files, replay_versions: replayVersions, ...(manifest.numerics ? { numerics: manifest.numerics } : {}) });
   return count;
 }

@@ -3,6 +3,7 @@
 import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { pythonExecutable } from '../pipelines/paths.ts';
+import { pythonEnvironment } from '../pipelines/worker.ts';
 import { seededRandom } from './random.ts';
 import { canonicalJson, compareCodePoints, digest, pyFloat, pythonFloatRepr, sha256Hex } from '../pipelines/hashing.ts';
 
@@ -200,7 +201,7 @@ beforeAll(async () => {
     bytes: byteArrays.map((b) => Buffer.from(b).toString('hex')),
     keys: sortKeys,
   });
-  const { stdout } = await execa(PYTHON, ['-c', PY_SCRIPT], { input });
+  const { stdout } = await execa(PYTHON, ['-c', PY_SCRIPT], { input, env: pythonEnvironment() });
   py = JSON.parse(stdout) as PyOut;
 }, 60_000);
 

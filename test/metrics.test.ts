@@ -3,6 +3,7 @@
 import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { pythonExecutable } from '../pipelines/paths.ts';
+import { pythonEnvironment } from '../pipelines/worker.ts';
 import { seededRandom } from './random.ts';
 import {
   balancedAccuracy,
@@ -323,7 +324,7 @@ beforeAll(async () => {
     auc: aucCases,
     events: eventCases,
   });
-  const { stdout } = await execa(PYTHON, ['-c', PY_SCRIPT], { input, env: { OMP_NUM_THREADS: '1' } });
+  const { stdout } = await execa(PYTHON, ['-c', PY_SCRIPT], { input, env: pythonEnvironment() });
   py = JSON.parse(stdout) as PyOut;
 }, 120_000);
 

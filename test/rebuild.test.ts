@@ -90,7 +90,7 @@ describe('worker pool', () => {
   });
 
   it('a hanging record times out, its worker is replaced, and the pool goes on', async () => {
-    const pool = new WorkerPool(1, { WWREF_TEST_DELAY_SECONDS: '5' });
+    const pool = new WorkerPool(1, { env: { WWREF_TEST_DELAY_SECONDS: '5' } });
     try {
       const error = await pool.submit((w) => w.run('forecasting', sourcePreparedDir('nile'), '0000'), 1).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(RecordTimeout);

@@ -113,7 +113,7 @@ describe('replay', () => {
     const stored = readReferenceTable(tablePath('nile')).records.map(storedFromReference);
     // A false declaration: option A (the time-trend feature) has an effect whatever B is.
     const target = { condition: 'nile', family: 'forecasting' as const, folder: sourcePreparedDir('nile'), records: stored, equivalences: [{ option: 'A' as const, inactive_when: { B: 0 as const } }] };
-    const report = await replayTargets([target], readReferenceManifest()!.versions, { quiet: true });
+    const report = await replayTargets([target], readReferenceManifest()!, { quiet: true });
     expect(report.passed).toBe(16);
     expect(report.all_passed).toBe(false);
     expect(report.equivalence_violations.join('\n')).toMatch(/option A inactive when B=0: 0000 vs 1000/);

@@ -83,8 +83,8 @@ describe.skipIf(!hasPublished() || !haveRaw)('published pack layout (needs ../sh
 
   it('replays every published record of the comparable conditions: same hashes, same utilities', async () => {
     expect(fixtures.length).toBeGreaterThanOrEqual(5);
-    const { targets, versions } = readPack(pack);
-    const report = await replayTargets(targets, versions, { quiet: true });
+    const { targets, expected } = readPack(pack);
+    const report = await replayTargets(targets, expected, { quiet: true });
     // A declared platform deviation may differ in prediction bytes only (spec: exact utility always).
     const declared = (r: { condition: string; mask: string; failures: { check: string }[] }) =>
       deviatingMasks(catalog.condition(r.condition).plan.plan, r.condition).has(r.mask) && r.failures.every((f) => f.check === 'prediction_sha256');
@@ -109,8 +109,8 @@ describe.skipIf(!hasPublished() || !haveRaw)('published pack layout (needs ../sh
     await rebuild(catalog, { conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
     const out = join(ws.root, 'ours');
     expect(exportPack(out, ['nile'])).toBe(16);
-    const { targets, versions } = readPack(out);
-    const report = await replayTargets(targets, versions, { quiet: true });
+    const { targets, expected } = readPack(out);
+    const report = await replayTargets(targets, expected, { quiet: true });
     expect(report.passed).toBe(16);
   });
 });

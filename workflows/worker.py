@@ -5,7 +5,8 @@ Requests ``{"id": n, "op": ..., ...}``; responses ``{"id": n, "ok": true, "resul
 (pipelines/worker.ts) validates every response with zod.
 
 Operations:
-* ``hello``: interpreter, pinned library versions, thread pools;
+* ``hello``: interpreter, pinned library versions, thread pools and the numerical state
+  (workflows/numerics.py: CPU, BLAS kernels, NumPy SIMD dispatch);
 * ``run`` {family, folder, mask, cold, reuse_shared_stage}: predict and evaluate one configuration on
   the prepared input in ``folder`` (cached across requests unless ``cold``: then it is read from disk
   for this record only and nothing is kept). With ``reuse_shared_stage`` a family that declares a
@@ -37,6 +38,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from workflows.container import read_prepared
 from workflows.families import FAMILIES
 from workflows.hashing import prediction_sha256
+from workflows import numerics
 
 PINNED = ("numpy", "scipy", "scikit-learn", "threadpoolctl", "networkx")
 
@@ -79,7 +81,8 @@ class Worker:
     def hello(self, _: dict) -> dict:
         versions = {name: importlib_metadata.version(name) for name in PINNED}
         pools = [{"api": p.get("internal_api"), "num_threads": p.get("num_threads")} for p in threadpool_info()]
-        return {"python": platform.python_version(), "versions": versions, "pid": os.getpid(), "threadpools": pools}
+        return {"python": platform.python_version(), "versions": versions, "pid": os.getpid(), "threadpools": pools,
+                "numerics": numerics.report()}
 
     def run(self, request: dict) -> dict:
         family = FAMILIES[request["family"]]
