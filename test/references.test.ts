@@ -11,6 +11,7 @@ import { checkDeclared, checkPaired } from '../pipelines/equivalences.ts';
 import { allMasks } from '../pipelines/families.ts';
 import { sha256Hex } from '../pipelines/hashing.ts';
 import { metricsAgree } from '../pipelines/metrics.ts';
+import { DEFAULT_PROFILE, profileByName, profileProblems } from '../pipelines/numerics.ts';
 import { MANIFESTS_DIR, ROOT } from '../pipelines/paths.ts';
 import { hasPublished, publishedConditions, publishedRecords } from '../pipelines/published.ts';
 import { deviatingMasks } from '../pipelines/plan.ts';
@@ -54,6 +55,13 @@ describe('committed reference tables', () => {
       const source = JSON.parse(readFileSync(join(MANIFESTS_DIR, `${condition.source}.json`), 'utf8'));
       expect(entry.prepared_files, id).toEqual(source.prepared_files);
     }
+  });
+
+  it('record the numerical profile they were built under: the portable default, verified by the building worker', () => {
+    const numerics = manifest!.numerics!;
+    expect(numerics.profile).toBe(DEFAULT_PROFILE);
+    expect(numerics.environment).toEqual(profileByName(DEFAULT_PROFILE).environment);
+    expect(profileProblems(profileByName(DEFAULT_PROFILE), numerics.effective)).toEqual([]);
   });
 
   it('hold every declared equivalence and repeat the four-option records in each E=F=0 subcube', () => {
