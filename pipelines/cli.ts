@@ -158,6 +158,7 @@ async function main(): Promise<number> {
         for (const v of report.equivalence_violations) out(`EQUIVALENCE VIOLATED ${v}`);
         if (report.version_drift.length) out(`version drift (tolerances used): ${report.version_drift.join('; ')}`);
         if (report.platform_drift.length) out(`platform drift (tolerances used): ${report.platform_drift.join('; ')}`);
+        for (const note of report.platform_notes) out(`note: ${note}`);
         out(
           `${report.conditions.filter((c) => c.passed === c.total).length}/${report.conditions.length} conditions passed, ` +
             `${report.passed}/${report.total} records; wall ${report.wall_seconds.toFixed(1)} s; ` +

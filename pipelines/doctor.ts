@@ -3,7 +3,7 @@
 import { relative } from 'node:path';
 import { UserError } from './errors.ts';
 import { pinnedVersions, versionDrift } from './identity.ts';
-import { activeProfile, describeNumerics, platformDrift, PROFILES, profileByName, type NumericalProfile } from './numerics.ts';
+import { activeProfile, describeNumerics, platformDrift, platformNotes, PROFILES, profileByName, type NumericalProfile } from './numerics.ts';
 import { pythonExecutable, referencesDir, ROOT } from './paths.ts';
 import { WorkerPool } from './pool.ts';
 import type { HelloResult } from './protocol.ts';
@@ -43,7 +43,7 @@ export async function doctor(dir = referencesDir()): Promise<DoctorResult> {
   const lines = [
     `${pad('python')}${hello.python} (${pythonExecutable()})`,
     `${pad('versions')}${Object.entries(hello.versions).map(([p, v]) => `${p} ${v}`).join(', ')}`,
-    `${pad('machine')}${n.machine}, ${n.cpu_model}`,
+    `${pad('machine')}${n.machine}, ${n.cpu_model}, ${n.libc}`,
     ...n.blas.map((b, i) => `${pad(i ? '' : 'BLAS')}${b.package}: ${b.internal_api ?? '?'} ${b.version ?? '?'} (${b.library}), ${b.architecture ?? 'unknown'} kernels`),
     `${pad('NumPy SIMD')}baseline ${n.numpy_simd.baseline.join(' ')}; dispatched ${n.numpy_simd.dispatched.join(' ') || 'none'}`,
     `${pad('environment')}${Object.entries(n.environment).map(([k, v]) => `${k}=${v}`).join(' ') || '(no OPENBLAS_/NPY_/MKL_/OMP_ variables)'}`,
@@ -66,6 +66,7 @@ export async function doctor(dir = referencesDir()): Promise<DoctorResult> {
     const drift = versionDrift(hello.versions, manifest.versions);
     if (drift.length) why.push(`installed versions differ from the references' (${drift.join('; ')})`);
     if (!refusal) why.push(...platformDrift(manifest.numerics, profile, n));
+    for (const note of platformNotes(manifest.numerics, n)) lines.push(`${pad('note')}${note}`);
   }
   const verdict = why.length
     ? `cannot reproduce ${shown} bit for bit: ${why.join('; ')}`

@@ -89,7 +89,17 @@ export function profileEnvironment(profile: NumericalProfile, inherited: NodeJS.
 export function describeNumerics(report: NumericsReport): string {
   const blas = report.blas.map((b) => `${b.package} ${b.internal_api ?? 'blas'} ${b.architecture ?? '?'}`).join(', ') || 'no BLAS loaded';
   const simd = report.numpy_simd.dispatched.at(-1) ?? report.numpy_simd.baseline.at(-1) ?? 'none';
-  return `${report.machine} ${report.cpu_model}; BLAS ${blas}; NumPy SIMD up to ${simd}`;
+  return `${report.machine} ${report.cpu_model}, ${report.libc}; BLAS ${blas}; NumPy SIMD up to ${simd}`;
+}
+
+/**
+ * Differences that no profile can pin and that may, not must, change bits: the C library supplies
+ * NumPy's float64 log1p/expm1 under the portable profile, and C libraries change such functions
+ * between versions. Reported, not refused.
+ */
+export function platformNotes(recorded: RecordedNumerics | undefined, here: NumericsReport): string[] {
+  if (!recorded || recorded.effective.libc === here.libc) return [];
+  return [`the C library differs from the references' (${here.libc} here, ${recorded.effective.libc} there): records using NumPy's float64 log1p/expm1 may differ in the last bits`];
 }
 
 /** Why a worker's reported state is not the profile's (empty: it is). */

@@ -17,6 +17,8 @@ export type CapturedWarning = z.infer<typeof CapturedWarning>;
 export const NumericsReport = z.strictObject({
   machine: z.string(),
   cpu_model: z.string(),
+  /** The C library (e.g. "glibc 2.36"): NumPy's float64 log1p/expm1 come from it outside AVX-512 loops. */
+  libc: z.string(),
   blas: z.array(
     z.strictObject({
       package: z.string(),

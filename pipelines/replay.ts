@@ -12,7 +12,7 @@ import type { FamilyName } from './families.ts';
 import { writeJsonAtomic } from './fsutil.ts';
 import { sha256Hex } from './hashing.ts';
 import { versionDrift } from './identity.ts';
-import { platformDrift, type RecordedNumerics } from './numerics.ts';
+import { platformDrift, platformNotes, type RecordedNumerics } from './numerics.ts';
 import { metricsAgree } from './metrics.ts';
 import { referencesDir, ROOT } from './paths.ts';
 import { RecordTimeout, WorkerPool } from './pool.ts';
@@ -74,6 +74,8 @@ export interface ReplayReport {
   /** Why the references may not reproduce bit for bit on this machine (relaxed checks when allowed). */
   platform_drift: string[];
   allow_platform_drift: boolean;
+  /** Platform differences that may change bits but are not refused (a different C library). */
+  platform_notes: string[];
   /** The numerical profile of this replay and the state its first worker reported. */
   numerical_profile: string;
   numerics: NumericsReport | null;
@@ -205,6 +207,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   let versions: Record<string, string> = {};
   let drift: string[] = [];
   let platform: string[] = [];
+  let notes: string[] = [];
   let numerics: NumericsReport | null = null;
   let profileName = '';
   for (const [index, { condition: id, family, folder, records: saved }] of targets.entries()) {
@@ -222,6 +225,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
           throw new UserError(`installed Python packages differ from the reference manifest:\n  ${drift.join('\n  ')}\npass --allow-version-drift to compare with tolerances instead`);
         }
         platform = expected.numerics === 'unrecorded' ? [] : platformDrift(expected.numerics, pool.profile, hello.numerics);
+        notes = expected.numerics === 'unrecorded' ? [] : platformNotes(expected.numerics, hello.numerics);
         if (platform.length && !options.allowPlatformDrift) {
           throw new UserError(`${platform.join('; ')}; bit identity is not expected, so replay refuses: pass --allow-platform-drift to compare with tolerances instead`);
         }
@@ -317,6 +321,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     versions,
     platform_drift: platform,
     allow_platform_drift: Boolean(options.allowPlatformDrift),
+    platform_notes: notes,
     numerical_profile: profileName,
     numerics,
     wall_seconds: (performance.now() - started) / 1000,

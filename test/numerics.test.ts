@@ -11,6 +11,7 @@ import {
   activeProfile,
   DEFAULT_PROFILE,
   platformDrift,
+  platformNotes,
   ProfileMismatch,
   profileByName,
   profileEnvironment,
@@ -87,6 +88,13 @@ describe('numerical profile of the workers', () => {
     const old = { ...here, numpy_simd: { ...here.numpy_simd, cpu_features: here.numpy_simd.cpu_features.filter((f) => f !== 'AVX2' && f !== 'FMA3') } };
     expect(profileProblems(portable, old).join('\n')).toMatch(/lacks FMA3, AVX2, which profile 'x86-64-v3' requires/);
     expect(profileProblems(profileByName('native'), { ...here, machine: 'aarch64' })).toEqual([]);
+  });
+
+  it('notes, without refusing, a C library other than the one the references were built with', () => {
+    const recorded = { profile: DEFAULT_PROFILE, environment: { ...portable.environment }, effective: here };
+    expect(platformNotes(recorded, here)).toEqual([]);
+    expect(platformNotes(recorded, { ...here, libc: 'glibc 9.99' })).toEqual([expect.stringMatching(/C library differs .*glibc 9\.99 here.*log1p\/expm1/)]);
+    expect(platformDrift(recorded, portable, { ...here, libc: 'glibc 9.99' })).toEqual([]);
   });
 
   it('unknown profile names are refused with the known ones', () => {

@@ -1,7 +1,8 @@
 """The numerical state of this process: the CPU, the BLAS kernels and NumPy's SIMD loops in use.
 
 OpenBLAS chooses its kernels by CPU when it loads (NumPy and SciPy each load their own copy), and
-NumPy dispatches its SIMD loops by CPU too; both change the last bits of results. Every worker
+NumPy dispatches its SIMD loops by CPU too; both change the last bits of results. The C library
+matters as well: without AVX-512 loops, NumPy's float64 log1p/expm1 are the C library's. Every worker
 reports this state in its hello, and the orchestrator (pipelines/numerics.ts) refuses a worker
 whose state differs from the requested numerical profile before any record runs.
 """
@@ -53,6 +54,7 @@ def report() -> dict[str, Any]:
     return {
         "machine": platform.machine(),
         "cpu_model": cpu_model(),
+        "libc": " ".join(part for part in platform.libc_ver() if part) or "unknown",
         "blas": blas_libraries(),
         "numpy_simd": {
             "baseline": list(umath.__cpu_baseline__),
