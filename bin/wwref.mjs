@@ -2,4 +2,4 @@
 // Entry point of the `wwref` command: runs the TypeScript CLI through tsx, so there is no build step.
 import { register } from 'tsx/esm/api';
 register();
-await import('../pipelines/cli.ts');
+await import('../pipelines/cli/main.ts');

@@ -8,9 +8,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Catalog } from '../pipelines/catalog.ts';
-import { DEFAULT_PROFILE, profileByName, type NumericalProfile } from '../pipelines/numerics.ts';
-import { rebuild, type RebuildSummary } from '../pipelines/rebuild.ts';
+import { Catalog } from '../pipelines/catalog/catalog.ts';
+import { DEFAULT_PROFILE, profileByName, type NumericalProfile } from '../pipelines/execution/numerics.ts';
+import { rebuild, type RebuildSummary } from '../pipelines/jobs/rebuild.ts';
 
 const DEFAULT = ['scifact', 'wine', 'spambase', 'concrete', 'co2', 'astronaut', 'mitdb_100__d6', 'graph_lesmis__d6'];
 

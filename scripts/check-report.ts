@@ -150,7 +150,7 @@ async function main(argv: string[]): Promise<number> {
   }
   let conditions = value('--condition');
   if (!conditions.length) {
-    const { readReferenceManifest } = await import('../pipelines/references.ts');
+    const { readReferenceManifest } = await import('../pipelines/references/manifest.ts');
     conditions = Object.keys(readReferenceManifest()?.conditions ?? {});
     if (!conditions.length) {
       process.stderr.write('no --condition given and no reference manifest to take the conditions from\n');

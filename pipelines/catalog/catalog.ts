@@ -1,0 +1,153 @@
+// The catalog: every construction plan in sources/ (plus the sources added with `wwref add-source`)
+// and the task conditions they declare.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { isAbsolute, join, relative, resolve } from 'node:path';
+import { UserError } from '../core/errors.ts';
+import type { FamilyName } from './families.ts';
+import { digest } from '../core/hashing.ts';
+import { parsePlan, type Condition, type Plan } from './plan.ts';
+import { manifestsDir, referencesDir, ROOT, SOURCES_DIR } from '../core/paths.ts';
+
+export interface LoadedPlan {
+  plan: Plan;
+  /** Path relative to the repository root. */
+  file: string;
+  /** sha256 of the plan's canonical JSON (sorted keys, compact): the frozen identity of the plan. */
+  sha256: string;
+}
+
+export interface CatalogCondition {
+  id: string;
+  source: string;
+  family: FamilyName;
+  dimensions: 4 | 6;
+  condition: Condition;
+  plan: LoadedPlan;
+}
+
+export function loadPlanFile(file: string): LoadedPlan {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    throw new UserError(`construction plan not found: ${file}`);
+  }
+  const rel = relative(ROOT, file);
+  const plan = parsePlan(rel.startsWith('..') ? file : rel, text);
+  // relative to the repository root; a plan outside the repository keeps its absolute path
+  return { plan, file: rel.startsWith('..') ? resolve(file) : rel, sha256: digest(JSON.parse(text)) };
+}
+
+function publishedPlanFiles(dir: string): string[] {
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.plan.json'))
+    .sort()
+    .map((f) => join(dir, f));
+}
+
+/** Absolute path of a plan_file recorded in a manifest (relative to the repository root, or absolute). */
+export function planFilePath(file: string): string {
+  return isAbsolute(file) ? file : join(ROOT, file);
+}
+
+/** Plans named by the reference manifest in `references` that are not among `known`. */
+function addedPlans(known: LoadedPlan[], references: string): LoadedPlan[] {
+  const manifest = join(references, 'manifest.json');
+  if (!existsSync(manifest)) return [];
+  let conditions: Record<string, { plan_file?: unknown }>;
+  try {
+    conditions = (JSON.parse(readFileSync(manifest, 'utf8')) as { conditions?: Record<string, { plan_file?: unknown }> }).conditions ?? {};
+  } catch {
+    return []; // a malformed manifest is reported by the commands that read it
+  }
+  const files = new Set(known.map((p) => resolve(planFilePath(p.file))));
+  const sources = new Set(known.map((p) => p.plan.source));
+  const added: LoadedPlan[] = [];
+  const named = [...new Set(Object.values(conditions).flatMap((c) => (typeof c.plan_file === 'string' ? [c.plan_file] : [])))].sort();
+  for (const file of named) {
+    const path = resolve(planFilePath(file));
+    if (files.has(path) || !existsSync(path)) continue;
+    const loaded = loadPlanFile(path);
+    if (sources.has(loaded.plan.source)) continue;
+    files.add(path);
+    sources.add(loaded.plan.source);
+    added.push(loaded);
+  }
+  return added;
+}
+
+/** A hint for a source prepared from a plan outside sources/ (added with add-source to another reference folder). */
+function addedElsewhere(source: string): string {
+  try {
+    const manifest = JSON.parse(readFileSync(join(manifestsDir(), `${source}.json`), 'utf8')) as { plan?: { file?: string } };
+    const file = manifest.plan?.file;
+    if (!file) return '';
+    return `; '${source}' was prepared from ${file}: if it was added with 'wwref add-source --references DIR', point the commands at that folder with WWREF_REFERENCES_DIR=DIR`;
+  } catch {
+    return '';
+  }
+}
+
+export class Catalog {
+  readonly plans = new Map<string, LoadedPlan>();
+  readonly conditions = new Map<string, CatalogCondition>();
+
+  constructor(plans: LoadedPlan[]) {
+    for (const loaded of plans) {
+      const { plan } = loaded;
+      if (this.plans.has(plan.source)) {
+        throw new UserError(`two plans declare source '${plan.source}': ${this.plans.get(plan.source)!.file} and ${loaded.file}`);
+      }
+      this.plans.set(plan.source, loaded);
+      for (const condition of plan.conditions) {
+        if (this.conditions.has(condition.id)) throw new UserError(`condition '${condition.id}' is declared twice (${loaded.file})`);
+        this.conditions.set(condition.id, {
+          id: condition.id,
+          source: plan.source,
+          family: plan.family,
+          dimensions: condition.dimensions,
+          condition,
+          plan: loaded,
+        });
+      }
+    }
+  }
+
+  /** Every sources/*.plan.json: the published catalog only (worked examples live in sources/examples/). */
+  static loadPublished(dir = SOURCES_DIR): Catalog {
+    return new Catalog(publishedPlanFiles(dir).map((f) => loadPlanFile(f)));
+  }
+
+  /**
+   * The published catalog plus the sources added with `wwref add-source` to a reference folder (by
+   * default the default one, WWREF_REFERENCES_DIR or outputs/references): every plan file its
+   * manifest names (plan_file) that is not one of sources/*.plan.json. A named plan file that no
+   * longer exists, or whose source the published catalog already has, is left out.
+   */
+  static load(dir = SOURCES_DIR, references: string | false = referencesDir()): Catalog {
+    const published = publishedPlanFiles(dir).map((f) => loadPlanFile(f));
+    if (references === false) return new Catalog(published);
+    return new Catalog([...published, ...addedPlans(published, references)]);
+  }
+
+  source(name: string): LoadedPlan {
+    const plan = this.plans.get(name);
+    if (!plan) throw new UserError(`unknown source '${name}' (known: ${[...this.plans.keys()].join(', ')})${addedElsewhere(name)}`);
+    return plan;
+  }
+
+  condition(id: string): CatalogCondition {
+    const condition = this.conditions.get(id);
+    if (!condition) throw new UserError(`unknown condition '${id}' (see 'wwref list' for the catalog)`);
+    return condition;
+  }
+
+  /** Selected conditions (all when none named), in catalog order. */
+  selectConditions(ids: readonly string[] = []): CatalogCondition[] {
+    return ids.length ? ids.map((id) => this.condition(id)) : [...this.conditions.values()];
+  }
+
+  selectSources(names: readonly string[] = []): LoadedPlan[] {
+    return names.length ? names.map((n) => this.source(n)) : [...this.plans.values()];
+  }
+}

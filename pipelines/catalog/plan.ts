@@ -1,0 +1,217 @@
+// Construction plans (sources/<source>.plan.json): one per source, validated with zod. A plan names
+// the raw files (with sha256), the preparation recipe and its parameters, and the task conditions.
+import { z } from 'zod';
+import { FAMILIES, FAMILY_NAMES, OPTION_LETTERS } from './families.ts';
+import { UserError } from '../core/errors.ts';
+import { RAW_FILE_PARAMS, RECIPE_PARAMS } from './recipes.ts';
+
+export const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'expected a lowercase hex sha256 (64 characters)');
+const Identifier = z.string().regex(/^[a-z][a-z0-9_]*$/, 'expected lower-case letters, digits and _');
+const Letter = z.enum(OPTION_LETTERS);
+
+export const RawFile = z.strictObject({
+  /** Name inside the source's raw folder (may hold '/'), e.g. "qrels/test.tsv". */
+  name: z.string().min(1),
+  sha256: Sha256,
+  bytes: z.number().int().positive(),
+  /** Path of the file under a mirror directory, e.g. "spambase/spambase.data". */
+  mirror_path: z.string().min(1),
+  /** The same file shipped inside a pinned Python package. */
+  package: z.strictObject({ distribution: z.string(), version: z.string(), path: z.string() }).optional(),
+  /** Where a networked machine can download it. */
+  upstream_url: z.url().optional(),
+  /** A member of an archive (zip/tar) at upstream_url, when the upstream is an archive. */
+  upstream_member: z.string().optional(),
+});
+export type RawFile = z.infer<typeof RawFile>;
+
+export const Equivalence = z.strictObject({
+  option: Letter,
+  /** The option has no effect when every listed option has the given value. */
+  inactive_when: z.partialRecord(Letter, z.union([z.literal(0), z.literal(1)])),
+  reason: z.string().optional(),
+});
+export type Equivalence = z.infer<typeof Equivalence>;
+
+export const Condition = z.strictObject({
+  id: Identifier,
+  dimensions: z.union([z.literal(4), z.literal(6)]),
+  /**
+   * The option set, optional and only declarative: the first `dimensions` option letters of the
+   * family (A–D or A–F); mask position i switches option letter i (pipelines/families.ts).
+   */
+  options: z.array(Letter).optional(),
+  /** Four-option condition whose records the E=F=0 subcube of this six-option condition repeats. */
+  paired_with: Identifier.optional(),
+  equivalences: z.array(Equivalence).default([]),
+});
+export type Condition = z.infer<typeof Condition>;
+
+export const Plan = z
+  .strictObject({
+    $schema: z.string().optional().describe('path or URL of this JSON Schema (sources/plan.schema.json), for editors'),
+    plan_version: z.literal(1).describe('format version of the construction plan'),
+    source: Identifier.describe('source identity: unique name, also the folder prepared/<source>/ and manifests/<source>.json'),
+    title: z.string().min(1),
+    family: z.enum(FAMILY_NAMES).describe('workflow family (pipelines/families.ts); fixes the options A–F and the metric'),
+    licence: z.string().min(1, 'a licence is required').describe('licence of the raw data (as its distributor documents it)'),
+    citation: z.string().min(1, 'a citation is required').describe('how to cite the data: creators, title, where it was obtained'),
+    homepage: z.string().optional(),
+    raw_files: z.array(RawFile).min(1).describe('upstream files, each pinned by sha256 and size'),
+    /** The identity the published catalog recorded for its raw input, when we read another file. */
+    published_raw: z
+      .array(z.strictObject({ url: z.string(), sha256: Sha256.optional(), note: z.string() }))
+      .optional(),
+    preparation: z
+      .strictObject({ recipe: z.string(), params: z.record(z.string(), z.unknown()) })
+      .describe('preparation recipe kind (pipelines/recipes.ts, workflows/prepare/) and its parameters, seeds included'),
+    conditions: z.array(Condition).min(1).describe('task conditions: each runs every mask of its 4 or 6 options'),
+    execution: z
+      .strictObject({ threads: z.literal(1), timeout_seconds: z.number().positive() })
+      .default({ threads: 1, timeout_seconds: 180 })
+      .describe('one computation thread; per-record timeout in seconds'),
+    /** How our prepared input relates to the published one. */
+    published: z
+      .strictObject({
+        comparable: z.boolean(),
+        prepared_match: z.enum(['byte_identical', 'not_identical', 'not_published']),
+        note: z.string(),
+        /**
+         * Published records whose prediction bytes this platform does not reproduce although the
+         * utility is bit-identical (e.g. numpy's log1p/expm1 take other code paths on CPUs without
+         * AVX-512). Conformance checks still require the exact utility of these records.
+         */
+        known_deviations: z
+          .array(z.strictObject({ condition: Identifier, masks: z.array(z.string().regex(/^[01]{4}([01]{2})?$/)).min(1), reason: z.string().min(1) }))
+          .optional(),
+      })
+      .default({ comparable: false, prepared_match: 'not_published', note: 'not part of the published catalog' }),
+  })
+  .superRefine((plan, ctx) => {
+    const family = FAMILIES[plan.family];
+    const params = RECIPE_PARAMS[plan.preparation.recipe];
+    if (!params) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['preparation', 'recipe'],
+        message: `unknown recipe '${plan.preparation.recipe}' (known: ${Object.keys(RECIPE_PARAMS).join(', ')})`,
+      });
+    } else {
+      const parsed = params.safeParse(plan.preparation.params);
+      for (const issue of parsed.error?.issues ?? []) {
+        ctx.addIssue({ ...issue, path: ['preparation', 'params', ...issue.path] } as never);
+      }
+      // parameters naming raw files must name one of raw_files[].name
+      const names = new Set(plan.raw_files.map((f) => f.name));
+      for (const key of RAW_FILE_PARAMS[plan.preparation.recipe] ?? []) {
+        const value = plan.preparation.params[key];
+        const listed = typeof value === 'string' ? [[value, [key]] as const] : Array.isArray(value) ? value.map((v, i) => [v, [key, i]] as const) : [];
+        for (const [name, path] of listed) {
+          if (typeof name === 'string' && !names.has(name)) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['preparation', 'params', ...path],
+              message: `'${name}' is not one of the plan's raw files (${[...names].join(', ')})`,
+            });
+          }
+        }
+      }
+    }
+    const rawNames = new Set<string>();
+    plan.raw_files.forEach((file, i) => {
+      if (rawNames.has(file.name)) ctx.addIssue({ code: 'custom', path: ['raw_files', i, 'name'], message: `raw file '${file.name}' is listed twice` });
+      rawNames.add(file.name);
+    });
+    const declared = new Map<string, number>();
+    plan.conditions.forEach((condition, i) => {
+      if (declared.has(condition.id)) ctx.addIssue({ code: 'custom', path: ['conditions', i, 'id'], message: `condition '${condition.id}' is declared twice` });
+      else declared.set(condition.id, condition.dimensions);
+    });
+    plan.conditions.forEach((condition, i) => {
+      if (!family.dimensions.includes(condition.dimensions)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['conditions', i, 'dimensions'],
+          message: `family ${plan.family} has ${family.dimensions.join(' or ')} options, not ${condition.dimensions}`,
+        });
+      }
+      const letters = OPTION_LETTERS.slice(0, condition.dimensions) as readonly string[];
+      if (condition.options) {
+        condition.options.forEach((letter, j) => {
+          if (!(letter in family.options)) {
+            ctx.addIssue({ code: 'custom', path: ['conditions', i, 'options', j], message: `family ${plan.family} has no option ${letter}` });
+          }
+        });
+        if (condition.options.join('') !== letters.join('')) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['conditions', i, 'options'],
+            message: `a ${condition.dimensions}-option ${plan.family} condition uses options ${letters.join(', ')} (mask width ${condition.dimensions}), not ${condition.options.join(', ') || 'none'}`,
+          });
+        }
+      }
+      condition.equivalences.forEach((eq, j) => {
+        for (const letter of [eq.option, ...Object.keys(eq.inactive_when)]) {
+          if (!letters.includes(letter)) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['conditions', i, 'equivalences', j],
+              message: `unknown option ${letter}: a ${condition.dimensions}-option condition has ${letters.join('')}`,
+            });
+          }
+        }
+      });
+      if (condition.paired_with && condition.dimensions !== 6) {
+        ctx.addIssue({ code: 'custom', path: ['conditions', i, 'paired_with'], message: 'only a 6-option condition can be paired' });
+      } else if (condition.paired_with && declared.get(condition.paired_with) !== 4) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['conditions', i, 'paired_with'],
+          message: `'${condition.paired_with}' is not a 4-option condition of this plan`,
+        });
+      }
+    });
+  });
+export type Plan = z.infer<typeof Plan>;
+
+/** Field-level, file-named message for a failed plan validation. */
+export function describePlanIssues(file: string, error: z.ZodError): string {
+  const lines = error.issues.map((issue) => `  - ${issue.path.length ? issue.path.join('.') : '(plan)'}: ${issue.message}`);
+  return `invalid construction plan ${file}:\n${lines.join('\n')}`;
+}
+
+export function parsePlan(file: string, text: string): Plan {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new UserError(`invalid construction plan ${file}: not JSON (${(error as Error).message})`);
+  }
+  const parsed = Plan.safeParse(json);
+  if (!parsed.success) throw new UserError(describePlanIssues(file, parsed.error));
+  return parsed.data;
+}
+
+
+/**
+ * JSON Schema (draft 2020-12) of a construction plan, for editors (sources/plan.schema.json): the zod
+ * schema above, with `preparation.params` spelled out per recipe kind. Cross-field rules (options
+ * of the family, raw file names, pairing) are checked by parsePlan only.
+ */
+export function planJsonSchema(): Record<string, unknown> {
+  const options = { io: 'input', unrepresentable: 'any' } as const;
+  const schema = z.toJSONSchema(Plan, options) as Record<string, any>;
+  const recipes = Object.keys(RECIPE_PARAMS);
+  const preparation = schema.properties.preparation;
+  preparation.properties.recipe = { type: 'string', enum: recipes, description: 'recipe kind' };
+  preparation.allOf = recipes.map((recipe) => {
+    const { $schema: _, ...params } = z.toJSONSchema(RECIPE_PARAMS[recipe]!, options) as Record<string, unknown>;
+    return { if: { properties: { recipe: { const: recipe } } }, then: { properties: { params } } };
+  });
+  return { ...schema, title: 'wwref construction plan', description: 'A source and its task conditions (pipelines/plan.ts); validate with `wwref add-source PLAN --dry-run`.' };
+}
+
+/** Masks of a condition whose published prediction bytes this platform is declared not to reproduce. */
+export function deviatingMasks(plan: Plan, condition: string): Set<string> {
+  return new Set((plan.published.known_deviations ?? []).filter((d) => d.condition === condition).flatMap((d) => d.masks));
+}

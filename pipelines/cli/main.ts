@@ -1,0 +1,310 @@
+// The wwref command line. Every stage lives in its own module; this file only parses arguments,
+// calls the stage and prints its summary. A UserError is printed as a message, never a stack.
+import { availableParallelism } from 'node:os';
+import yargs, { type Argv } from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { acquirePlan } from '../sources/acquire.ts';
+import { auditCatalog, auditFailed } from '../jobs/audit.ts';
+import { Catalog } from '../catalog/catalog.ts';
+import { UserError } from '../core/errors.ts';
+import { exportCsv } from '../references/export.ts';
+import { prepareSources } from '../sources/prepare.ts';
+import { formatSeconds } from '../core/progress.ts';
+import { rebuild } from '../jobs/rebuild.ts';
+import { replay, replayTargets, writeReplayReport } from '../jobs/replay.ts';
+import { exportPack, readPack } from '../jobs/wwb.ts';
+import { join } from 'node:path';
+import { ROOT } from '../core/paths.ts';
+
+const out = (line = '') => process.stdout.write(`${line}\n`);
+const list = (value: unknown): string[] => (value === undefined ? [] : (Array.isArray(value) ? value : [value]).map(String));
+
+function withMirror<T>(y: Argv<T>) {
+  return y.option('mirror', { type: 'string', array: true, describe: 'mirror directory of raw files (repeatable; tried before WWREF_MIRROR and wwref.config.json)' });
+}
+/** --condition (several) and --references, for the commands that read reference tables. */
+function withTables<T>(y: Argv<T>) {
+  return y
+    .option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' })
+    .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' });
+}
+function withWorkers<T>(y: Argv<T>) {
+  return y.option('workers', { type: 'number', default: availableParallelism(), describe: 'Python worker processes' });
+}
+
+async function main(): Promise<number> {
+  let exitCode = 0;
+  await yargs(hideBin(process.argv))
+    .scriptName('wwref')
+    .usage('$0 <command> [options]\n\nNative-execution reference pipeline for the WhatWorkedBench catalog.')
+    .command(
+      'list',
+      'list the catalog: sources, families and conditions',
+      (y) => y,
+      () => {
+        const catalog = Catalog.load();
+        for (const c of catalog.conditions.values()) {
+          const pub = c.plan.plan.published;
+          out(`${c.id.padEnd(22)} ${c.family.padEnd(22)} ${String(c.dimensions)} options  source ${c.source.padEnd(18)} ${pub.prepared_match}`);
+        }
+        out(`${catalog.conditions.size} conditions on ${catalog.plans.size} sources`);
+      },
+    )
+    .command(
+      'acquire',
+      'fetch and sha256-check raw source files into the cache',
+      (y) => withMirror(y.option('source', { type: 'string', array: true, describe: 'source(s); default all' })),
+      async (argv) => {
+        const catalog = Catalog.load();
+        let failed = 0;
+        for (const loaded of catalog.selectSources(list(argv.source))) {
+          try {
+            const files = await acquirePlan(loaded.plan, { mirrors: list(argv.mirror) });
+            out(`${loaded.plan.source}: ${files.map((f) => `${f.name} (${f.origin})`).join(', ')}`);
+          } catch (error) {
+            if (!(error instanceof UserError)) throw error;
+            failed++;
+            out(`${loaded.plan.source}: FAILED\n${error.message}`);
+          }
+        }
+        if (failed) exitCode = 1;
+      },
+    )
+    .command(
+      'prepare',
+      'acquire raw files and write prepared/<source>/ and manifests/<source>.json',
+      (y) => withWorkers(withMirror(y.option('source', { type: 'string', array: true, describe: 'source(s); default all' }))),
+      async (argv) => {
+        const catalog = Catalog.load();
+        const outcomes = await prepareSources(catalog.selectSources(list(argv.source)), {
+          mirrors: list(argv.mirror),
+          workers: argv.workers,
+          log: (line) => out(line),
+        });
+        const failed = outcomes.filter((o) => !o.ok);
+        out(`${outcomes.length - failed.length}/${outcomes.length} sources prepared`);
+        if (failed.length) exitCode = 1;
+      },
+    )
+    .command(
+      'rebuild',
+      'execute every configuration and write outputs/references/<condition>.arrow and manifest.json',
+      (y) =>
+        withWorkers(withMirror(y))
+          .option('condition', { type: 'string', array: true, describe: 'condition(s); default the whole catalog' })
+          .option('fresh', { type: 'boolean', default: false, describe: 'ignore journals of interrupted runs' })
+          .option('reuse-shared-stage', { type: 'boolean', default: false, describe: 'reuse expensive per-input stages across masks (retrieval term counts); bit-identical to the cold path' })
+          .option('allow-version-drift', { type: 'boolean', default: false, describe: 'run even if installed versions differ from the pins' }),
+      async (argv) => {
+        const catalog = Catalog.load();
+        const summary = await rebuild(catalog, {
+          conditions: list(argv.condition),
+          workers: argv.workers,
+          mirrors: list(argv.mirror),
+          fresh: argv.fresh,
+          allowVersionDrift: argv.allowVersionDrift,
+          reuseSharedStage: argv.reuseSharedStage,
+        });
+        for (const c of summary.conditions) {
+          const status = c.error ? `NOT BUILT: ${c.error}` : `${c.records - c.failed}/${c.records} ok`;
+          out(`${c.condition.padEnd(22)} ${status}${c.violations.length ? `  ${c.violations.length} equivalence violation(s)` : ''}`);
+          for (const v of c.violations) out(`    ${v}`);
+        }
+        out(
+          `${summary.records} records in ${summary.conditions.filter((c) => !c.error).length} tables (${summary.failed} failed, ${summary.resumed} resumed from the journal); ` +
+            `wall ${formatSeconds(summary.wallSeconds)}, native ${summary.nativeSeconds.toFixed(1)} s, ${summary.workers} worker(s)`,
+        );
+        if (summary.failed || summary.conditions.some((c) => c.error || c.violations.length)) exitCode = 1;
+      },
+    )
+    .command(
+      'replay',
+      'cold-replay reference tables with one worker and one thread; verify hashes, utilities, metrics, warnings, timings',
+      (y) =>
+        withTables(y)
+          .option('report', { type: 'string', default: join(ROOT, 'outputs', 'reports', 'replay.json'), describe: 'JSON report path' })
+          .option('format', { choices: ['wwref', 'wwb'] as const, default: 'wwref' as const, describe: "reference layout: ours, or a published WhatWorkedBench pack (--references PACK)" })
+          .option('allow-version-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when installed versions differ from the manifest' })
+          .option('allow-platform-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when the references were built under another numerical profile or platform' }),
+      async (argv) => {
+        const options = {
+          conditions: list(argv.condition),
+          referencesDir: argv.references,
+          allowVersionDrift: argv.allowVersionDrift,
+          allowPlatformDrift: argv.allowPlatformDrift,
+        };
+        let report;
+        if (argv.format === 'wwb') {
+          if (!argv.references) throw new UserError('--format wwb needs --references PACK (the folder holding references/ and inputs/)');
+          const pack = readPack(argv.references, options.conditions);
+          // Conditions of our catalog carry their declared equivalences into the pack's replay.
+          const catalog = Catalog.load();
+          const targets = pack.targets.map((t) => {
+            const known = catalog.conditions.get(t.condition);
+            return known ? { ...t, equivalences: known.condition.equivalences, pairedWith: known.condition.paired_with } : t;
+          });
+          report = await replayTargets(targets, pack.expected, options);
+        } else {
+          report = await replay(options);
+        }
+        writeReplayReport(argv.report, report);
+        for (const c of report.conditions) {
+          const ratio = c.median_timing_ratio === null ? '-' : `${c.median_timing_ratio.toFixed(2)}x`;
+          out(`${c.condition.padEnd(22)} ${c.passed}/${c.total} passed  timing ${ratio}${c.slowed ? '  SLOWED' : ''}`);
+        }
+        for (const r of report.records.filter((x) => !x.passed)) {
+          out(`FAILED ${r.condition} ${r.mask}: ${r.failures.map((f) => `${f.check} (expected ${JSON.stringify(f.expected)}, got ${JSON.stringify(f.actual)})`).join('; ')}`);
+        }
+        for (const v of report.equivalence_violations) out(`EQUIVALENCE VIOLATED ${v}`);
+        if (report.version_drift.length) out(`version drift (tolerances used): ${report.version_drift.join('; ')}`);
+        if (report.platform_drift.length) out(`platform drift (tolerances used): ${report.platform_drift.join('; ')}`);
+        for (const note of report.platform_notes) out(`note: ${note}`);
+        out(
+          `${report.conditions.filter((c) => c.passed === c.total).length}/${report.conditions.length} conditions passed, ` +
+            `${report.passed}/${report.total} records; wall ${report.wall_seconds.toFixed(1)} s; ` +
+            `native ${report.replayed_native_seconds.toFixed(1)} s replayed vs ${report.recorded_native_seconds.toFixed(1)} s recorded; ` +
+            `median timing ratio ${report.median_timing_ratio?.toFixed(2) ?? '-'}; ${report.timing_outliers.length} timing outlier(s); report ${argv.report}`,
+        );
+        if (!report.all_passed) exitCode = 1;
+      },
+    )
+    .command(
+      'audit',
+      'check source manifests against themselves, their plans, the raw cache, the prepared files and the published facts',
+      (y) => y.option('source', { type: 'string', array: true, describe: 'source(s); default all' }).option('verbose', { type: 'boolean', default: false }),
+      (argv) => {
+        const audits = auditCatalog(Catalog.load(), list(argv.source));
+        out(`${'source'.padEnd(20)} ${['manifest', 'plan', 'raw', 'prepared', 'published', 'equivalences'].map((h) => h.padEnd(10)).join(' ')}`);
+        for (const a of audits) {
+          out(`${a.source.padEnd(20)} ${Object.values(a.checks).map((v) => v.padEnd(10)).join(' ')}`);
+          for (const p of a.problems) out(`    ! ${p}`);
+          if (argv.verbose) for (const n of a.notes) out(`    - ${n}`);
+        }
+        const failed = audits.filter(auditFailed);
+        out(`${audits.length - failed.length}/${audits.length} sources pass the audit`);
+        if (failed.length) exitCode = 1;
+      },
+    )
+    // effects / grade / report (issue 5); modules imported on use to keep this edit self-contained.
+    .command(
+      'effects',
+      'write conditional effects, pair interactions, per-condition figures and equivalence classes (Arrow + CSV) and summary.json',
+      (y) =>
+        withTables(y)
+          .option('out', { type: 'string', demandOption: true, describe: 'output directory' }),
+      async (argv) => {
+        const { analyzeReferences, summaryLines, writeEffects } = await import('../analysis/effects.ts');
+        const { files, summary } = writeEffects(analyzeReferences(list(argv.condition), argv.references), argv.out);
+        for (const line of summaryLines(summary)) out(line);
+        out(`${files.length} files written to ${argv.out}`);
+      },
+    )
+    .command(
+      'grade',
+      'score a prediction table (CSV or JSON, mask -> utility) against the reference surface: JSON on stdout, readable summary on stderr',
+      (y) =>
+        y
+          .option('condition', { type: 'string', demandOption: true })
+          .option('table', { type: 'string', demandOption: true, describe: 'prediction table: CSV (mask,utility) or JSON ({"0000": 0.4, …})' })
+          .option('observed', { type: 'string', describe: 'masks measured by the submitter (JSON array or one per line): scored with the reference values' })
+          .option('tolerances', { type: 'string', describe: 'extra strict-reconstruction tolerances, comma-separated (0.1 is always scored)' })
+          .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
+      async (argv) => {
+        const { gradeFile, gradeSummaryLines, parseTolerances } = await import('../analysis/grade.ts');
+        const result = gradeFile({ condition: argv.condition, table: argv.table, observed: argv.observed, tolerances: parseTolerances(argv.tolerances), referencesDir: argv.references });
+        out(JSON.stringify(result, null, 2));
+        for (const line of gradeSummaryLines(result)) process.stderr.write(`${line}\n`);
+      },
+    )
+    .command(
+      'report',
+      'write a self-contained HTML report: response surfaces and conditional-effect heat maps per condition',
+      (y) =>
+        withTables(y).option('out', { type: 'string', demandOption: true, describe: 'HTML file' }),
+      async (argv) => {
+        const { writeReport } = await import('../analysis/report.ts');
+        const summary = writeReport(argv.out, list(argv.condition), argv.references);
+        out(`report of ${summary.conditions} condition(s) written to ${argv.out}`);
+      },
+    )
+    // add-source / plan-schema (issue 4); modules imported on use to keep this edit self-contained.
+    .command(
+      'add-source <plan>',
+      'add a new source from its construction plan: validate, freeze (sha256), acquire, prepare, execute every mask, verify, append its references',
+      (y) =>
+        withWorkers(withMirror(y))
+          .positional('plan', { type: 'string', demandOption: true, describe: 'construction plan (JSON, see sources/plan.schema.json)' })
+          .option('references', { type: 'string', describe: 'target reference folder (default outputs/references)' })
+          .option('force', { type: 'boolean', default: false, describe: 'rebuild a source already added; a changed plan is recorded as superseding the old hash' })
+          .option('dry-run', { type: 'boolean', default: false, describe: 'only validate the plan, check the target and print its sha256' })
+          .option('allow-version-drift', { type: 'boolean', default: false, describe: 'run even if installed versions differ from the pins' }),
+      async (argv) => {
+        const { addSource, addSourceLines, checkAddSource } = await import('../jobs/add-source.ts');
+        const options = { referencesDir: argv.references, force: argv.force, workers: argv.workers, mirrors: list(argv.mirror), allowVersionDrift: argv.allowVersionDrift };
+        if (argv.dryRun) {
+          for (const line of checkAddSource(argv.plan!, options)) out(line);
+          return;
+        }
+        const result = await addSource(argv.plan!, { ...options, log: (line) => out(line) });
+        for (const line of addSourceLines(result)) out(line);
+        if (!result.written) exitCode = 1;
+      },
+    )
+    .command(
+      'plan-schema',
+      'write the JSON Schema of construction plans (for editors; committed as sources/plan.schema.json)',
+      (y) => y.option('out', { type: 'string', describe: 'output file (default: standard output)' }),
+      async (argv) => {
+        const { planJsonSchema } = await import('../catalog/plan.ts');
+        const text = `${JSON.stringify(planJsonSchema(), null, 2)}\n`;
+        if (!argv.out) return void process.stdout.write(text);
+        const { writeFileAtomic } = await import('../core/fsutil.ts');
+        writeFileAtomic(argv.out, text);
+        out(`plan schema written to ${argv.out}`);
+      },
+    )
+    .command(
+      'export',
+      'write all records of the reference tables as one file',
+      (y) =>
+        y
+          .option('format', { choices: ['csv', 'wwb'] as const, default: 'csv' as const, describe: 'csv: one file; wwb: a WhatWorkedBench pack folder' })
+          .option('out', { type: 'string', demandOption: true, describe: 'output file (csv) or folder (wwb)' })
+          .option('condition', { type: 'string', array: true }),
+      (argv) => {
+        const count = argv.format === 'wwb' ? exportPack(argv.out, list(argv.condition)) : exportCsv(argv.out, list(argv.condition));
+        out(`${count} records written to ${argv.out}`);
+      },
+    )
+    .command(
+      'doctor',
+      "print this machine's runtime identity and numerical profile, and whether it reproduces the references bit for bit",
+      (y) => y.option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
+      async (argv) => {
+        const { doctor } = await import('../jobs/doctor.ts');
+        const result = await doctor(argv.references);
+        for (const line of result.lines) out(line);
+        if (!result.reproduces) exitCode = 1;
+      },
+    )
+    .demandCommand(1, 'name a command (see --help)')
+    .strict()
+    .help()
+    .fail((message, error) => {
+      throw error ?? new UserError(message);
+    })
+    .parseAsync();
+  return exitCode;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof UserError) {
+      process.stderr.write(`wwref: ${error.message}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`wwref: internal error: ${(error as Error).stack ?? String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,332 @@
+// `wwref add-source PLAN`: a new source from its construction plan, end to end. The plan is validated
+// and frozen (its canonical-JSON sha256 recorded) before anything runs; then the one-plan catalog is
+// acquired, prepared and executed by rebuild() into a staging folder. Only when every record passed
+// and every declared equivalence held are the tables and their manifest entries moved into the target
+// reference folder. Undeclared identical prediction hashes are reported as discovered classes.
+import { copyFileSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { readReferenceTable } from '../references/tables.ts';
+import type { AcquireOptions } from '../sources/acquire.ts';
+import { Catalog, loadPlanFile, planFilePath, type LoadedPlan } from '../catalog/catalog.ts';
+import { equivalenceClasses } from '../references/equivalences.ts';
+import { UserError } from '../core/errors.ts';
+import { allMasks, OPTION_LETTERS } from '../catalog/families.ts';
+import { writeJsonAtomic } from '../core/fsutil.ts';
+import { digest, sha256Hex } from '../core/hashing.ts';
+import { cacheDir, referencesDir, SOURCES_DIR } from '../core/paths.ts';
+import type { Condition } from '../catalog/plan.ts';
+import type { ReferenceRecord } from '../execution/records.ts';
+import { readReferenceManifest, writeReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
+import { rebuild, tablePath } from './rebuild.ts';
+
+export interface AddSourceOptions extends AcquireOptions {
+  /** Target reference folder (default WWREF_REFERENCES_DIR or outputs/references). */
+  referencesDir?: string;
+  /** Rebuild a source already in the target folder; a changed plan is recorded as superseding. */
+  force?: boolean;
+  workers?: number;
+  allowVersionDrift?: boolean;
+  quiet?: boolean;
+  log?: (line: string) => void;
+  /** Folder of the published plans (default sources/); tests only. */
+  sourcesDir?: string;
+}
+
+export interface DiscoveredClass {
+  masks: string[];
+  /** Every mask of the class is tied to the others by the plan's declared equivalences. */
+  declared: boolean;
+}
+
+export interface AddedCondition {
+  condition: string;
+  dimensions: number;
+  records: number;
+  failed: number;
+  violations: string[];
+  classes: DiscoveredClass[];
+  nativeSeconds: number;
+  table?: string;
+  error?: string;
+}
+
+export interface AddSourceResult {
+  source: string;
+  planFile: string;
+  /** sha256 of the plan's canonical JSON, computed before anything ran. */
+  planSha256: string;
+  referencesDir: string;
+  /** Plan hashes this build supersedes (recorded in the manifest entries). */
+  supersedes: string[];
+  conditions: AddedCondition[];
+  /** Why nothing was written to the reference folder (empty when the references were written). */
+  problems: string[];
+  written: boolean;
+  records: number;
+  wallSeconds: number;
+  nativeSeconds: number;
+  workers: number;
+}
+
+/** Masks a declaration ties together: every mask with the option off where it applies, and its twin with it on. */
+function declaredPairs(condition: Condition): [string, string][] {
+  const pairs: [string, string][] = [];
+  for (const eq of condition.equivalences) {
+    const index = OPTION_LETTERS.indexOf(eq.option);
+    for (const mask of allMasks(condition.dimensions)) {
+      if (mask[index] !== '0') continue;
+      const applies = Object.entries(eq.inactive_when).every(([letter, value]) => mask[OPTION_LETTERS.indexOf(letter as never)] === String(value));
+      if (applies) pairs.push([mask, `${mask.slice(0, index)}1${mask.slice(index + 1)}`]);
+    }
+  }
+  return pairs;
+}
+
+/** Observed equivalence classes (identical prediction hashes), each marked as declared or discovered. */
+export function discoveredClasses(condition: Condition, records: ReferenceRecord[]): DiscoveredClass[] {
+  const parent = new Map<string, string>();
+  const find = (m: string): string => {
+    let root = m;
+    while (parent.has(root) && parent.get(root) !== root) root = parent.get(root)!;
+    parent.set(m, root);
+    return root;
+  };
+  for (const [a, b] of declaredPairs(condition)) {
+    const ra = find(a);
+    const rb = find(b);
+    if (ra !== rb) parent.set(ra, rb);
+  }
+  return equivalenceClasses(records).map((masks) => ({ masks, declared: masks.every((m) => find(m) === find(masks[0]!)) }));
+}
+
+function describeClass(c: DiscoveredClass): string {
+  return `{${c.masks.join(', ')}}${c.declared ? ' (declared)' : ''}`;
+}
+
+/** Refusals that need no computation: published sources, condition ids in use, re-adding, changed plans. */
+function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, options: AddSourceOptions): string[] {
+  const { plan } = loaded;
+  const published = Catalog.loadPublished(options.sourcesDir ?? SOURCES_DIR);
+  const mine = resolve(planFilePath(loaded.file));
+  const publishedPlan = published.plans.get(plan.source);
+  if (publishedPlan) {
+    const same = resolve(planFilePath(publishedPlan.file)) === mine;
+    throw new UserError(
+      `source '${plan.source}' is ${same ? 'a plan of' : 'already in'} the published catalog (${publishedPlan.file}); ` +
+        `'wwref rebuild' rebuilds published sources, add-source only adds new ones (choose another source name)`,
+    );
+  }
+  for (const condition of plan.conditions) {
+    const taken = published.conditions.get(condition.id);
+    if (taken) throw new UserError(`condition '${condition.id}' is already declared by the published catalog (${taken.plan.file}); choose another condition id`);
+    const entry = target?.conditions[condition.id];
+    if (entry && entry.source !== plan.source) {
+      throw new UserError(`condition '${condition.id}' already holds references of source '${entry.source}' in the target manifest; choose another condition id`);
+    }
+  }
+  const existing = Object.entries(target?.conditions ?? {}).filter(([, e]) => e.source === plan.source);
+  if (!existing.length) return [];
+  const recorded = [...new Set(existing.map(([, e]) => e.plan_sha256))];
+  const changed = recorded.filter((h) => h !== loaded.sha256);
+  if (!options.force) {
+    if (changed.length) {
+      throw new UserError(
+        `plan of source '${plan.source}' changed after its references were written: the reference manifest records plan sha256 ${changed.join(', ')} ` +
+          `(${existing.map(([id]) => id).join(', ')}), the plan is now ${loaded.sha256}. Refusing to overwrite; pass --force to rebuild it and record the supersession`,
+      );
+    }
+    throw new UserError(
+      `source '${plan.source}' was already added: the reference manifest holds ${existing.map(([id]) => id).join(', ')} built from this plan (sha256 ${loaded.sha256}); ` +
+        `refusing to re-add it (pass --force to rebuild it anyway)`,
+    );
+  }
+  // --force: earlier supersessions are kept, and every recorded hash other than the new one is added.
+  const earlier = existing.flatMap(([, e]) => e.supersedes_plan_sha256 ?? []);
+  return [...new Set([...earlier, ...changed])].filter((h) => h !== loaded.sha256);
+}
+
+/**
+ * Numbers written with a fraction or exponent but integral in value (1.0, 2e3): Python reads them as
+ * floats and hashes "1.0", JSON.parse as the integer 1, so the plan hash would depend on the reader.
+ */
+export function ambiguousNumbers(text: string): string[] {
+  const outsideStrings = text.replace(/"(?:[^"\\]|\\.)*"/g, '""');
+  return (outsideStrings.match(/-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g) ?? []).filter((t) => /[.eE]/.test(t) && Number.isInteger(Number(t)));
+}
+
+/** Validates and hashes a plan: the frozen identity add-source records before any execution. */
+export function freezePlan(file: string): LoadedPlan {
+  const loaded = loadPlanFile(resolve(file));
+  const ambiguous = ambiguousNumbers(readFileSync(resolve(file), 'utf8'));
+  if (ambiguous.length) {
+    throw new UserError(
+      `invalid construction plan ${loaded.file}: number(s) ${[...new Set(ambiguous)].join(', ')} are integral but written as floats; ` +
+        `write them as integers (e.g. 1 for 1.0) so that the plan sha256 is the same in Python and TypeScript`,
+    );
+  }
+  return loaded;
+}
+
+/** The dry run: validation, the frozen hash and the target checks, without running anything. */
+export function checkAddSource(planFile: string, options: AddSourceOptions = {}): string[] {
+  const loaded = freezePlan(planFile);
+  const target = resolve(options.referencesDir ?? referencesDir());
+  const supersedes = checkTarget(loaded, readReferenceManifest(target), options);
+  const { plan } = loaded;
+  return [
+    `plan ${loaded.file} is valid: source ${plan.source} (${plan.family}), plan sha256 ${loaded.sha256}`,
+    ...plan.conditions.map(
+      (c) =>
+        `  ${c.id}: ${c.dimensions} options, ${2 ** c.dimensions} masks, ${c.equivalences.length} declared equivalence(s)${c.paired_with ? `, paired with ${c.paired_with}` : ''}`,
+    ),
+    `target ${target}: ${supersedes.length ? `would supersede plan sha256 ${supersedes.join(', ')}` : 'the source can be added'}`,
+  ];
+}
+
+export async function addSource(planFile: string, options: AddSourceOptions = {}): Promise<AddSourceResult> {
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const started = performance.now();
+  const workers = options.workers ?? 2;
+  const target = resolve(options.referencesDir ?? referencesDir());
+
+  // 1. Validate and freeze the plan; refuse what must not be overwritten.
+  const loaded = freezePlan(planFile);
+  const { plan } = loaded;
+  const previous = readReferenceManifest(target);
+  const supersedes = checkTarget(loaded, previous, options);
+  const frozen = join(cacheDir(), 'add-source', `${plan.source}.frozen.json`);
+  writeJsonAtomic(frozen, {
+    source: plan.source,
+    plan_file: loaded.file,
+    plan_sha256: loaded.sha256,
+    references: target,
+    force: Boolean(options.force),
+    supersedes_plan_sha256: supersedes,
+    frozen_at: new Date().toISOString(),
+  });
+  log(`plan ${loaded.file}: source ${plan.source}, ${plan.conditions.length} condition(s), plan sha256 ${loaded.sha256} (frozen)`);
+
+  // 2. Acquire, prepare and execute every mask (rebuild), into a staging reference folder.
+  const staging = join(cacheDir(), 'add-source', `${plan.source}.staging-${process.pid}`);
+  rmSync(staging, { recursive: true, force: true });
+  mkdirSync(staging, { recursive: true });
+  try {
+    const catalog = new Catalog([loaded]);
+    const summary = await rebuild(catalog, {
+      referencesDir: staging,
+      workers,
+      mirrors: options.mirrors,
+      online: options.online,
+      allowVersionDrift: options.allowVersionDrift,
+      quiet: options.quiet,
+      log,
+    });
+
+    // 3. Verify: the plan is still the frozen one, every record passed, every declaration held.
+    const problems: string[] = [];
+    let now = '(missing or not JSON)';
+    try {
+      now = digest(JSON.parse(readFileSync(resolve(planFile), 'utf8')));
+    } catch {
+      // reported below
+    }
+    if (now !== loaded.sha256) problems.push(`the plan changed during the run (frozen sha256 ${loaded.sha256}, now ${now})`);
+    const conditions: AddedCondition[] = summary.conditions.map((outcome) => {
+      const condition = catalog.condition(outcome.condition).condition;
+      const added: AddedCondition = {
+        condition: outcome.condition,
+        dimensions: condition.dimensions,
+        records: outcome.records,
+        failed: outcome.failed,
+        violations: outcome.violations,
+        classes: [],
+        nativeSeconds: outcome.nativeSeconds,
+        table: outcome.table,
+        error: outcome.error,
+      };
+      if (outcome.error) {
+        problems.push(`${outcome.condition}: ${outcome.error}`);
+        return added;
+      }
+      const records = readReferenceTable(tablePath(outcome.condition, staging)).records;
+      added.classes = discoveredClasses(condition, records);
+      if (outcome.failed) {
+        const failed = records.filter((r) => r.status !== 'ok');
+        problems.push(`${outcome.condition}: ${outcome.failed} record(s) failed: ${failed.slice(0, 5).map((r) => `${r.mask} (${r.error})`).join('; ')}`);
+      }
+      for (const v of outcome.violations) problems.push(`${outcome.condition}: declared equivalence violated: ${v}`);
+      return added;
+    });
+
+    // 4. Commit: tables first, then the merged manifest (the entries of this source replaced).
+    let written = false;
+    if (!problems.length) {
+      const built = readReferenceManifest(staging);
+      if (!built) throw new Error(`rebuild wrote no manifest in ${staging}`);
+      const ids = new Set(plan.conditions.map((c) => c.id));
+      const kept = Object.entries(previous?.conditions ?? {}).filter(([id, e]) => e.source !== plan.source && !ids.has(id));
+      const stale = Object.entries(previous?.conditions ?? {}).filter(([id, e]) => e.source === plan.source && !ids.has(id));
+      mkdirSync(target, { recursive: true });
+      const entries: [string, ConditionEntry][] = [];
+      for (const id of ids) {
+        const entry = built.conditions[id]!;
+        const from = join(staging, entry.table);
+        const to = join(target, entry.table);
+        const tmp = `${to}.${process.pid}.tmp`;
+        copyFileSync(from, tmp);
+        if (sha256Hex(readFileSync(tmp)) !== entry.table_sha256) throw new Error(`copy of ${from} does not match its manifest entry`);
+        renameSync(tmp, to); // same folder: atomic
+        entries.push([id, supersedes.length ? { ...entry, supersedes_plan_sha256: supersedes } : entry]);
+      }
+      for (const [id, entry] of stale) {
+        rmSync(join(target, entry.table), { force: true });
+        log(`removed ${id}: no longer declared by the plan`);
+      }
+      writeReferenceManifest({ ...built, conditions: Object.fromEntries([...kept, ...entries]) }, target);
+      written = true;
+    }
+    return {
+      source: plan.source,
+      planFile: loaded.file,
+      planSha256: loaded.sha256,
+      referencesDir: target,
+      supersedes,
+      conditions,
+      problems,
+      written,
+      records: summary.records,
+      wallSeconds: (performance.now() - started) / 1000,
+      nativeSeconds: summary.nativeSeconds,
+      workers: summary.workers,
+    };
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+/** What the CLI prints for a finished add-source run. */
+export function addSourceLines(result: AddSourceResult): string[] {
+  const lines: string[] = [];
+  for (const c of result.conditions) {
+    const status = c.error ? `NOT BUILT: ${c.error}` : `${c.records - c.failed}/${c.records} ok`;
+    lines.push(`${c.condition.padEnd(22)} ${c.dimensions} options  ${status}  native ${c.nativeSeconds.toFixed(1)} s`);
+    for (const v of c.violations) lines.push(`    VIOLATED ${v}`);
+    const declared = c.classes.filter((k) => k.declared);
+    const found = c.classes.filter((k) => !k.declared);
+    if (declared.length) lines.push(`    ${declared.length} declared equivalence class(es) observed`);
+    if (found.length) {
+      lines.push(`    ${found.length} discovered (undeclared) equivalence class(es) of identical prediction hashes:`);
+      for (const k of found.slice(0, 12)) lines.push(`      ${describeClass(k)}`);
+      if (found.length > 12) lines.push(`      … ${found.length - 12} more`);
+    }
+  }
+  if (result.supersedes.length) lines.push(`supersedes plan sha256 ${result.supersedes.join(', ')}`);
+  for (const p of result.problems) lines.push(`FAILED ${p}`);
+  lines.push(
+    result.written
+      ? `source ${result.source} added: ${result.records} records in ${result.conditions.length} table(s) written to ${result.referencesDir} (plan sha256 ${result.planSha256}); ` +
+          `wall ${result.wallSeconds.toFixed(1)} s, native ${result.nativeSeconds.toFixed(1)} s, ${result.workers} worker(s)`
+      : `source ${result.source} NOT added: nothing was written to ${result.referencesDir}`,
+  );
+  return lines;
+}

@@ -1,0 +1,75 @@
+// `wwref doctor`: this machine's runtime identity and effective numerical profile, and whether it
+// can reproduce a reference folder bit for bit (and if not, why). It starts one worker and runs no record.
+import { relative } from 'node:path';
+import { UserError } from '../core/errors.ts';
+import { pinnedVersions, versionDrift } from '../execution/identity.ts';
+import { activeProfile, describeNumerics, platformDrift, platformNotes, PROFILES, profileByName, type NumericalProfile } from '../execution/numerics.ts';
+import { pythonExecutable, referencesDir, ROOT } from '../core/paths.ts';
+import { WorkerPool } from '../execution/local-pool.ts';
+import type { HelloResult } from '../execution/protocol.ts';
+import { readReferenceManifest } from '../references/manifest.ts';
+
+export interface DoctorResult {
+  lines: string[];
+  /** The machine runs the requested profile and the pinned versions, and would reproduce the references. */
+  reproduces: boolean;
+}
+
+/** A worker's hello under `profile`; when the profile refuses this machine, the reason and a native hello. */
+async function probe(profile: NumericalProfile): Promise<{ hello: HelloResult; refusal?: string }> {
+  const pool = new WorkerPool(1, { profile: profileByName('native') });
+  try {
+    try {
+      const checked = new WorkerPool(1, { profile });
+      try {
+        return { hello: await checked.runtime() };
+      } finally {
+        await checked.close();
+      }
+    } catch (error) {
+      if (!(error instanceof UserError)) throw error;
+      return { hello: await pool.runtime(), refusal: error.message };
+    }
+  } finally {
+    await pool.close();
+  }
+}
+
+export async function doctor(dir = referencesDir()): Promise<DoctorResult> {
+  const profile = activeProfile();
+  const { hello, refusal } = await probe(profile);
+  const n = hello.numerics;
+  const pad = (label: string) => label.padEnd(12);
+  const lines = [
+    `${pad('python')}${hello.python} (${pythonExecutable()})`,
+    `${pad('versions')}${Object.entries(hello.versions).map(([p, v]) => `${p} ${v}`).join(', ')}`,
+    `${pad('machine')}${n.machine}, ${n.cpu_model}, ${n.libc}`,
+    ...n.blas.map((b, i) => `${pad(i ? '' : 'BLAS')}${b.package}: ${b.internal_api ?? '?'} ${b.version ?? '?'} (${b.library}), ${b.architecture ?? 'unknown'} kernels`),
+    `${pad('NumPy SIMD')}baseline ${n.numpy_simd.baseline.join(' ')}; dispatched ${n.numpy_simd.dispatched.join(' ') || 'none'}`,
+    `${pad('environment')}${Object.entries(n.environment).map(([k, v]) => `${k}=${v}`).join(' ') || '(no OPENBLAS_/NPY_/MKL_/OMP_ variables)'}`,
+    `${pad('profile')}${profile.name}: ${profile.description}`,
+    `${pad('')}settings: ${Object.entries(profile.environment).map(([k, v]) => `${k}=${v}`).join(' ') || 'none'}`,
+    `${pad('')}${refusal ? `REFUSED: ${refusal}` : 'effective state matches the profile'}`,
+    `${pad('profiles')}${Object.values(PROFILES).map((p) => p.name).join(', ')} (choose with numerical_profile in wwref.config.json or WWREF_NUMERICAL_PROFILE)`,
+  ];
+  const why: string[] = [];
+  if (refusal) why.push(refusal);
+  const pinned = versionDrift(hello.versions, pinnedVersions());
+  if (pinned.length) why.push(`installed versions differ from workflows/requirements.txt (${pinned.join('; ')})`);
+  const shown = relative(ROOT, dir).startsWith('..') ? dir : relative(ROOT, dir) || '.';
+  const manifest = readReferenceManifest(dir);
+  if (!manifest) {
+    why.push(`no reference manifest in ${shown}`);
+  } else {
+    const built = manifest.numerics ? `'${manifest.numerics.profile}' (${describeNumerics(manifest.numerics.effective)})` : 'no recorded profile';
+    lines.push(`${pad('references')}${shown}: ${Object.keys(manifest.conditions).length} conditions built under ${built}`);
+    const drift = versionDrift(hello.versions, manifest.versions);
+    if (drift.length) why.push(`installed versions differ from the references' (${drift.join('; ')})`);
+    if (!refusal) why.push(...platformDrift(manifest.numerics, profile, n));
+    for (const note of platformNotes(manifest.numerics, n)) lines.push(`${pad('note')}${note}`);
+  }
+  const verdict = why.length
+    ? `cannot reproduce ${shown} bit for bit: ${why.join('; ')}`
+    : `reproduces ${shown} bit for bit: same numerical profile (${profile.name}) and pinned versions`;
+  return { lines: [...lines, verdict], reproduces: why.length === 0 };
+}

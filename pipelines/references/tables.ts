@@ -1,0 +1,89 @@
+// Reference tables: one Arrow IPC file per condition, one row per mask in ascending binary order.
+// Lists and objects (warnings, extras) are stored as JSON text so any Arrow reader (pandas, polars,
+// DuckDB) loads the table without nested types; the table's schema metadata holds its context.
+import { readFileSync } from 'node:fs';
+import {
+  Field,
+  Float64,
+  Int32,
+  RecordBatch,
+  Schema,
+  Table,
+  tableFromIPC,
+  tableToIPC,
+  Utf8,
+  vectorFromArray,
+  type DataType,
+} from 'apache-arrow';
+import { UserError } from '../core/errors.ts';
+import { writeFileAtomic } from '../core/fsutil.ts';
+import { ReferenceRecord } from '../execution/records.ts';
+
+type Column = { name: keyof ReferenceRecord; type: DataType; json?: true };
+
+const COLUMNS: Column[] = [
+  { name: 'condition', type: new Utf8() },
+  { name: 'source', type: new Utf8() },
+  { name: 'family', type: new Utf8() },
+  { name: 'dimensions', type: new Int32() },
+  { name: 'mask', type: new Utf8() },
+  { name: 'status', type: new Utf8() },
+  { name: 'error', type: new Utf8() },
+  { name: 'utility', type: new Float64() },
+  { name: 'native_metric', type: new Utf8() },
+  { name: 'native_value', type: new Float64() },
+  { name: 'independent_value', type: new Float64() },
+  { name: 'normalization_scale', type: new Float64() },
+  { name: 'prediction_sha256', type: new Utf8() },
+  { name: 'warnings', type: new Utf8(), json: true },
+  { name: 'wall_seconds', type: new Float64() },
+  { name: 'prediction_wall_seconds', type: new Float64() },
+  { name: 'metric_wall_seconds', type: new Float64() },
+  { name: 'plan_sha256', type: new Utf8() },
+  { name: 'extras', type: new Utf8(), json: true },
+];
+
+export const TABLE_COLUMNS = COLUMNS.map((c) => c.name);
+
+export function tableBytes(records: ReferenceRecord[], metadata: Record<string, string>): Uint8Array {
+  const vectors = Object.fromEntries(
+    COLUMNS.map((c) => [c.name, vectorFromArray(records.map((r) => (c.json ? JSON.stringify(r[c.name]) : r[c.name])), c.type)]),
+  );
+  const draft = new Table(vectors);
+  const schema = new Schema(
+    COLUMNS.map((c) => new Field(c.name, c.type, true)),
+    new Map(Object.entries(metadata)),
+  );
+  const table = new Table(schema, draft.batches.map((b) => new RecordBatch(schema, b.data)));
+  return tableToIPC(table, 'file');
+}
+
+export function writeReferenceTable(path: string, records: ReferenceRecord[], metadata: Record<string, string>): Uint8Array {
+  const bytes = tableBytes(records, metadata);
+  writeFileAtomic(path, bytes);
+  return bytes;
+}
+
+export interface LoadedTable {
+  records: ReferenceRecord[];
+  metadata: Record<string, string>;
+}
+
+export function readReferenceTable(path: string): LoadedTable {
+  let table: Table;
+  try {
+    table = tableFromIPC(readFileSync(path));
+  } catch (error) {
+    throw new UserError(`cannot read reference table ${path}: ${(error as Error).message}`);
+  }
+  const missing = TABLE_COLUMNS.filter((name) => !table.schema.fields.some((f) => f.name === name));
+  if (missing.length) throw new UserError(`reference table ${path} lacks columns: ${missing.join(', ')}`);
+  const records = table.toArray().map((row, i) => {
+    const raw = row.toJSON() as Record<string, unknown>;
+    for (const c of COLUMNS) if (c.json) raw[c.name] = JSON.parse(raw[c.name] as string);
+    const parsed = ReferenceRecord.safeParse(raw);
+    if (!parsed.success) throw new UserError(`reference table ${path}, row ${i}: ${parsed.error.issues[0]?.message}`);
+    return parsed.data;
+  });
+  return { records, metadata: Object.fromEntries(table.schema.metadata) };
+}

@@ -1,0 +1,135 @@
+// Preparation: raw files (acquired) -> prepared/<source>/{arrays.npz, metadata.json.gz} by the plan's
+// recipe in a Python worker, then manifests/<source>.json (raw identities, facts, prepared hashes).
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { acquirePlan, type AcquireOptions } from './acquire.ts';
+import type { LoadedPlan } from '../catalog/catalog.ts';
+import { UserError } from '../core/errors.ts';
+import { writeJsonAtomic } from '../core/fsutil.ts';
+import { digest, sha256Hex } from '../core/hashing.ts';
+import { manifestsDir, preparedDir } from '../core/paths.ts';
+import { WorkerPool } from '../execution/local-pool.ts';
+import type { PythonWorker } from '../execution/python-worker.ts';
+
+export const PREPARED_FILES = ['arrays.npz', 'metadata.json.gz'] as const;
+
+export const SourceManifest = z.strictObject({
+  manifest_version: z.literal(1),
+  source: z.string(),
+  family: z.string(),
+  plan: z.strictObject({ file: z.string(), sha256: z.string() }),
+  recipe: z.strictObject({ kind: z.string(), params: z.record(z.string(), z.unknown()) }),
+  raw_files: z.array(z.strictObject({ name: z.string(), sha256: z.string(), bytes: z.number() })),
+  facts: z.record(z.string(), z.unknown()),
+  prepared_files: z.record(z.string(), z.string()),
+  versions: z.record(z.string(), z.string()),
+  /** digest of every other field: a manifest edited by hand no longer matches. */
+  content_sha256: z.string(),
+});
+export type SourceManifest = z.infer<typeof SourceManifest>;
+
+export function sourcePreparedDir(source: string): string {
+  return join(preparedDir(), source);
+}
+
+export function manifestPath(source: string): string {
+  return join(manifestsDir(), `${source}.json`);
+}
+
+export function hashPreparedFiles(folder: string): Record<string, string> {
+  const hashes: Record<string, string> = {};
+  for (const name of PREPARED_FILES) {
+    const path = join(folder, name);
+    if (!existsSync(path)) throw new UserError(`prepared input is missing ${path}; run 'wwref prepare'`);
+    hashes[name] = sha256Hex(readFileSync(path));
+  }
+  return hashes;
+}
+
+export function sealManifest(body: Omit<SourceManifest, 'content_sha256'>): SourceManifest {
+  return { ...body, content_sha256: digest(body) };
+}
+
+export function readManifest(source: string): SourceManifest {
+  const path = manifestPath(source);
+  if (!existsSync(path)) throw new UserError(`source manifest not found: ${path}; run 'wwref prepare --source ${source}'`);
+  const parsed = SourceManifest.safeParse(JSON.parse(readFileSync(path, 'utf8')));
+  if (!parsed.success) throw new UserError(`source manifest ${path} is malformed: ${parsed.error.issues[0]?.message}`);
+  return parsed.data;
+}
+
+/** Prepares one source on `worker`, replacing prepared/<source>/ and its manifest only on success. */
+export async function prepareSource(
+  loaded: LoadedPlan,
+  worker: PythonWorker,
+  versions: Record<string, string>,
+  options: AcquireOptions = {},
+): Promise<SourceManifest> {
+  const { plan } = loaded;
+  const acquired = await acquirePlan(plan, options);
+  const raw = Object.fromEntries(acquired.map((f) => [f.name, f.path]));
+  const final = sourcePreparedDir(plan.source);
+  const staging = `${final}.staging-${process.pid}`;
+  rmSync(staging, { recursive: true, force: true });
+  mkdirSync(staging, { recursive: true });
+  try {
+    const facts = await worker.prepare(plan.preparation.recipe, plan.preparation.params, raw, staging);
+    const preparedFiles = hashPreparedFiles(staging);
+    const manifest = sealManifest({
+      manifest_version: 1,
+      source: plan.source,
+      family: plan.family,
+      plan: { file: loaded.file, sha256: loaded.sha256 },
+      recipe: { kind: plan.preparation.recipe, params: plan.preparation.params },
+      raw_files: acquired.map(({ name, sha256, bytes }) => ({ name, sha256, bytes })),
+      facts,
+      prepared_files: preparedFiles,
+      versions,
+    });
+    const old = `${final}.old-${process.pid}`;
+    if (existsSync(final)) renameSync(final, old);
+    renameSync(staging, final);
+    rmSync(old, { recursive: true, force: true });
+    writeJsonAtomic(manifestPath(plan.source), manifest);
+    return manifest;
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+export interface PrepareOutcome {
+  source: string;
+  ok: boolean;
+  manifest?: SourceManifest;
+  error?: string;
+}
+
+/** Prepares several sources over a worker pool; a failure of one source does not stop the others. */
+export async function prepareSources(
+  plans: LoadedPlan[],
+  options: AcquireOptions & { workers?: number; log?: (line: string) => void } = {},
+): Promise<PrepareOutcome[]> {
+  const log = options.log ?? (() => {});
+  const pool = new WorkerPool(options.workers ?? 1);
+  try {
+    const hello = await pool.runtime();
+    const versions = { python: hello.python, ...hello.versions };
+    return await Promise.all(
+      plans.map((loaded) =>
+        pool
+          .submit((worker) => prepareSource(loaded, worker, versions, options), 1800)
+          .then((manifest): PrepareOutcome => {
+            log(`prepared ${loaded.plan.source}: ${Object.entries(manifest.prepared_files).map(([f, h]) => `${f} ${h.slice(0, 12)}`).join(', ')}`);
+            return { source: loaded.plan.source, ok: true, manifest };
+          })
+          .catch((error: Error): PrepareOutcome => {
+            log(`FAILED ${loaded.plan.source}: ${error.message}`);
+            return { source: loaded.plan.source, ok: false, error: error.message };
+          }),
+      ),
+    );
+  } finally {
+    await pool.close();
+  }
+}

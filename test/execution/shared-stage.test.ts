@@ -1,0 +1,39 @@
+// The retrieval shared stage (term counts reused across masks) must give the same bits as the cold
+// path, on the real scifact input.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Catalog } from '../../pipelines/catalog/catalog.ts';
+import { mirrorDirs } from '../../pipelines/core/paths.ts';
+import { WorkerPool } from '../../pipelines/execution/local-pool.ts';
+import { prepareSources, sourcePreparedDir } from '../../pipelines/sources/prepare.ts';
+import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+
+const haveRaw = mirrorDirs().some((d) => existsSync(join(d, 'beir_scifact', 'corpus.jsonl')));
+// Masks that vary every option that changes the counts (A, B, E) and the weighting (C, D, F).
+const MASKS = ['000000', '110000', '101010', '011101', '111111', '100011'];
+
+describe.skipIf(!haveRaw)('retrieval shared stage (needs the raw mirror)', () => {
+  let ws: Workspace;
+  beforeAll(async () => {
+    ws = useTempWorkspace();
+    const [outcome] = await prepareSources([Catalog.load().source('scifact')], { workers: 1, online: false });
+    expect(outcome!.ok).toBe(true);
+  });
+  afterAll(() => ws.dispose());
+
+  it('reusing the term counts across masks is bit-identical to the cold path', async () => {
+    const pool = new WorkerPool(1);
+    const folder = sourcePreparedDir('scifact');
+    try {
+      for (const mask of MASKS) {
+        const cold = await pool.submit((w) => w.run('retrieval', folder, mask, { cold: true }), 180);
+        const warm = await pool.submit((w) => w.run('retrieval', folder, mask, { reuseSharedStage: true }), 180);
+        expect(warm.prediction_sha256, mask).toBe(cold.prediction_sha256);
+        expect(warm.utility, mask).toBe(cold.utility);
+      }
+    } finally {
+      await pool.close();
+    }
+  });
+});

@@ -1,0 +1,121 @@
+// Cold replay on a real, small condition (nile), and every tampering it must catch.
+import { cpSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readReferenceTable, tableBytes } from '../../pipelines/references/tables.ts';
+import { Catalog } from '../../pipelines/catalog/catalog.ts';
+import { UserError } from '../../pipelines/core/errors.ts';
+import { sha256Hex } from '../../pipelines/core/hashing.ts';
+import { sourcePreparedDir } from '../../pipelines/sources/prepare.ts';
+import { rebuild, tablePath } from '../../pipelines/jobs/rebuild.ts';
+import { readReferenceManifest, writeReferenceManifest } from '../../pipelines/references/manifest.ts';
+import { replay, replayTargets, storedFromReference } from '../../pipelines/jobs/replay.ts';
+import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+
+let ws: Workspace;
+
+beforeAll(async () => {
+  ws = useTempWorkspace();
+  await rebuild(Catalog.load(), { conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
+});
+afterAll(() => ws.dispose());
+
+/** A copy of the reference folder with one record changed and the manifest re-sealed to match. */
+function tamperedCopy(name: string, change: (r: ReturnType<typeof readReferenceTable>['records'][number]) => void): string {
+  const dir = join(ws.root, name);
+  cpSync(ws.references, dir, { recursive: true });
+  const { records, metadata } = readReferenceTable(join(dir, 'nile.arrow'));
+  change(records[5]!);
+  const bytes = tableBytes(records, metadata);
+  writeFileSync(join(dir, 'nile.arrow'), bytes);
+  const manifest = readReferenceManifest(dir)!;
+  manifest.conditions.nile!.table_sha256 = sha256Hex(bytes);
+  writeReferenceManifest(manifest, dir);
+  return dir;
+}
+
+describe('replay', () => {
+  it('passes on an untouched table with one cold worker, and writes nothing into the references', async () => {
+    const before = readdirSync(ws.references).map((f) => [f, statSync(join(ws.references, f)).mtimeMs]);
+    const report = await replay({ quiet: true });
+    expect(report.total).toBe(16);
+    expect(report.passed).toBe(16);
+    expect(report.all_passed).toBe(true);
+    expect(report.median_timing_ratio).toBeGreaterThan(0);
+    expect(readdirSync(ws.references).map((f) => [f, statSync(join(ws.references, f)).mtimeMs])).toEqual(before);
+  });
+
+  it('names a flipped byte in a stored prediction hash', async () => {
+    const dir = tamperedCopy('flipped-hash', (r) => {
+      const h = r.prediction_sha256!;
+      r.prediction_sha256 = (h[0] === '0' ? '1' : '0') + h.slice(1);
+    });
+    const report = await replay({ referencesDir: dir, quiet: true });
+    expect(report.passed).toBe(15);
+    const failed = report.records.filter((r) => !r.passed);
+    expect(failed.map((r) => [r.mask, r.failures.map((f) => f.check)])).toEqual([['0101', ['prediction_sha256']]]);
+  });
+
+  it('names a changed utility (exact equality, not a tolerance)', async () => {
+    const dir = tamperedCopy('changed-utility', (r) => {
+      r.utility = r.utility! + Number.EPSILON;
+    });
+    const report = await replay({ referencesDir: dir, quiet: true });
+    const failed = report.records.filter((r) => !r.passed);
+    expect(failed.map((r) => [r.mask, r.failures.map((f) => f.check)])).toEqual([['0101', ['utility']]]);
+  });
+
+  it('refuses a table whose bytes differ from the manifest, naming the file', async () => {
+    const dir = join(ws.root, 'changed-table');
+    cpSync(ws.references, dir, { recursive: true });
+    const bytes = readFileSync(join(dir, 'nile.arrow'));
+    bytes[bytes.length - 20] = bytes[bytes.length - 20]! ^ 1;
+    writeFileSync(join(dir, 'nile.arrow'), bytes);
+    await expect(replay({ referencesDir: dir, quiet: true })).rejects.toThrow(/reference table changed: .*nile\.arrow/);
+  });
+
+  it('refuses a tampered prepared input, naming the file', async () => {
+    const file = join(sourcePreparedDir('nile'), 'arrays.npz');
+    const original = readFileSync(file);
+    const bytes = Buffer.from(original);
+    bytes[50] = bytes[50]! ^ 1;
+    writeFileSync(file, bytes);
+    try {
+      const error = await replay({ quiet: true }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(UserError);
+      expect((error as Error).message).toMatch(/prepared input changed: .*nile\/arrays\.npz/);
+    } finally {
+      writeFileSync(file, original);
+    }
+  });
+
+  it('reports a changed package version up front; --allow-version-drift replays with tolerances and says so', async () => {
+    const dir = join(ws.root, 'drift');
+    cpSync(ws.references, dir, { recursive: true });
+    const manifest = readReferenceManifest(dir)!;
+    manifest.versions.numpy = '1.26.4';
+    writeReferenceManifest(manifest, dir);
+    await expect(replay({ referencesDir: dir, quiet: true })).rejects.toThrow(/numpy: expected 1\.26\.4, installed 2\.2\.6/);
+    const report = await replay({ referencesDir: dir, quiet: true, allowVersionDrift: true });
+    expect(report.version_drift).toEqual(['numpy: expected 1.26.4, installed 2.2.6']);
+    expect(report.allow_version_drift).toBe(true);
+    expect(report.passed).toBe(16);
+  });
+
+  it('flags a workflow made slower on purpose (test-only switch) even though results are identical', async () => {
+    const report = await replay({ quiet: true, workerEnv: { WWREF_TEST_DELAY_SECONDS: '0.25' } });
+    expect(report.passed).toBe(16);
+    expect(report.conditions[0]!.slowed).toBe(true);
+    expect(report.median_timing_ratio!).toBeGreaterThan(5);
+  });
+
+  it('reports a declared equivalence that the replayed hashes contradict', async () => {
+    const stored = readReferenceTable(tablePath('nile')).records.map(storedFromReference);
+    // A false declaration: option A (the time-trend feature) has an effect whatever B is.
+    const target = { condition: 'nile', family: 'forecasting' as const, folder: sourcePreparedDir('nile'), records: stored, equivalences: [{ option: 'A' as const, inactive_when: { B: 0 as const } }] };
+    const report = await replayTargets([target], readReferenceManifest()!, { quiet: true });
+    expect(report.passed).toBe(16);
+    expect(report.all_passed).toBe(false);
+    expect(report.equivalence_violations.join('\n')).toMatch(/option A inactive when B=0: 0000 vs 1000/);
+  });
+});

@@ -1,0 +1,97 @@
+// A synthetic reference catalog for tests: one record per mask of a utility surface, the Arrow
+// tables written with writeReferenceTable and a reference manifest that names them.
+import { join } from 'node:path';
+import { writeReferenceTable } from '../../pipelines/references/tables.ts';
+import { sha256Hex } from '../../pipelines/core/hashing.ts';
+import type { ReferenceRecord } from '../../pipelines/execution/records.ts';
+import { writeReferenceManifest, type ReferenceManifest } from '../../pipelines/references/manifest.ts';
+
+export const sha = (s: string): string => sha256Hex(s);
+/** The mask of index k over d options (index = mask read as a binary integer). */
+export const maskOf = (k: number, d: number): string => k.toString(2).padStart(d, '0');
+export const bits = (mask: string): number[] => [...mask].map(Number);
+
+export interface SurfaceSpec {
+  condition: string;
+  dimensions: number;
+  /** Utility of a mask from its option bits and its index k. */
+  utility: (z: number[], k: number) => number;
+  /** Prediction hash per mask (default: one distinct hash per mask). */
+  hash?: (mask: string) => string;
+  /** Default 'classification'. */
+  family?: string;
+  /** Default 'balanced_accuracy'. */
+  metric?: string;
+}
+
+export interface CatalogOptions {
+  /** The manifest's code.git_commit (default null); a commit is written as a clean checkout. */
+  gitCommit?: string;
+}
+
+/** One successful record per mask of the surface. */
+export function surfaceRecords(spec: SurfaceSpec): ReferenceRecord[] {
+  return [...Array(2 ** spec.dimensions).keys()].map((k) => {
+    const mask = maskOf(k, spec.dimensions);
+    const u = spec.utility(bits(mask), k);
+    return {
+      condition: spec.condition,
+      source: `src_${spec.condition}`,
+      family: spec.family ?? 'classification',
+      dimensions: spec.dimensions,
+      mask,
+      status: 'ok',
+      error: null,
+      utility: u,
+      native_metric: spec.metric ?? 'balanced_accuracy',
+      native_value: u,
+      independent_value: u,
+      normalization_scale: 1,
+      prediction_sha256: spec.hash ? spec.hash(mask) : sha(`${spec.condition}/${mask}`),
+      warnings: [],
+      wall_seconds: 0.01,
+      prediction_wall_seconds: 0.005,
+      metric_wall_seconds: 0.001,
+      plan_sha256: sha('plan'),
+      extras: {},
+    };
+  });
+}
+
+/** Writes `<condition>.arrow` per surface into dir and the reference manifest naming them. */
+export function writeSurfaceCatalog(dir: string, specs: readonly SurfaceSpec[], options: CatalogOptions = {}): void {
+  const conditions: ReferenceManifest['conditions'] = {};
+  for (const spec of specs) {
+    const recs = surfaceRecords(spec);
+    const table = `${spec.condition}.arrow`;
+    const bytes = writeReferenceTable(join(dir, table), recs, { condition: spec.condition });
+    conditions[spec.condition] = {
+      source: `src_${spec.condition}`,
+      family: spec.family ?? 'classification',
+      dimensions: spec.dimensions,
+      records: recs.length,
+      failed: 0,
+      table,
+      table_sha256: sha256Hex(bytes),
+      plan_file: `sources/src_${spec.condition}.plan.json`,
+      plan_sha256: sha('plan'),
+      prepared_files: {},
+      published: { comparable: true, prepared_match: 'exact' },
+      equivalence_violations: [],
+      native_seconds: 0,
+    };
+  }
+  const commit = options.gitCommit ?? null;
+  writeReferenceManifest(
+    {
+      manifest_version: 1,
+      generator: 'test fixture',
+      code: { git_commit: commit, git_dirty: commit === null ? null : false, workflows_sha256: sha('workflows') },
+      python: '3.11',
+      versions: {},
+      threads: { environment: {}, threadpoolctl_limit: 1 },
+      conditions,
+    },
+    dir,
+  );
+}
