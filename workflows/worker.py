@@ -66,8 +66,10 @@ class Worker:
     def __init__(self) -> None:
         self._cache: dict[str, dict[str, Any]] = {}
         self._stages: dict[str, Any] = {}
-        # Test-only switch: slows every record down, so timing verification can be shown to work.
+        # Test-only switches: slow every record down (timing checks, timeouts), or end the process in
+        # the middle of one mask's record (crash handling), so executors can be shown to handle both.
         self._delay = float(os.environ.get("WWREF_TEST_DELAY_SECONDS", "0") or 0)
+        self._exit_on_mask = os.environ.get("WWREF_TEST_EXIT_ON_MASK")
 
     def _data(self, folder: str, cold: bool) -> dict[str, Any]:
         if cold:
@@ -89,6 +91,8 @@ class Worker:
         folder = request["folder"]
         data = self._data(folder, bool(request.get("cold", False)))
         mask = request["mask"]
+        if mask == self._exit_on_mask:
+            os._exit(70)
         with threadpool_limits(limits=1), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             start = time.perf_counter()

@@ -1,4 +1,4 @@
-// Effects of the reference surfaces (issue 5): for every condition, the conditional effect of each
+// Effects of the reference surfaces: for every condition, the conditional effect of each
 // option on each background, the mean pair interactions, sign reversals at several floors and the
 // equivalence classes of masks with identical predictions. `wwref effects` writes them as Arrow and
 // CSV tables plus summary.json; grade.ts and report.ts reuse the same surface arithmetic.
@@ -10,7 +10,7 @@ import { Bool, Field, Float64, Int32, RecordBatch, Schema, Table, tableToIPC, Ut
 import { equivalenceClasses } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
 import { loadAllRecords } from '../references/export.ts';
-import { OPTION_LETTERS } from '../catalog/families.ts';
+import { enabledCount, maskIndex, maskString, optionBit, optionLetter } from '../catalog/masks.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { pythonFloatRepr } from '../core/hashing.ts';
 import { fsum } from '../execution/metrics.ts';
@@ -18,26 +18,7 @@ import { referencesDir } from '../core/paths.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 
 // ---------------------------------------------------------------------------------------------
-// Masks and surfaces
-
-export function maskString(index: number, dimensions: number): string {
-  return index.toString(2).padStart(dimensions, '0');
-}
-
-/** The bit of option i (0 = A) in a mask integer of the given width. */
-export function optionBit(option: number, dimensions: number): number {
-  return 1 << (dimensions - 1 - option);
-}
-
-function popcount(x: number): number {
-  let n = 0;
-  for (let v = x; v; v &= v - 1) n++;
-  return n;
-}
-
-export function optionLetter(option: number): string {
-  return OPTION_LETTERS[option] ?? `#${option}`;
-}
+// Surfaces
 
 /** A complete response surface: utilities[k] is the utility of mask maskString(k, dimensions). */
 export interface Surface {
@@ -55,7 +36,7 @@ export function surfaceFromRecords(records: readonly ReferenceRecord[]): Surface
   const utilities = new Array<number>(size).fill(Number.NaN);
   const problems: string[] = [];
   for (const r of records) {
-    const index = r.mask.length === dimensions && /^[01]+$/.test(r.mask) ? parseInt(r.mask, 2) : -1;
+    const index = maskIndex(r.mask, dimensions);
     if (r.condition !== condition || r.dimensions !== dimensions || index < 0) problems.push(`unexpected record ${r.condition}/${r.mask}`);
     else if (!Number.isNaN(utilities[index]!)) problems.push(`duplicate mask ${r.mask}`);
     else if (r.status !== 'ok' || r.utility === null || !Number.isFinite(r.utility)) problems.push(`mask ${r.mask} has no utility (${r.status})`);
@@ -78,7 +59,7 @@ export function argmaxMask(values: readonly number[]): number {
   for (let k = 1; k < values.length; k++) {
     const v = values[k]!;
     const b = values[best]!;
-    if (v > b || (v === b && popcount(k) < popcount(best))) best = k;
+    if (v > b || (v === b && enabledCount(k) < enabledCount(best))) best = k;
   }
   return best;
 }

@@ -1,4 +1,4 @@
-// Grading a submitted prediction table against a reference surface (issue 5).
+// Grading a submitted prediction table against a reference surface.
 //
 // A prediction table maps every mask of the condition to a predicted utility in [0, 1]:
 //   CSV  — a header with a `mask` column and a `utility` column (aliases: `prediction`,
@@ -16,13 +16,13 @@ import {
   argmaxMask,
   conditionalEffects,
   groupByCondition,
-  maskString,
   meanAbs,
   pairInteractions,
   surfaceFromRecords,
   type Surface,
 } from './effects.ts';
 import { loadAllRecords } from '../references/export.ts';
+import { allMasks, maskIndex, maskString } from '../catalog/masks.ts';
 import { referencesDir } from '../core/paths.ts';
 
 export const DEFAULT_TOLERANCE = 0.1;
@@ -169,9 +169,9 @@ export function readPredictionTable(file: string, dimensions: number): number[] 
     if (x === undefined) problems.push(`${where}: the value of mask ${mask} is not a number (${JSON.stringify(value) ?? 'missing'})`);
     else if (!Number.isFinite(x)) problems.push(`${where}: non-finite value ${x} for mask ${mask}`);
     else if (x < 0 || x > 1) problems.push(`${where}: value ${x} for mask ${mask} is out of range [0, 1]`);
-    else values[parseInt(mask, 2)] = x;
+    else values[maskIndex(mask, dimensions)] = x;
   }
-  const missing = [...Array(size).keys()].map((k) => maskString(k, dimensions)).filter((m) => !firstSeen.has(m));
+  const missing = allMasks(dimensions).filter((m) => !firstSeen.has(m));
   if (missing.length) problems.unshift(`missing mask(s): ${abbreviate(missing)}`);
   if (problems.length) {
     throw new UserError(`prediction table ${file} is invalid for a ${dimensions}-option condition (${size} masks):${listProblems(problems)}`);
@@ -265,7 +265,10 @@ export function gradeSurface(
   if (predicted.length !== u.length) throw new UserError(`prediction has ${predicted.length} values, condition ${reference.condition} has ${u.length} masks`);
   const observed = [...(options.observed ?? [])];
   const values = [...predicted];
-  for (const mask of observed) values[parseInt(mask, 2)] = u[parseInt(mask, 2)]!;
+  for (const mask of observed) {
+    const k = maskIndex(mask, dimensions);
+    values[k] = u[k]!;
+  }
   const prediction: Surface = { ...reference, utilities: values };
 
   const refEffects = conditionalEffects(reference).map((e) => e.effect);

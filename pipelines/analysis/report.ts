@@ -5,13 +5,13 @@ import { UserError } from '../core/errors.ts';
 import {
   ABSOLUTE_FLOOR,
   analyzeReferences,
-  maskString,
   REVERSAL_FLOORS,
   summarize,
   type CatalogSummary,
   type ConditionAnalysis,
 } from './effects.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
+import { maskIndex, maskString } from '../catalog/masks.ts';
 import { referencesDir } from '../core/paths.ts';
 import { readReferenceManifest } from '../references/manifest.ts';
 
@@ -65,7 +65,7 @@ function surfaceSvg(a: ConditionAnalysis): string {
     parts.push(`<line x1="${left - 4}" y1="${y(u)}" x2="${left + n * barW}" y2="${y(u)}" class="grid"/>`);
     parts.push(`<text x="${left - 6}" y="${y(u) + 3}" class="tick" text-anchor="end">${esc(num(u))}</text>`);
   }
-  const best = parseInt(a.best_mask, 2);
+  const best = maskIndex(a.best_mask, d);
   utilities.forEach((u, k) => {
     const x = left + k * barW;
     const t = range > 0 ? (u - a.min_utility) / range : 1;

@@ -122,8 +122,3 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
     },
   },
 };
-
-/** All masks of a width in ascending binary order ("0000", "0001", …). */
-export function allMasks(dimensions: number): string[] {
-  return Array.from({ length: 2 ** dimensions }, (_, i) => i.toString(2).padStart(dimensions, '0'));
-}

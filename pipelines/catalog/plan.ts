@@ -5,6 +5,9 @@ import { FAMILIES, FAMILY_NAMES, OPTION_LETTERS } from './families.ts';
 import { UserError } from '../core/errors.ts';
 import { RAW_FILE_PARAMS, RECIPE_PARAMS } from './recipes.ts';
 
+/** Per-record timeout of a plan that does not set one. */
+export const DEFAULT_RECORD_TIMEOUT_SECONDS = 180;
+
 export const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'expected a lowercase hex sha256 (64 characters)');
 const Identifier = z.string().regex(/^[a-z][a-z0-9_]*$/, 'expected lower-case letters, digits and _');
 const Letter = z.enum(OPTION_LETTERS);
@@ -68,7 +71,7 @@ export const Plan = z
     conditions: z.array(Condition).min(1).describe('task conditions: each runs every mask of its 4 or 6 options'),
     execution: z
       .strictObject({ threads: z.literal(1), timeout_seconds: z.number().positive() })
-      .default({ threads: 1, timeout_seconds: 180 })
+      .default({ threads: 1, timeout_seconds: DEFAULT_RECORD_TIMEOUT_SECONDS })
       .describe('one computation thread; per-record timeout in seconds'),
     /** How our prepared input relates to the published one. */
     published: z

@@ -5,7 +5,10 @@
 //   digest(v) = sha256(v)                                      if v is bytes
 //             = sha256(json.dumps(v, sort_keys=True, separators=(",", ":"),
 //                                 ensure_ascii=False, allow_nan=False).encode("utf-8"))  otherwise
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { hashSync } from 'hasha';
+import { UserError } from './errors.ts';
 
 /** Lowercase hex SHA-256 of raw bytes, or of the UTF-8 encoding of a (well-formed) string. */
 export function sha256Hex(data: Uint8Array | string): string {
@@ -260,4 +263,22 @@ function write(v: unknown, out: string[], stack: Set<object>): void {
 export function digest(value: unknown): string {
   if (value instanceof Uint8Array) return sha256Hex(value);
   return sha256Hex(canonicalJson(value));
+}
+
+/** sha256 of a file's bytes. */
+export function fileSha256(path: string): string {
+  return sha256Hex(readFileSync(path));
+}
+
+/**
+ * Refuses (UserError naming the file, both hashes and `hint`) when a file under `dir` is missing or
+ * differs from its expected sha256. The one check behind every "is this the file we recorded?".
+ */
+export function checkFileHashes(dir: string, expected: Readonly<Record<string, string>>, what: string, hint = ''): void {
+  for (const [name, want] of Object.entries(expected)) {
+    const path = join(dir, name);
+    if (!existsSync(path)) throw new UserError(`${what} missing: ${path}${hint ? `; ${hint}` : ''}`);
+    const actual = fileSha256(path);
+    if (actual !== want) throw new UserError(`${what} changed: ${path} (recorded ${want}, file ${actual})${hint ? `; ${hint}` : ''}`);
+  }
 }

@@ -12,6 +12,10 @@ export const WORKFLOWS_DIR = join(ROOT, 'workflows');
 export function preparedDir(): string {
   return process.env.WWREF_PREPARED_DIR ?? join(ROOT, 'prepared');
 }
+/** prepared/<source>/: arrays.npz and metadata.json.gz of one source. */
+export function sourcePreparedDir(source: string): string {
+  return join(preparedDir(), source);
+}
 export function referencesDir(): string {
   return process.env.WWREF_REFERENCES_DIR ?? join(ROOT, 'outputs', 'references');
 }

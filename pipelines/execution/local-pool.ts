@@ -1,23 +1,23 @@
-// A pool of persistent Python workers behind a p-queue. Every worker starts under the numerical
-// profile and is checked against it (its hello) before it is given a task. A task that exceeds its
-// timeout kills its worker (the record fails, the pool goes on with a fresh worker on the next task).
+// A pool of persistent Python worker processes on this machine, behind a p-queue. Every worker starts
+// under the numerical profile and is checked (its hello: profile and package versions) before it is
+// given a task. A task that exceeds its timeout kills its worker; the pool goes on with a fresh one.
+// The local executor runs records on it; preparation uses it directly.
 import PQueue from 'p-queue';
-import { activeProfile, checkWorkerNumerics, type NumericalProfile } from './numerics.ts';
+import { pinnedVersions, versionDrift } from './identity.ts';
+import { HELLO_TIMEOUT_SECONDS, RecordTimeout, RuntimeRefused, WorkerCrash, type ExecutorOptions } from './executor.ts';
+import { activeProfile, profileProblems, type NumericalProfile } from './numerics.ts';
 import type { HelloResult } from './protocol.ts';
-import { pythonEnvironment, PythonWorker, WorkerCrash } from './python-worker.ts';
+import { pythonEnvironment, PythonWorker } from './python-worker.ts';
 
-/** How long a fresh worker may take to import its libraries and answer its hello. */
-const HELLO_TIMEOUT_SECONDS = 120;
+export type PoolOptions = Omit<ExecutorOptions, 'workers'>;
 
-export interface PoolOptions {
-  /** The numerical profile of every worker (default: activeProfile()). */
-  profile?: NumericalProfile;
-  /** Extra environment applied after the profile's (test-only switches). */
-  env?: Record<string, string>;
-}
-
-export class RecordTimeout extends Error {
-  override name = 'RecordTimeout';
+/** Rejects after `seconds` with `error()`; the returned cancel function clears the timer. */
+function deadline(seconds: number, error: () => Error): [Promise<never>, () => void] {
+  let timer: NodeJS.Timeout | undefined;
+  const promise = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(error()), seconds * 1000);
+  });
+  return [promise, () => clearTimeout(timer)];
 }
 
 export class WorkerPool {
@@ -25,43 +25,54 @@ export class WorkerPool {
   private readonly all = new Set<PythonWorker>();
   private readonly queue: PQueue;
   private readonly env: Record<string, string>;
+  private readonly expectedVersions: Readonly<Record<string, string>>;
   readonly profile: NumericalProfile;
+  /** Every checked worker's hello, in start order (replacements included). */
+  readonly runtimes: HelloResult[] = [];
   /** Workers started over the pool's life (replacements included). */
   started = 0;
 
   constructor(
     readonly size: number,
-    options: PoolOptions = {},
+    private readonly options: PoolOptions = {},
   ) {
     if (!Number.isInteger(size) || size < 1) throw new Error(`worker count must be a positive integer, not ${size}`);
     this.profile = options.profile ?? activeProfile();
     this.env = { ...pythonEnvironment(this.profile), ...options.env };
+    this.expectedVersions = options.expectedVersions ?? pinnedVersions();
     this.queue = new PQueue({ concurrency: size });
   }
 
-  /** An idle worker, or a fresh one whose hello matches the profile. */
+  /** Why a worker's hello is refused (empty: accepted). */
+  private refusals(hello: HelloResult): string[] {
+    const problems = profileProblems(this.profile, hello.numerics).map((p) => `numerical profile '${this.profile.name}': ${p}`);
+    if (!this.options.allowVersionDrift) {
+      const drift = versionDrift(hello.versions, this.expectedVersions);
+      if (drift.length) problems.push(`versions differ from the expected ones (${drift.join('; ')}); run 'npm run setup', or pass --allow-version-drift`);
+    }
+    return problems;
+  }
+
+  /** An idle worker, or a fresh one whose hello is accepted. */
   private async take(): Promise<PythonWorker> {
     const worker = this.idle.pop();
     if (worker) return worker;
     const fresh = new PythonWorker(this.env);
     this.all.add(fresh);
     this.started++;
-    let timer: NodeJS.Timeout | undefined;
+    const [timeout, clear] = deadline(HELLO_TIMEOUT_SECONDS, () => new WorkerCrash(`worker ${fresh.pid} did not answer its hello within ${HELLO_TIMEOUT_SECONDS} s`));
     try {
-      const hello = await Promise.race([
-        fresh.hello(),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new WorkerCrash(`worker ${fresh.pid} did not answer its hello within ${HELLO_TIMEOUT_SECONDS} s`)), HELLO_TIMEOUT_SECONDS * 1000);
-        }),
-      ]);
-      checkWorkerNumerics(this.profile, hello.numerics, fresh.pid);
+      const hello = await Promise.race([fresh.hello(), timeout]);
+      const problems = this.refusals(hello);
+      if (problems.length) throw new RuntimeRefused(`worker ${fresh.pid} refused before it ran anything: ${problems.join('; ')}`);
       fresh.runtime = hello;
+      this.runtimes.push(hello);
       return fresh;
     } catch (error) {
       this.discard(fresh);
       throw error;
     } finally {
-      clearTimeout(timer);
+      clear();
     }
   }
 
@@ -70,16 +81,11 @@ export class WorkerPool {
     this.all.delete(worker);
   }
 
-  /** Runs `task` on an idle worker; tasks start in submission order. */
+  /** Runs `task` on a checked worker; tasks start in submission order. */
   submit<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number): Promise<T> {
     return this.queue.add(async () => {
       const worker = await this.take();
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          reject(new RecordTimeout(`exceeded the ${timeoutSeconds} s timeout; worker ${worker.pid} was stopped`));
-        }, timeoutSeconds * 1000);
-      });
+      const [timeout, clear] = deadline(timeoutSeconds, () => new RecordTimeout(`exceeded the ${timeoutSeconds} s timeout; worker ${worker.pid} was stopped`));
       let healthy = true;
       try {
         return await Promise.race([task(worker), timeout]);
@@ -87,16 +93,16 @@ export class WorkerPool {
         if (error instanceof RecordTimeout || error instanceof WorkerCrash) healthy = false;
         throw error;
       } finally {
-        clearTimeout(timer);
+        clear();
         if (healthy) this.idle.push(worker);
         else this.discard(worker);
       }
     }) as Promise<T>;
   }
 
-  /** The runtime identity (hello) of a checked worker of this pool. */
-  runtime(): Promise<HelloResult> {
-    return this.submit(async (worker) => worker.runtime!, HELLO_TIMEOUT_SECONDS);
+  /** The runtime identity (hello) of a checked worker of this pool, starting one if needed. */
+  async runtime(): Promise<HelloResult> {
+    return this.runtimes[0] ?? this.submit(async (worker) => worker.runtime!, HELLO_TIMEOUT_SECONDS);
   }
 
   async close(): Promise<void> {

@@ -132,18 +132,6 @@ export function profileProblems(profile: NumericalProfile, report: NumericsRepor
   return problems;
 }
 
-/** A worker whose numerical state is not the requested profile's: it is stopped before it runs anything. */
-export class ProfileMismatch extends UserError {
-  override name = 'ProfileMismatch';
-}
-
-export function checkWorkerNumerics(profile: NumericalProfile, report: NumericsReport, pid: number | undefined): void {
-  const problems = profileProblems(profile, report);
-  if (problems.length) {
-    throw new ProfileMismatch(`worker ${pid ?? '?'} does not run numerical profile '${profile.name}': ${problems.join('; ')}`);
-  }
-}
-
 /** What a reference manifest records of the numerics its records were computed under. */
 export const RecordedNumerics = z.strictObject({
   profile: z.string(),

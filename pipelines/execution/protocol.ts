@@ -1,5 +1,25 @@
-// The JSON-lines protocol between the orchestrator and workflows/worker.py, validated with zod.
+// The JSON-lines protocol between the orchestrator and workflows/worker.py, validated with zod in
+// both directions: every request is built through its schema, every response parsed by one.
 import { z } from 'zod';
+import { FAMILY_NAMES } from '../catalog/families.ts';
+
+const Family = z.enum(FAMILY_NAMES);
+
+/** The requests, by operation. `folder` is the local path of a verified prepared input. */
+export const Request = z.discriminatedUnion('op', [
+  z.strictObject({ op: z.literal('hello') }),
+  z.strictObject({
+    op: z.literal('run'),
+    family: Family,
+    folder: z.string(),
+    mask: z.string(),
+    cold: z.boolean(),
+    reuse_shared_stage: z.boolean(),
+  }),
+  z.strictObject({ op: z.literal('truth'), family: Family, folder: z.string() }),
+  z.strictObject({ op: z.literal('prepare'), recipe: z.string(), params: z.unknown(), raw: z.record(z.string(), z.string()), out: z.string() }),
+]);
+export type Request = z.infer<typeof Request>;
 
 /** An ndarray as dtype (numpy str, e.g. "<f8"), shape and base64 of its C-order bytes; or plain JSON. */
 export const Encoded = z.union([

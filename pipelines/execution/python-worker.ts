@@ -4,9 +4,11 @@ import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { z } from 'zod';
 import { UserError } from '../core/errors.ts';
-import { activeProfile, profileEnvironment, type NumericalProfile } from './numerics.ts';
+import type { FamilyName } from '../catalog/families.ts';
 import { pythonExecutable, ROOT } from '../core/paths.ts';
-import { HelloResult, PrepareResult, Response, RunResult, TruthResult } from './protocol.ts';
+import { WorkerCrash, WorkerError } from './executor.ts';
+import { activeProfile, profileEnvironment, type NumericalProfile } from './numerics.ts';
+import { HelloResult, PrepareResult, Request, Response, RunResult, TruthResult } from './protocol.ts';
 
 /** One computation thread everywhere: set before Python (and its BLAS/OpenMP pools) starts. */
 export const THREAD_ENV = {
@@ -20,23 +22,6 @@ export const THREAD_ENV = {
 /** The environment of every Python process of the project: one thread, fixed hash seed, the numerical profile. */
 export function pythonEnvironment(profile: NumericalProfile = activeProfile()): Record<string, string> {
   return { ...THREAD_ENV, PYTHONHASHSEED: '0', ...profileEnvironment(profile) };
-}
-
-/** The worker failed in Python (the request's own error), as opposed to a crash of the process. */
-export class WorkerError extends Error {
-  override name = 'WorkerError';
-  constructor(
-    readonly type: string,
-    message: string,
-    readonly traceback: string,
-  ) {
-    super(message);
-  }
-}
-
-/** The process died or was killed before it answered. */
-export class WorkerCrash extends Error {
-  override name = 'WorkerCrash';
 }
 
 interface Pending {
@@ -108,12 +93,13 @@ export class PythonWorker {
     this.pending.clear();
   }
 
-  private request<T>(schema: z.ZodType<T>, body: Record<string, unknown>): Promise<T> {
+  private request<T>(schema: z.ZodType<T>, body: Request): Promise<T> {
     if (this.exited) return Promise.reject(new WorkerCrash('worker process is not running'));
     const id = this.nextId++;
+    const line = `${JSON.stringify({ id, ...Request.parse(body) })}\n`;
     return new Promise<unknown>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.process.stdin!.write(`${JSON.stringify({ id, ...body })}\n`);
+      this.process.stdin!.write(line);
     }).then((result) => schema.parse(result));
   }
 
@@ -121,7 +107,7 @@ export class PythonWorker {
     return this.request(HelloResult, { op: 'hello' });
   }
 
-  run(family: string, folder: string, mask: string, options: { cold?: boolean; reuseSharedStage?: boolean } = {}): Promise<RunResult> {
+  run(family: FamilyName, folder: string, mask: string, options: { cold?: boolean; reuseSharedStage?: boolean } = {}): Promise<RunResult> {
     return this.request(RunResult, {
       op: 'run',
       family,
@@ -132,7 +118,7 @@ export class PythonWorker {
     });
   }
 
-  truth(family: string, folder: string): Promise<TruthResult> {
+  truth(family: FamilyName, folder: string): Promise<TruthResult> {
     return this.request(TruthResult, { op: 'truth', family, folder });
   }
 

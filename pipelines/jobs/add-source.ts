@@ -10,14 +10,15 @@ import type { AcquireOptions } from '../sources/acquire.ts';
 import { Catalog, loadPlanFile, planFilePath, type LoadedPlan } from '../catalog/catalog.ts';
 import { equivalenceClasses } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
-import { allMasks, OPTION_LETTERS } from '../catalog/families.ts';
+import { inactivePairs } from '../catalog/masks.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
 import { cacheDir, referencesDir, SOURCES_DIR } from '../core/paths.ts';
 import type { Condition } from '../catalog/plan.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import { readReferenceManifest, writeReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
-import { rebuild, tablePath } from './rebuild.ts';
+import { rebuild } from './rebuild.ts';
+import { tablePath } from '../references/tables.ts';
 
 export interface AddSourceOptions extends AcquireOptions {
   /** Target reference folder (default WWREF_REFERENCES_DIR or outputs/references). */
@@ -70,16 +71,7 @@ export interface AddSourceResult {
 
 /** Masks a declaration ties together: every mask with the option off where it applies, and its twin with it on. */
 function declaredPairs(condition: Condition): [string, string][] {
-  const pairs: [string, string][] = [];
-  for (const eq of condition.equivalences) {
-    const index = OPTION_LETTERS.indexOf(eq.option);
-    for (const mask of allMasks(condition.dimensions)) {
-      if (mask[index] !== '0') continue;
-      const applies = Object.entries(eq.inactive_when).every(([letter, value]) => mask[OPTION_LETTERS.indexOf(letter as never)] === String(value));
-      if (applies) pairs.push([mask, `${mask.slice(0, index)}1${mask.slice(index + 1)}`]);
-    }
-  }
-  return pairs;
+  return condition.equivalences.flatMap((eq) => inactivePairs(eq, condition.dimensions));
 }
 
 /** Observed equivalence classes (identical prediction hashes), each marked as declared or discovered. */

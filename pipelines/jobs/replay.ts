@@ -7,21 +7,21 @@ import { readReferenceTable } from '../references/tables.ts';
 import { loadPlanFile } from '../catalog/catalog.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
-import type { Equivalence } from '../catalog/plan.ts';
+import { DEFAULT_RECORD_TIMEOUT_SECONDS, type Equivalence } from '../catalog/plan.ts';
 import type { FamilyName } from '../catalog/families.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
-import { sha256Hex } from '../core/hashing.ts';
+import { checkFileHashes } from '../core/hashing.ts';
 import { versionDrift } from '../execution/identity.ts';
 import { platformDrift, platformNotes, type RecordedNumerics } from '../execution/numerics.ts';
 import { metricsAgree } from '../execution/metrics.ts';
-import { referencesDir, ROOT } from '../core/paths.ts';
-import { RecordTimeout, WorkerPool } from '../execution/local-pool.ts';
-import { sourcePreparedDir } from '../sources/prepare.ts';
+import { referencesDir, ROOT, sourcePreparedDir } from '../core/paths.ts';
+import { executeRecord } from '../execution/execute-record.ts';
+import { TRUTH_TIMEOUT_SECONDS, type PreparedInput } from '../execution/executor.ts';
+import { LocalExecutor } from '../execution/local-executor.ts';
 import { Progress } from '../core/progress.ts';
 import type { CapturedWarning, NumericsReport } from '../execution/protocol.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import { readReferenceManifest } from '../references/manifest.ts';
-import { independentMetric, predictionHash, type Truth } from '../execution/verify.ts';
 
 export interface ReplayOptions {
   conditions?: string[];
@@ -38,7 +38,7 @@ export interface ReplayOptions {
 }
 
 export interface CheckFailure {
-  check: 'execution' | 'prediction_sha256' | 'utility' | 'independent_metric' | 'warnings' | 'tolerance_table';
+  check: 'execution' | 'verification' | 'prediction_sha256' | 'utility' | 'independent_metric' | 'warnings' | 'tolerance_table';
   expected: unknown;
   actual: unknown;
 }
@@ -99,25 +99,9 @@ export function verifyManifestFiles(dir: string, conditions: string[]): void {
   for (const id of conditions) {
     const entry = manifest.conditions[id];
     if (!entry) throw new UserError(`condition '${id}' is not in ${join(dir, 'manifest.json')}`);
-    const table = join(dir, entry.table);
-    if (!existsSync(table)) throw new UserError(`reference table missing: ${table}`);
-    const actual = sha256Hex(readFileSync(table));
-    if (actual !== entry.table_sha256) {
-      throw new UserError(`reference table changed: ${table} (manifest ${entry.table_sha256}, file ${actual}); refusing to replay`);
-    }
-    for (const [name, expected] of Object.entries(entry.prepared_files)) {
-      const path = join(sourcePreparedDir(entry.source), name);
-      if (!existsSync(path)) throw new UserError(`prepared input missing: ${path}; run 'wwref prepare --source ${entry.source}'`);
-      const hash = sha256Hex(readFileSync(path));
-      if (hash !== expected) {
-        throw new UserError(`prepared input changed: ${path} (manifest ${expected}, file ${hash}); refusing to replay`);
-      }
-    }
+    checkFileHashes(dir, { [entry.table]: entry.table_sha256 }, 'reference table', 'refusing to replay');
+    checkFileHashes(sourcePreparedDir(entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
   }
-}
-
-function sameWarnings(a: CapturedWarning[], b: CapturedWarning[]): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
 }
 
 /** What a replay compares against: one saved record, from our tables or a published-layout pack. */
@@ -136,7 +120,10 @@ export interface StoredRecord {
 export interface ReplayTarget {
   condition: string;
   family: FamilyName;
-  folder: string;
+  /** The prepared input, by source and content hashes. */
+  input: PreparedInput;
+  /** Where to find it when not under prepared/ (a pack's inputs/ folder). */
+  inputRoot?: string;
   records: StoredRecord[];
   /** Declared inactive options and the paired four-option condition, checked on the replayed hashes. */
   equivalences?: Equivalence[];
@@ -177,7 +164,7 @@ export async function replay(options: ReplayOptions = {}): Promise<ReplayReport>
     return {
       condition: id,
       family: entry.family as FamilyName,
-      folder: sourcePreparedDir(entry.source),
+      input: { source: entry.source, files: entry.prepared_files },
       records: readReferenceTable(join(dir, entry.table)).records.map(storedFromReference),
       ...declared,
     };
@@ -195,7 +182,40 @@ export interface ReplayExpectation {
   numerics?: RecordedNumerics | 'unrecorded';
 }
 
-/** The replay itself: a fresh single worker per condition, every record cold, every check. */
+/** Compares a replayed record with the stored one; hash and utility relax to tolerances when `tolerant`. */
+function compareWithStored(record: ReferenceRecord, stored: StoredRecord, tolerant: boolean): { failures: CheckFailure[]; relaxed: string[] } {
+  const failures: CheckFailure[] = [];
+  const relaxed: string[] = [];
+  if (record.prediction_sha256 === null) {
+    failures.push({ check: 'execution', expected: 'a finished run', actual: record.error });
+    return { failures, relaxed };
+  }
+  if (record.status !== 'ok') failures.push({ check: 'verification', expected: 'worker and orchestrator agree', actual: record.error });
+  if (record.prediction_sha256 !== stored.prediction_sha256) {
+    if (tolerant) relaxed.push('prediction_sha256');
+    else failures.push({ check: 'prediction_sha256', expected: stored.prediction_sha256, actual: record.prediction_sha256 });
+  }
+  if (record.utility !== stored.utility) {
+    if (tolerant && stored.utility !== null && record.utility !== null && metricsAgree(record.utility, stored.utility)) relaxed.push('utility');
+    else failures.push({ check: 'utility', expected: stored.utility, actual: record.utility });
+  }
+  if (stored.native_value === null || record.independent_value === null || !metricsAgree(record.independent_value, stored.native_value)) {
+    failures.push({ check: 'independent_metric', expected: stored.native_value, actual: record.independent_value });
+  }
+  if (JSON.stringify(record.warnings) !== JSON.stringify(stored.warnings)) failures.push({ check: 'warnings', expected: stored.warnings, actual: record.warnings });
+  const tolerances = record.extras.matching_tolerance_sensitivity as StoredRecord['tolerances'];
+  if (tolerances && stored.tolerances) {
+    for (const [tol, counts] of Object.entries(tolerances)) {
+      const saved = stored.tolerances[tol];
+      if (!saved || saved.true_positive !== counts.true_positive || saved.f1 !== counts.f1) {
+        failures.push({ check: 'tolerance_table', expected: { [tol]: saved }, actual: { [tol]: { true_positive: counts.true_positive, f1: counts.f1 } } });
+      }
+    }
+  }
+  return { failures, relaxed };
+}
+
+/** The replay itself: a fresh single-worker executor per condition, every record cold, every check. */
 export async function replayTargets(targets: ReplayTarget[], expected: ReplayExpectation, options: ReplayOptions = {}): Promise<ReplayReport> {
   const started = performance.now();
   const outlierFactor = options.outlierFactor ?? 5;
@@ -210,82 +230,65 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   let notes: string[] = [];
   let numerics: NumericsReport | null = null;
   let profileName = '';
-  for (const [index, { condition: id, family, folder, records: saved }] of targets.entries()) {
-    // A fresh single worker per condition: nothing is shared between conditions, and the worker
-    // re-reads the prepared input from disk for every record (cold).
-    const pool = new WorkerPool(1, { env: options.workerEnv });
+  for (const [index, target] of targets.entries()) {
+    // A fresh executor per condition: nothing is shared between conditions, and the worker re-reads
+    // the prepared input from disk for every record (cold).
+    const executor = new LocalExecutor({
+      workers: 1,
+      env: options.workerEnv,
+      expectedVersions: expected.versions,
+      allowVersionDrift: options.allowVersionDrift,
+      inputRoots: target.inputRoot ? [target.inputRoot] : undefined,
+    });
     try {
-      const hello = await pool.runtime();
+      const [hello] = await executor.describe();
       if (index === 0) {
-        versions = hello.versions;
-        numerics = hello.numerics;
-        profileName = pool.profile.name;
-        drift = versionDrift(hello.versions, expected.versions);
-        if (drift.length && !options.allowVersionDrift) {
-          throw new UserError(`installed Python packages differ from the reference manifest:\n  ${drift.join('\n  ')}\npass --allow-version-drift to compare with tolerances instead`);
-        }
-        platform = expected.numerics === 'unrecorded' ? [] : platformDrift(expected.numerics, pool.profile, hello.numerics);
-        notes = expected.numerics === 'unrecorded' ? [] : platformNotes(expected.numerics, hello.numerics);
+        versions = hello!.versions;
+        numerics = hello!.numerics;
+        profileName = executor.profile.name;
+        drift = versionDrift(hello!.versions, expected.versions);
+        platform = expected.numerics === 'unrecorded' ? [] : platformDrift(expected.numerics, executor.profile, hello!.numerics);
+        notes = expected.numerics === 'unrecorded' ? [] : platformNotes(expected.numerics, hello!.numerics);
         if (platform.length && !options.allowPlatformDrift) {
           throw new UserError(`${platform.join('; ')}; bit identity is not expected, so replay refuses: pass --allow-platform-drift to compare with tolerances instead`);
         }
       }
-      const tolerant = (options.allowVersionDrift && drift.length > 0) || (options.allowPlatformDrift && platform.length > 0);
-      const truth: Truth = (await pool.submit((w) => w.truth(family, folder), 300)).truth;
-      for (const record of saved) {
-        const failures: CheckFailure[] = [];
-        const relaxed: string[] = [];
-        let wall: number | null = null;
-        let actual: { sha: string; utility: number } | null = null;
-        try {
-          const run = await pool.submit((w) => w.run(family, folder, record.mask, { cold: true }), options.timeoutSeconds ?? 180);
-          wall = run.wall_seconds;
-          const sha = predictionHash(family, run.prediction);
-          actual = { sha, utility: run.utility };
-          if (sha !== record.prediction_sha256) {
-            if (tolerant) relaxed.push('prediction_sha256');
-            else failures.push({ check: 'prediction_sha256', expected: record.prediction_sha256, actual: sha });
-          }
-          if (run.utility !== record.utility) {
-            if (tolerant && record.utility !== null && metricsAgree(run.utility, record.utility)) relaxed.push('utility');
-            else failures.push({ check: 'utility', expected: record.utility, actual: run.utility });
-          }
-          const independent = independentMetric(family, run.prediction, truth);
-          if (record.native_value === null || !metricsAgree(independent.value, record.native_value)) {
-            failures.push({ check: 'independent_metric', expected: record.native_value, actual: independent.value });
-          }
-          if (!sameWarnings(run.warnings, record.warnings)) failures.push({ check: 'warnings', expected: record.warnings, actual: run.warnings });
-          if (independent.tolerances && record.tolerances) {
-            for (const [tol, counts] of Object.entries(independent.tolerances)) {
-              const s = record.tolerances[tol];
-              if (!s || s.true_positive !== counts.true_positive || s.f1 !== counts.f1) {
-                failures.push({ check: 'tolerance_table', expected: { [tol]: s }, actual: { [tol]: { true_positive: counts.true_positive, f1: counts.f1 } } });
-              }
-            }
-          }
-        } catch (error) {
-          if (error instanceof UserError) throw error;
-          const kind = error instanceof RecordTimeout ? 'timeout' : (error as Error).name;
-          failures.push({ check: 'execution', expected: 'a finished run', actual: `${kind}: ${(error as Error).message}` });
-        }
-        const recorded = record.wall_seconds;
+      const tolerant = (Boolean(options.allowVersionDrift) && drift.length > 0) || (Boolean(options.allowPlatformDrift) && platform.length > 0);
+      const truth = await executor.truth({ family: target.family, input: target.input }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS });
+      for (const stored of target.records) {
+        const record = await executeRecord(
+          executor,
+          {
+            condition: target.condition,
+            source: target.input.source,
+            family: target.family,
+            dimensions: stored.mask.length,
+            mask: stored.mask,
+            planSha256: '',
+            input: target.input,
+            timeoutSeconds: options.timeoutSeconds ?? DEFAULT_RECORD_TIMEOUT_SECONDS,
+            cold: true,
+          },
+          truth,
+        );
+        const { failures, relaxed } = compareWithStored(record, stored, tolerant);
         records.push({
-          condition: id,
-          mask: record.mask,
+          condition: target.condition,
+          mask: stored.mask,
           passed: failures.length === 0,
           failures,
           relaxed,
-          prediction_sha256: actual?.sha ?? null,
-          utility: actual?.utility ?? null,
-          wall_seconds: wall,
-          recorded_wall_seconds: recorded,
-          timing_ratio: wall !== null && recorded ? wall / recorded : null,
+          prediction_sha256: record.prediction_sha256,
+          utility: record.utility,
+          wall_seconds: record.wall_seconds,
+          recorded_wall_seconds: stored.wall_seconds,
+          timing_ratio: record.wall_seconds !== null && stored.wall_seconds ? record.wall_seconds / stored.wall_seconds : null,
           timing_outlier: false,
         });
-        progress.tick(id, failures.length === 0);
+        progress.tick(target.condition, failures.length === 0);
       }
     } finally {
-      await pool.close();
+      await executor.close();
     }
   }
 

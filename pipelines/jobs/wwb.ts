@@ -10,10 +10,11 @@ import { UserError } from '../core/errors.ts';
 import type { FamilyName } from '../catalog/families.ts';
 import { FAMILY_NAMES } from '../catalog/families.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
-import { digest, sha256Hex } from '../core/hashing.ts';
+import { checkFileHashes, digest, fileSha256, sha256Hex } from '../core/hashing.ts';
 import { REPLAY_PACKAGES } from '../execution/identity.ts';
 import { loadAllRecords } from '../references/export.ts';
-import { readManifest, sourcePreparedDir, PREPARED_FILES } from '../sources/prepare.ts';
+import { readManifest, PREPARED_FILES } from '../sources/prepare.ts';
+import { sourcePreparedDir } from '../core/paths.ts';
 import type { CapturedWarning } from '../execution/protocol.ts';
 import { referencesDir } from '../core/paths.ts';
 import { readReferenceManifest } from '../references/manifest.ts';
@@ -48,12 +49,7 @@ export function readPack(dir: string, conditions: readonly string[] = []): { tar
   const manifestFile = join(dir, 'manifest.json');
   if (existsSync(manifestFile)) {
     const manifest = readJson(manifestFile) as { files_sha256?: Record<string, string>; replay_versions?: Record<string, string>; numerics?: unknown };
-    for (const [file, expected] of Object.entries(manifest.files_sha256 ?? {})) {
-      const path = join(dir, file);
-      if (!existsSync(path)) throw new UserError(`pack file missing: ${path}`);
-      const actual = sha256Hex(readFileSync(path));
-      if (actual !== expected) throw new UserError(`pack file changed: ${path} (manifest ${expected}, file ${actual})`);
-    }
+    checkFileHashes(dir, manifest.files_sha256 ?? {}, 'pack file');
     versions = manifest.replay_versions ?? {};
     if (manifest.numerics !== undefined) {
       const recorded = RecordedNumerics.safeParse(manifest.numerics);
@@ -83,7 +79,15 @@ export function readPack(dir: string, conditions: readonly string[] = []): { tar
         ...(tolerances ? { tolerances } : {}),
       };
     });
-    return { condition: id, family: family as FamilyName, folder: join(dir, 'inputs', source), records };
+    const inputRoot = join(dir, 'inputs');
+    const files = Object.fromEntries(
+      PREPARED_FILES.map((name) => {
+        const path = join(inputRoot, source, name);
+        if (!existsSync(path)) throw new UserError(`pack input missing: ${path}`);
+        return [name, fileSha256(path)];
+      }),
+    );
+    return { condition: id, family: family as FamilyName, input: { source, files }, inputRoot, records };
   });
   return { targets, expected: { versions, numerics } };
 }

@@ -1,6 +1,6 @@
 // Declared equivalences (inactive options, paired six-option subcubes) checked against prediction
 // hashes, and the equivalence classes actually observed.
-import { OPTION_LETTERS } from '../catalog/families.ts';
+import { inactivePairs, pairedSubcubeMask } from '../catalog/masks.ts';
 import type { Equivalence } from '../catalog/plan.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 
@@ -22,23 +22,18 @@ function describe(eq: Equivalence): string {
 /** Every pair of masks that a declaration says must give the same prediction, and whether it does. */
 export function checkDeclared(condition: string, equivalences: Equivalence[], records: HashedRecord[]): Violation[] {
   const byMask = new Map(records.map((r) => [r.mask, r]));
+  const dimensions = records[0]?.mask.length ?? 0;
   const violations: Violation[] = [];
   for (const eq of equivalences) {
-    const index = OPTION_LETTERS.indexOf(eq.option);
-    for (const record of records) {
-      if (record.mask[index] !== '0') continue;
-      const applies = Object.entries(eq.inactive_when).every(
-        ([letter, value]) => record.mask[OPTION_LETTERS.indexOf(letter as never)] === String(value),
-      );
-      if (!applies) continue;
-      const other = `${record.mask.slice(0, index)}1${record.mask.slice(index + 1)}`;
-      const twin = byMask.get(other);
-      if (!twin) continue;
+    for (const [off, on] of inactivePairs(eq, dimensions)) {
+      const record = byMask.get(off);
+      const twin = byMask.get(on);
+      if (!record || !twin) continue;
       if (record.prediction_sha256 !== twin.prediction_sha256 || record.utility !== twin.utility) {
         violations.push({
           condition,
           declaration: describe(eq),
-          masks: [record.mask, other],
+          masks: [off, on],
           detail: `hashes ${record.prediction_sha256?.slice(0, 12)} vs ${twin.prediction_sha256?.slice(0, 12)}`,
         });
       }
@@ -52,13 +47,13 @@ export function checkPaired(condition: string, paired: string, six: HashedRecord
   const sixByMask = new Map(six.map((r) => [r.mask, r]));
   const violations: Violation[] = [];
   for (const record of four) {
-    const twin = sixByMask.get(`${record.mask}00`);
+    const twin = sixByMask.get(pairedSubcubeMask(record.mask));
     if (!twin) continue;
     if (twin.prediction_sha256 !== record.prediction_sha256 || twin.utility !== record.utility) {
       violations.push({
         condition,
         declaration: `E=F=0 subcube repeats ${paired}`,
-        masks: [`${record.mask}00`, record.mask],
+        masks: [pairedSubcubeMask(record.mask), record.mask],
         detail: `hashes ${twin.prediction_sha256?.slice(0, 12)} vs ${record.prediction_sha256?.slice(0, 12)}, utilities ${twin.utility} vs ${record.utility}`,
       });
     }

@@ -2,6 +2,7 @@
 // Lists and objects (warnings, extras) are stored as JSON text so any Arrow reader (pandas, polars,
 // DuckDB) loads the table without nested types; the table's schema metadata holds its context.
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import {
   Field,
   Float64,
@@ -17,6 +18,7 @@ import {
 } from 'apache-arrow';
 import { UserError } from '../core/errors.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
+import { referencesDir } from '../core/paths.ts';
 import { ReferenceRecord } from '../execution/records.ts';
 
 type Column = { name: keyof ReferenceRecord; type: DataType; json?: true };
@@ -44,6 +46,11 @@ const COLUMNS: Column[] = [
 ];
 
 export const TABLE_COLUMNS = COLUMNS.map((c) => c.name);
+
+/** <references>/<condition>.arrow */
+export function tablePath(condition: string, dir = referencesDir()): string {
+  return join(dir, `${condition}.arrow`);
+}
 
 export function tableBytes(records: ReferenceRecord[], metadata: Record<string, string>): Uint8Array {
   const vectors = Object.fromEntries(

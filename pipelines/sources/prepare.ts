@@ -8,7 +8,8 @@ import type { LoadedPlan } from '../catalog/catalog.ts';
 import { UserError } from '../core/errors.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
-import { manifestsDir, preparedDir } from '../core/paths.ts';
+import { manifestsDir, sourcePreparedDir } from '../core/paths.ts';
+import { PREPARE_TIMEOUT_SECONDS } from '../execution/executor.ts';
 import { WorkerPool } from '../execution/local-pool.ts';
 import type { PythonWorker } from '../execution/python-worker.ts';
 
@@ -28,10 +29,6 @@ export const SourceManifest = z.strictObject({
   content_sha256: z.string(),
 });
 export type SourceManifest = z.infer<typeof SourceManifest>;
-
-export function sourcePreparedDir(source: string): string {
-  return join(preparedDir(), source);
-}
 
 export function manifestPath(source: string): string {
   return join(manifestsDir(), `${source}.json`);
@@ -118,7 +115,7 @@ export async function prepareSources(
     return await Promise.all(
       plans.map((loaded) =>
         pool
-          .submit((worker) => prepareSource(loaded, worker, versions, options), 1800)
+          .submit((worker) => prepareSource(loaded, worker, versions, options), PREPARE_TIMEOUT_SECONDS)
           .then((manifest): PrepareOutcome => {
             log(`prepared ${loaded.plan.source}: ${Object.entries(manifest.prepared_files).map(([f, h]) => `${f} ${h.slice(0, 12)}`).join(', ')}`);
             return { source: loaded.plan.source, ok: true, manifest };

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Catalog, loadPlanFile } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
-import { allMasks } from '../../pipelines/catalog/families.ts';
+import { allMasks } from '../../pipelines/catalog/masks.ts';
 import { parsePlan } from '../../pipelines/catalog/plan.ts';
 import { pythonExecutable, SOURCES_DIR } from '../../pipelines/core/paths.ts';
 

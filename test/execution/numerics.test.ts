@@ -12,15 +12,16 @@ import {
   DEFAULT_PROFILE,
   platformDrift,
   platformNotes,
-  ProfileMismatch,
   profileByName,
   profileEnvironment,
   profileProblems,
 } from '../../pipelines/execution/numerics.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
+import { RuntimeRefused } from '../../pipelines/execution/executor.ts';
 import { WorkerPool } from '../../pipelines/execution/local-pool.ts';
 import type { NumericsReport } from '../../pipelines/execution/protocol.ts';
-import { rebuild, tablePath } from '../../pipelines/jobs/rebuild.ts';
+import { rebuild } from '../../pipelines/jobs/rebuild.ts';
+import { tablePath } from '../../pipelines/references/tables.ts';
 import { readReferenceManifest, writeReferenceManifest } from '../../pipelines/references/manifest.ts';
 import { replay } from '../../pipelines/jobs/replay.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
@@ -59,7 +60,7 @@ describe('numerical profile of the workers', () => {
       const attempt = pool.submit(async () => {
         ran = true;
       }, 60);
-      await expect(attempt).rejects.toThrow(ProfileMismatch);
+      await expect(attempt).rejects.toThrow(RuntimeRefused);
       await expect(attempt).rejects.toThrow(/numpy's openblas .* runs Katmai kernels, the profile requires Haswell/);
       expect(ran).toBe(false);
     } finally {

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { mirrorDirs } from '../../pipelines/core/paths.ts';
 import { WorkerPool } from '../../pipelines/execution/local-pool.ts';
-import { prepareSources, sourcePreparedDir } from '../../pipelines/sources/prepare.ts';
+import { prepareSources } from '../../pipelines/sources/prepare.ts';
+import { sourcePreparedDir } from '../../pipelines/core/paths.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
 const haveRaw = mirrorDirs().some((d) => existsSync(join(d, 'beir_scifact', 'corpus.jsonl')));

@@ -5,7 +5,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { rawCachePath } from '../../pipelines/sources/acquire.ts';
 import { auditSource } from '../../pipelines/jobs/audit.ts';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
-import { manifestPath, prepareSources, sourcePreparedDir } from '../../pipelines/sources/prepare.ts';
+import { manifestPath, prepareSources } from '../../pipelines/sources/prepare.ts';
+import { sourcePreparedDir } from '../../pipelines/core/paths.ts';
 import { writeSurfaceCatalog } from '../support/fixtures.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 

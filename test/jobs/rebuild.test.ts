@@ -7,12 +7,12 @@ import { readReferenceTable } from '../../pipelines/references/tables.ts';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
-import { RecordTimeout, WorkerPool } from '../../pipelines/execution/local-pool.ts';
-import { ROOT } from '../../pipelines/core/paths.ts';
-import { sourcePreparedDir } from '../../pipelines/sources/prepare.ts';
-import { rebuild, tablePath } from '../../pipelines/jobs/rebuild.ts';
+import { WorkerPool } from '../../pipelines/execution/local-pool.ts';
+import { ROOT, sourcePreparedDir } from '../../pipelines/core/paths.ts';
+import { rebuild } from '../../pipelines/jobs/rebuild.ts';
+import { tablePath } from '../../pipelines/references/tables.ts';
 import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
-import { WorkerCrash, WorkerError } from '../../pipelines/execution/python-worker.ts';
+import { RecordTimeout, WorkerCrash, WorkerError } from '../../pipelines/execution/executor.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
 const catalog = Catalog.load();
@@ -73,51 +73,5 @@ describe('rebuild', () => {
   it('rejects an unknown condition with a message', async () => {
     await expect(rebuild(catalog, { conditions: ['no_such_condition'], quiet: true })).rejects.toThrow(UserError);
     await expect(rebuild(catalog, { conditions: ['no_such_condition'], quiet: true })).rejects.toThrow(/unknown condition 'no_such_condition'/);
-  });
-});
-
-describe('worker pool', () => {
-  it('a malformed mask is refused by the worker before any computation', async () => {
-    const pool = new WorkerPool(1);
-    try {
-      const error = await pool.submit((w) => w.run('forecasting', sourcePreparedDir('nile'), '01x1'), 60).catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(WorkerError);
-      expect((error as WorkerError).type).toBe('ValueError');
-      expect((error as Error).message).toMatch(/mask/);
-    } finally {
-      await pool.close();
-    }
-  });
-
-  it('a hanging record times out, its worker is replaced, and the pool goes on', async () => {
-    const pool = new WorkerPool(1, { env: { WWREF_TEST_DELAY_SECONDS: '5' } });
-    try {
-      const error = await pool.submit((w) => w.run('forecasting', sourcePreparedDir('nile'), '0000'), 1).catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(RecordTimeout);
-      const hello = await pool.submit((w) => w.hello(), 60);
-      expect(hello.versions.numpy).toBe('2.2.6');
-      expect(pool.started).toBe(2);
-    } finally {
-      await pool.close();
-    }
-  });
-
-  it('a crashed worker fails its record and is replaced', async () => {
-    const pool = new WorkerPool(1);
-    try {
-      const error = await pool
-        .submit(async (w) => {
-          const pending = w.run('forecasting', sourcePreparedDir('nile'), '0000');
-          w.kill();
-          return pending;
-        }, 60)
-        .catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(WorkerCrash);
-      const result = await pool.submit((w) => w.run('forecasting', sourcePreparedDir('nile'), '0000'), 60);
-      expect(result.utility).toBeGreaterThan(0);
-      expect(pool.started).toBe(2);
-    } finally {
-      await pool.close();
-    }
   });
 });

@@ -6,8 +6,9 @@ import { readReferenceTable, tableBytes } from '../../pipelines/references/table
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
-import { sourcePreparedDir } from '../../pipelines/sources/prepare.ts';
-import { rebuild, tablePath } from '../../pipelines/jobs/rebuild.ts';
+import { sourcePreparedDir } from '../../pipelines/core/paths.ts';
+import { rebuild } from '../../pipelines/jobs/rebuild.ts';
+import { tablePath } from '../../pipelines/references/tables.ts';
 import { readReferenceManifest, writeReferenceManifest } from '../../pipelines/references/manifest.ts';
 import { replay, replayTargets, storedFromReference } from '../../pipelines/jobs/replay.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
@@ -112,7 +113,7 @@ describe('replay', () => {
   it('reports a declared equivalence that the replayed hashes contradict', async () => {
     const stored = readReferenceTable(tablePath('nile')).records.map(storedFromReference);
     // A false declaration: option A (the time-trend feature) has an effect whatever B is.
-    const target = { condition: 'nile', family: 'forecasting' as const, folder: sourcePreparedDir('nile'), records: stored, equivalences: [{ option: 'A' as const, inactive_when: { B: 0 as const } }] };
+    const target = { condition: 'nile', family: 'forecasting' as const, input: { source: 'nile', files: readReferenceManifest()!.conditions.nile!.prepared_files }, records: stored, equivalences: [{ option: 'A' as const, inactive_when: { B: 0 as const } }] };
     const report = await replayTargets([target], readReferenceManifest()!, { quiet: true });
     expect(report.passed).toBe(16);
     expect(report.all_passed).toBe(false);

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { readReferenceTable } from '../../pipelines/references/tables.ts';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { checkDeclared, checkPaired } from '../../pipelines/references/equivalences.ts';
-import { allMasks } from '../../pipelines/catalog/families.ts';
+import { allMasks } from '../../pipelines/catalog/masks.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { metricsAgree } from '../../pipelines/execution/metrics.ts';
 import { DEFAULT_PROFILE, profileByName, profileProblems } from '../../pipelines/execution/numerics.ts';

@@ -1,0 +1,76 @@
+// One record, one path: execute a configuration on an executor, hash its prediction here, recompute
+// its metric independently, and return the reference record (status ok, or failed with the reason).
+// rebuild and add-source store these records; replay compares them with the stored ones.
+import type { FamilyName } from '../catalog/families.ts';
+import { UserError } from '../core/errors.ts';
+import type { Executor, PreparedInput } from './executor.ts';
+import type { ReferenceRecord } from './records.ts';
+import { verifyRun, type Truth } from './verify.ts';
+
+/** Everything that identifies one record and how to run it. */
+export interface RecordTask {
+  condition: string;
+  source: string;
+  family: FamilyName;
+  dimensions: number;
+  mask: string;
+  planSha256: string;
+  input: PreparedInput;
+  timeoutSeconds: number;
+  cold?: boolean;
+  reuseSharedStage?: boolean;
+}
+
+export async function executeRecord(executor: Executor, task: RecordTask, truth: Truth): Promise<ReferenceRecord> {
+  const base = {
+    condition: task.condition,
+    source: task.source,
+    family: task.family,
+    dimensions: task.dimensions,
+    mask: task.mask,
+    plan_sha256: task.planSha256,
+  };
+  try {
+    const run = await executor.run(
+      { family: task.family, input: task.input, mask: task.mask, cold: task.cold, reuseSharedStage: task.reuseSharedStage },
+      { timeoutSeconds: task.timeoutSeconds },
+    );
+    const check = verifyRun(task.family, run, truth);
+    return {
+      ...base,
+      status: check.problems.length ? 'failed' : 'ok',
+      error: check.problems.length ? check.problems.join('; ') : null,
+      utility: run.utility,
+      native_metric: run.native_metric,
+      native_value: run.native_value,
+      independent_value: check.independentValue,
+      normalization_scale: run.normalization_scale,
+      prediction_sha256: check.sha256,
+      warnings: run.warnings,
+      wall_seconds: run.wall_seconds,
+      prediction_wall_seconds: run.prediction_wall_seconds,
+      metric_wall_seconds: run.metric_wall_seconds,
+      extras: run.extras,
+    };
+  } catch (error) {
+    // A refused runtime or a changed input concerns every record: the job stops.
+    if (error instanceof UserError) throw error;
+    const kind = (error as Error).name === 'RecordTimeout' ? 'timeout' : (error as Error).name;
+    return {
+      ...base,
+      status: 'failed',
+      error: `${kind}: ${(error as Error).message}`,
+      utility: null,
+      native_metric: null,
+      native_value: null,
+      independent_value: null,
+      normalization_scale: null,
+      prediction_sha256: null,
+      warnings: [],
+      wall_seconds: null,
+      prediction_wall_seconds: null,
+      metric_wall_seconds: null,
+      extras: {},
+    };
+  }
+}
