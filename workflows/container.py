@@ -1,4 +1,4 @@
-"""Prepared-input container (spec/preparation.md section 0).
+"""Prepared-input container (docs/recipes.md).
 
 A prepared input is a folder with two files:
 * ``arrays.npz``: numpy ``savez_compressed`` with keyword arrays in a fixed key order (the order of

@@ -1,4 +1,4 @@
-"""Prediction hashes and the canonical digest (spec/records.md sections 1 and 2).
+"""Prediction hashes and the canonical digest (docs/records.md).
 
 This is the worker's own hash; the orchestrator recomputes every hash in TypeScript and compares.
 """
@@ -18,21 +18,8 @@ def digest(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-# Which rule each family uses: raw ndarray bytes, JSON of the dict, or JSON of ndarray.tolist().
-HASH_RULES = {
-    "classification": "raw_bytes",
-    "regression": "raw_bytes",
-    "clustering": "raw_bytes",
-    "forecasting": "raw_bytes",
-    "image_restoration": "raw_bytes",
-    "retrieval": "json",
-    "beat_detection": "json_list",
-    "graph_link_prediction": "json_list",
-}
-
-
-def prediction_sha256(family: str, prediction: Any) -> str:
-    rule = HASH_RULES[family]
+def prediction_sha256(rule: str, prediction: Any) -> str:
+    """sha256 of a prediction by a family's HASH_RULE: raw ndarray bytes, JSON of a dict, JSON of tolist()."""
     if rule == "json":
         return digest(prediction)
     array = np.asarray(prediction)

@@ -1,4 +1,4 @@
-"""Configuration masks (spec/families.md 0.1): a string of 0/1, character i switches option i (A is leftmost)."""
+"""Configuration masks (docs/families.md): a string of 0/1, character i switches option i (A is leftmost)."""
 from __future__ import annotations
 
 LETTERS = "ABCDEF"

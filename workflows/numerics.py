@@ -3,7 +3,7 @@
 OpenBLAS chooses its kernels by CPU when it loads (NumPy and SciPy each load their own copy), and
 NumPy dispatches its SIMD loops by CPU too; both change the last bits of results. The C library
 matters as well: without AVX-512 loops, NumPy's float64 log1p/expm1 are the C library's. Every worker
-reports this state in its hello, and the orchestrator (pipelines/numerics.ts) refuses a worker
+reports this state in its hello, and the orchestrator (pipelines/execution/numerics.ts) refuses a worker
 whose state differs from the requested numerical profile before any record runs.
 """
 from __future__ import annotations

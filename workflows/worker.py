@@ -2,11 +2,12 @@
 
 Requests ``{"id": n, "op": ..., ...}``; responses ``{"id": n, "ok": true, "result": {...}}`` or
 ``{"id": n, "ok": false, "error": {"type", "message", "traceback"}}``. The TypeScript side
-(pipelines/worker.ts) validates every response with zod.
+(pipelines/execution/python-worker.ts) validates every response with zod.
 
 Operations:
-* ``hello``: interpreter, pinned library versions, thread pools and the numerical state
-  (workflows/numerics.py: CPU, BLAS kernels, NumPy SIMD dispatch);
+* ``hello``: interpreter, the versions of the packages that decide bits, thread pools, the
+  numerical state (workflows/numerics.py: CPU, BLAS kernels, NumPy SIMD dispatch) and the families
+  this worker implements (mask widths, hash rule);
 * ``run`` {family, folder, mask, cold, reuse_shared_stage}: predict and evaluate one configuration on
   the prepared input in ``folder`` (cached across requests unless ``cold``: then it is read from disk
   for this record only and nothing is kept). With ``reuse_shared_stage`` a family that declares a
@@ -40,7 +41,13 @@ from workflows.families import FAMILIES
 from workflows.hashing import prediction_sha256
 from workflows import numerics
 
-PINNED = ("numpy", "scipy", "scikit-learn", "threadpoolctl", "networkx")
+REQUIREMENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "requirements.txt")
+
+
+def bit_deciding_packages() -> list[str]:
+    """The packages marked "decides bits" in workflows/requirements.txt, in file order."""
+    with open(REQUIREMENTS, encoding="utf-8") as pins:
+        return [line.split("==")[0].strip().lower() for line in pins if "==" in line and "# decides bits" in line]
 
 
 def encode(value: Any) -> Any:
@@ -81,10 +88,11 @@ class Worker:
         return self._cache[folder]
 
     def hello(self, _: dict) -> dict:
-        versions = {name: importlib_metadata.version(name) for name in PINNED}
+        versions = {name: importlib_metadata.version(name) for name in bit_deciding_packages()}
         pools = [{"api": p.get("internal_api"), "num_threads": p.get("num_threads")} for p in threadpool_info()]
+        families = {name: {"dimensions": list(module.DIMENSIONS), "hash_rule": module.HASH_RULE} for name, module in FAMILIES.items()}
         return {"python": platform.python_version(), "versions": versions, "pid": os.getpid(), "threadpools": pools,
-                "numerics": numerics.report()}
+                "numerics": numerics.report(), "families": families}
 
     def run(self, request: dict) -> dict:
         family = FAMILIES[request["family"]]
@@ -111,7 +119,7 @@ class Worker:
             end += self._delay
         return {
             "prediction": encode(prediction if isinstance(prediction, np.ndarray) else to_json_value(prediction)),
-            "prediction_sha256": prediction_sha256(request["family"], prediction),
+            "prediction_sha256": prediction_sha256(family.HASH_RULE, prediction),
             "native_metric": result["native_metric"],
             "native_value": float(result["native_value"]),
             "utility": float(result["utility"]),

@@ -6,13 +6,14 @@
 // Masks are strings with option A leftmost. Internally a mask is an integer whose most significant of
 // d bits is option A, so ascending integers are ascending masks (the order of the reference tables).
 import { join } from 'node:path';
-import { Bool, Field, Float64, Int32, RecordBatch, Schema, Table, tableToIPC, Utf8, vectorFromArray, type DataType } from 'apache-arrow';
+import { Bool, Float64, Int32, Utf8, type DataType } from 'apache-arrow';
 import { equivalenceClasses } from '../references/equivalences.ts';
+import { arrowFileBytes } from '../core/arrow.ts';
+import { csvFloat, csvQuote } from '../core/csv.ts';
 import { UserError } from '../core/errors.ts';
 import { loadAllRecords } from '../references/export.ts';
 import { enabledCount, maskIndex, maskString, optionBit, optionLetter } from '../catalog/masks.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
-import { pythonFloatRepr } from '../core/hashing.ts';
 import { fsum } from '../execution/metrics.ts';
 import { referencesDir } from '../core/paths.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
@@ -332,22 +333,12 @@ export interface FlatTable {
 const ARROW_TYPES: Record<ColumnKind, () => DataType> = { utf8: () => new Utf8(), float64: () => new Float64(), int32: () => new Int32(), bool: () => new Bool() };
 
 export function flatTableBytes(table: FlatTable, metadata: Record<string, string> = {}): Uint8Array {
-  const types = table.columns.map(([, kind]) => ARROW_TYPES[kind]());
-  const vectors = Object.fromEntries(table.columns.map(([name], c) => [name, vectorFromArray(table.rows.map((r) => r[c]), types[c]!)]));
-  const schema = new Schema(
-    table.columns.map(([name], c) => new Field(name, types[c]!, false)),
-    new Map(Object.entries(metadata)),
-  );
-  // An empty table has no batches to re-type; build it from the schema alone.
-  const draft = new Table(vectors);
-  const arrow = table.rows.length ? new Table(schema, draft.batches.map((b) => new RecordBatch(schema, b.data))) : new Table(schema);
-  return tableToIPC(arrow, 'file');
+  const columns = table.columns.map(([name, kind], c) => ({ name, type: ARROW_TYPES[kind](), nullable: false, values: table.rows.map((r) => r[c]) }));
+  return arrowFileBytes(columns, metadata);
 }
 
 function csvCell(value: Cell, kind: ColumnKind): string {
-  // Floats as Python's repr (like `wwref export`), so the CSV round-trips the Arrow values exactly.
-  const text = kind === 'float64' ? pythonFloatRepr(value as number) : String(value);
-  return /[",\n\r]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+  return kind === 'float64' ? csvFloat(value as number) : csvQuote(String(value));
 }
 
 export function flatTableCsv(table: FlatTable): string {

@@ -10,6 +10,7 @@
 // (an optional `mask` header line is ignored).
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
+import { splitCsvLine } from '../core/csv.ts';
 import { UserError } from '../core/errors.ts';
 import {
   ABSOLUTE_FLOOR,
@@ -48,29 +49,6 @@ function looksLikeJson(file: string, text: string): boolean {
   if (ext === '.json') return true;
   if (ext === '.csv') return false;
   return /^\s*[[{]/.test(text);
-}
-
-function splitCsvLine(line: string): string[] {
-  // Prediction tables are plain numbers and masks; still honour simple double-quoted fields.
-  const cells: string[] = [];
-  let cell = '';
-  let quoted = false;
-  for (let k = 0; k < line.length; k++) {
-    const ch = line[k]!;
-    if (quoted && ch === '"' && line[k + 1] === '"') {
-      cell += '"';
-      k++;
-    } else if (ch === '"') {
-      quoted = !quoted;
-    } else if (ch === ',' && !quoted) {
-      cells.push(cell);
-      cell = '';
-    } else {
-      cell += ch;
-    }
-  }
-  cells.push(cell);
-  return cells.map((c) => c.trim());
 }
 
 function csvEntries(file: string, text: string): Entry[] {

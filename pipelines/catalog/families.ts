@@ -1,5 +1,9 @@
-// The eight workflow families and their options (spec/families.md). A condition with 4 options uses
-// A–D, one with 6 uses A–F; the Python module of the same name implements them.
+// The registry of the eight workflow families: mask widths, prediction-hash rule, what each option
+// does (docs/families.md has the full definitions) and a cost hint for scheduling. The Python module
+// of the same name (workflows/families/) implements each one; every worker reports its own registry
+// and is refused when it disagrees with this one (registryProblems).
+import { UserError } from '../core/errors.ts';
+
 export const FAMILY_NAMES = [
   'classification',
   'regression',
@@ -20,12 +24,15 @@ export interface FamilyDefinition {
   dimensions: readonly (4 | 6)[];
   /** What each option does when on. */
   options: Partial<Record<OptionLetter, string>>;
-  /** Prediction hash rule (spec/records.md 2): raw ndarray bytes, JSON of a dict, JSON of tolist(). */
+  /** Prediction hash rule (docs/records.md): raw ndarray bytes, JSON of a dict, JSON of tolist(). */
   hashRule: 'raw_bytes' | 'json' | 'json_list';
+  /** Rough relative seconds per record, to start the largest records first when no earlier table exists. */
+  relativeCost: number;
 }
 
 export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
   classification: {
+    relativeCost: 0.3,
     dimensions: [4, 6],
     hashRule: 'raw_bytes',
     options: {
@@ -38,6 +45,7 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
     },
   },
   regression: {
+    relativeCost: 0.02,
     dimensions: [4, 6],
     hashRule: 'raw_bytes',
     options: {
@@ -50,6 +58,7 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
     },
   },
   clustering: {
+    relativeCost: 0.3,
     dimensions: [4, 6],
     hashRule: 'raw_bytes',
     options: {
@@ -62,6 +71,7 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
     },
   },
   forecasting: {
+    relativeCost: 0.01,
     dimensions: [4, 6],
     hashRule: 'raw_bytes',
     options: {
@@ -74,6 +84,7 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
     },
   },
   image_restoration: {
+    relativeCost: 0.05,
     dimensions: [4, 6],
     hashRule: 'raw_bytes',
     options: {
@@ -86,6 +97,7 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
     },
   },
   retrieval: {
+    relativeCost: 5,
     dimensions: [4, 6],
     hashRule: 'json',
     options: {
@@ -98,6 +110,7 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
     },
   },
   beat_detection: {
+    relativeCost: 0.1,
     dimensions: [6],
     hashRule: 'json_list',
     options: {
@@ -110,6 +123,7 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
     },
   },
   graph_link_prediction: {
+    relativeCost: 0.05,
     dimensions: [6],
     hashRule: 'json_list',
     options: {
@@ -122,3 +136,33 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
     },
   },
 };
+
+/** How a worker's reported registry (name -> mask widths, hash rule) differs from this one. */
+export function registryProblems(reported: Record<string, { dimensions: number[]; hash_rule: string }>): string[] {
+  const problems: string[] = [];
+  for (const name of FAMILY_NAMES) {
+    const theirs = reported[name];
+    const ours = FAMILIES[name];
+    if (!theirs) problems.push(`family ${name} is missing in the worker`);
+    else if (theirs.hash_rule !== ours.hashRule || JSON.stringify(theirs.dimensions) !== JSON.stringify(ours.dimensions)) {
+      problems.push(`family ${name}: worker ${JSON.stringify(theirs)}, orchestrator ${JSON.stringify({ dimensions: ours.dimensions, hash_rule: ours.hashRule })}`);
+    }
+  }
+  for (const name of Object.keys(reported)) if (!(FAMILY_NAMES as readonly string[]).includes(name)) problems.push(`family ${name} is unknown to the orchestrator`);
+  return problems;
+}
+
+/** The registry as text, one block per family (`wwref families`); unknown names are refused. */
+export function familyLines(names: readonly string[] = []): string[] {
+  for (const name of names) {
+    if (!(FAMILY_NAMES as readonly string[]).includes(name)) throw new UserError(`unknown family '${name}' (known: ${FAMILY_NAMES.join(', ')})`);
+  }
+  const selected = names.length ? (names as FamilyName[]) : [...FAMILY_NAMES];
+  return selected.flatMap((name) => {
+    const f = FAMILIES[name];
+    return [
+      `${name}: ${f.dimensions.join(' or ')} options, prediction hash ${f.hashRule}; code workflows/families/${name}.py`,
+      ...Object.entries(f.options).map(([letter, what]) => `  ${letter}  ${what}`),
+    ];
+  }).concat('option meanings, inactive rules, metrics and utilities: docs/families.md');
+}

@@ -41,7 +41,7 @@ export const Condition = z.strictObject({
   dimensions: z.union([z.literal(4), z.literal(6)]),
   /**
    * The option set, optional and only declarative: the first `dimensions` option letters of the
-   * family (A–D or A–F); mask position i switches option letter i (pipelines/families.ts).
+   * family (A–D or A–F); mask position i switches option letter i (docs/families.md).
    */
   options: z.array(Letter).optional(),
   /** Four-option condition whose records the E=F=0 subcube of this six-option condition repeats. */
@@ -56,7 +56,7 @@ export const Plan = z
     plan_version: z.literal(1).describe('format version of the construction plan'),
     source: Identifier.describe('source identity: unique name, also the folder prepared/<source>/ and manifests/<source>.json'),
     title: z.string().min(1),
-    family: z.enum(FAMILY_NAMES).describe('workflow family (pipelines/families.ts); fixes the options A–F and the metric'),
+    family: z.enum(FAMILY_NAMES).describe('workflow family (docs/families.md); fixes the options A–F and the metric'),
     licence: z.string().min(1, 'a licence is required').describe('licence of the raw data (as its distributor documents it)'),
     citation: z.string().min(1, 'a citation is required').describe('how to cite the data: creators, title, where it was obtained'),
     homepage: z.string().optional(),
@@ -67,7 +67,7 @@ export const Plan = z
       .optional(),
     preparation: z
       .strictObject({ recipe: z.string(), params: z.record(z.string(), z.unknown()) })
-      .describe('preparation recipe kind (pipelines/recipes.ts, workflows/prepare/) and its parameters, seeds included'),
+      .describe('preparation recipe kind (docs/recipes.md) and its parameters, seeds included'),
     conditions: z.array(Condition).min(1).describe('task conditions: each runs every mask of its 4 or 6 options'),
     execution: z
       .strictObject({ threads: z.literal(1), timeout_seconds: z.number().positive() })
@@ -211,7 +211,7 @@ export function planJsonSchema(): Record<string, unknown> {
     const { $schema: _, ...params } = z.toJSONSchema(RECIPE_PARAMS[recipe]!, options) as Record<string, unknown>;
     return { if: { properties: { recipe: { const: recipe } } }, then: { properties: { params } } };
   });
-  return { ...schema, title: 'wwref construction plan', description: 'A source and its task conditions (pipelines/plan.ts); validate with `wwref add-source PLAN --dry-run`.' };
+  return { ...schema, title: 'wwref construction plan', description: 'A source and its task conditions (pipelines/catalog/plan.ts); validate with `wwref add-source PLAN --dry-run`.' };
 }
 
 /** Masks of a condition whose published prediction bytes this platform is declared not to reproduce. */

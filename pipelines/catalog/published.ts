@@ -1,5 +1,6 @@
 // Read access to the published catalog facts (../shared/published), used only for conformance checks.
 import { existsSync, readFileSync } from 'node:fs';
+import { splitCsvLine } from '../core/csv.ts';
 import { join, resolve } from 'node:path';
 import { ROOT } from '../core/paths.ts';
 
@@ -54,10 +55,10 @@ export function publishedRecords(condition: string): PublishedRecord[] | undefin
   const path = join(publishedDir(), 'references', `${condition}.csv`);
   if (!existsSync(path)) return undefined;
   const [header, ...lines] = readFileSync(path, 'utf8').trim().split('\n');
-  const columns = header!.split(',');
+  const columns = splitCsvLine(header!);
   const col = (name: string) => columns.indexOf(name);
   return lines.map((line) => {
-    const cells = line.split(',');
+    const cells = splitCsvLine(line);
     return {
       mask: cells[col('mask')]!,
       utility: Number(cells[col('utility')]),

@@ -6,6 +6,7 @@ import { hideBin } from 'yargs/helpers';
 import { acquirePlan } from '../sources/acquire.ts';
 import { auditCatalog, auditFailed } from '../jobs/audit.ts';
 import { Catalog } from '../catalog/catalog.ts';
+import { familyLines } from '../catalog/families.ts';
 import { UserError } from '../core/errors.ts';
 import { exportCsv } from '../references/export.ts';
 import { prepareSources } from '../sources/prepare.ts';
@@ -13,8 +14,9 @@ import { formatSeconds } from '../core/progress.ts';
 import { rebuild } from '../jobs/rebuild.ts';
 import { replay, replayTargets, writeReplayReport } from '../jobs/replay.ts';
 import { exportPack, readPack } from '../jobs/wwb.ts';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { ROOT } from '../core/paths.ts';
+import { readConfig } from '../core/config.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
 const list = (value: unknown): string[] => (value === undefined ? [] : (Array.isArray(value) ? value : [value]).map(String));
@@ -22,11 +24,13 @@ const list = (value: unknown): string[] => (value === undefined ? [] : (Array.is
 function withMirror<T>(y: Argv<T>) {
   return y.option('mirror', { type: 'string', array: true, describe: 'mirror directory of raw files (repeatable; tried before WWREF_MIRROR and wwref.config.json)' });
 }
+/** --references: the reference folder a command reads (and rebuild writes); WWREF_REFERENCES_DIR is the default. */
+function withReferences<T>(y: Argv<T>) {
+  return y.option('references', { type: 'string', describe: 'reference folder (default WWREF_REFERENCES_DIR or outputs/references)' });
+}
 /** --condition (several) and --references, for the commands that read reference tables. */
 function withTables<T>(y: Argv<T>) {
-  return y
-    .option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' })
-    .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' });
+  return withReferences(y.option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' }));
 }
 function withWorkers<T>(y: Argv<T>) {
   return y.option('workers', { type: 'number', default: availableParallelism(), describe: 'Python worker processes' });
@@ -34,13 +38,23 @@ function withWorkers<T>(y: Argv<T>) {
 
 async function main(): Promise<number> {
   let exitCode = 0;
+  readConfig(ROOT); // a malformed wwref.config.json is reported by every command, not only by those that read it
+
   await yargs(hideBin(process.argv))
     .scriptName('wwref')
     .usage('$0 <command> [options]\n\nNative-execution reference pipeline for the WhatWorkedBench catalog.')
+    .middleware((argv) => {
+      // One meaning of --references for every command that reads the catalog or the references: the
+      // folder whose manifest also names added sources (add-source's --references is its target).
+      if (typeof argv.references === 'string' && argv._[0] !== 'add-source') {
+        if (argv.references.trim() === '') throw new UserError('--references needs a folder');
+        process.env.WWREF_REFERENCES_DIR = resolve(argv.references);
+      }
+    })
     .command(
       'list',
       'list the catalog: sources, families and conditions',
-      (y) => y,
+      (y) => withReferences(y),
       () => {
         const catalog = Catalog.load();
         for (const c of catalog.conditions.values()) {
@@ -90,7 +104,7 @@ async function main(): Promise<number> {
       'rebuild',
       'execute every configuration and write outputs/references/<condition>.arrow and manifest.json',
       (y) =>
-        withWorkers(withMirror(y))
+        withWorkers(withMirror(withReferences(y)))
           .option('condition', { type: 'string', array: true, describe: 'condition(s); default the whole catalog' })
           .option('fresh', { type: 'boolean', default: false, describe: 'ignore journals of interrupted runs' })
           .option('reuse-shared-stage', { type: 'boolean', default: false, describe: 'reuse expensive per-input stages across masks (retrieval term counts); bit-identical to the cold path' })
@@ -171,7 +185,7 @@ async function main(): Promise<number> {
     .command(
       'audit',
       'check source manifests against themselves, their plans, the raw cache, the prepared files and the published facts',
-      (y) => y.option('source', { type: 'string', array: true, describe: 'source(s); default all' }).option('verbose', { type: 'boolean', default: false }),
+      (y) => withReferences(y).option('source', { type: 'string', array: true, describe: 'source(s); default all' }).option('verbose', { type: 'boolean', default: false }),
       (argv) => {
         const audits = auditCatalog(Catalog.load(), list(argv.source));
         out(`${'source'.padEnd(20)} ${['manifest', 'plan', 'raw', 'prepared', 'published', 'equivalences'].map((h) => h.padEnd(10)).join(' ')}`);
@@ -185,7 +199,7 @@ async function main(): Promise<number> {
         if (failed.length) exitCode = 1;
       },
     )
-    // effects / grade / report (issue 5); modules imported on use to keep this edit self-contained.
+    // The analysis commands load their modules on use, so the other commands start faster.
     .command(
       'effects',
       'write conditional effects, pair interactions, per-condition figures and equivalence classes (Arrow + CSV) and summary.json',
@@ -227,7 +241,6 @@ async function main(): Promise<number> {
         out(`report of ${summary.conditions} condition(s) written to ${argv.out}`);
       },
     )
-    // add-source / plan-schema (issue 4); modules imported on use to keep this edit self-contained.
     .command(
       'add-source <plan>',
       'add a new source from its construction plan: validate, freeze (sha256), acquire, prepare, execute every mask, verify, append its references',
@@ -267,19 +280,26 @@ async function main(): Promise<number> {
       'export',
       'write all records of the reference tables as one file',
       (y) =>
-        y
+        withTables(y)
           .option('format', { choices: ['csv', 'wwb'] as const, default: 'csv' as const, describe: 'csv: one file; wwb: a WhatWorkedBench pack folder' })
-          .option('out', { type: 'string', demandOption: true, describe: 'output file (csv) or folder (wwb)' })
-          .option('condition', { type: 'string', array: true }),
+          .option('out', { type: 'string', demandOption: true, describe: 'output file (csv) or folder (wwb)' }),
       (argv) => {
         const count = argv.format === 'wwb' ? exportPack(argv.out, list(argv.condition)) : exportCsv(argv.out, list(argv.condition));
         out(`${count} records written to ${argv.out}`);
       },
     )
     .command(
+      'families',
+      'print the workflow families: mask widths, prediction-hash rule and what each option does (docs/families.md)',
+      (y) => y.option('family', { type: 'string', array: true, describe: 'family name(s); default all' }),
+      (argv) => {
+        for (const line of familyLines(list(argv.family))) out(line);
+      },
+    )
+    .command(
       'doctor',
       "print this machine's runtime identity and numerical profile, and whether it reproduces the references bit for bit",
-      (y) => y.option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
+      (y) => withReferences(y),
       async (argv) => {
         const { doctor } = await import('../jobs/doctor.ts');
         const result = await doctor(argv.references);

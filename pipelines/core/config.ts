@@ -10,7 +10,7 @@ const Config = z.strictObject({
   /** Mirror directories of raw files, relative to the repository root. */
   mirrors: z.array(z.string()).default([]),
   /** The numerical profile every Python process runs under (pipelines/numerics.ts). */
-  numerical_profile: z.string().optional(),
+  numerical_profile: z.string().min(1).optional(),
 });
 export type Config = z.infer<typeof Config>;
 

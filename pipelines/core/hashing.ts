@@ -1,4 +1,4 @@
-// The canonical digest (spec/records.md sections 1 and 2), reproduced in TypeScript so that the
+// The canonical digest (docs/records.md), reproduced in TypeScript so that the
 // orchestrator can recompute every hash a Python worker reports.
 //
 // Python side, for reference:

@@ -5,19 +5,24 @@ import { simpleGit } from 'simple-git';
 import { digest, sha256Hex } from '../core/hashing.ts';
 import { ROOT, WORKFLOWS_DIR } from '../core/paths.ts';
 
+function requirementLines(): string[] {
+  return readFileSync(join(WORKFLOWS_DIR, 'requirements.txt'), 'utf8').split('\n');
+}
+
 /** Exact versions of workflows/requirements.txt (name -> version). */
 export function pinnedVersions(): Record<string, string> {
-  const text = readFileSync(join(WORKFLOWS_DIR, 'requirements.txt'), 'utf8');
   const pins: Record<string, string> = {};
-  for (const line of text.split('\n')) {
+  for (const line of requirementLines()) {
     const match = /^\s*([A-Za-z0-9_.-]+)==([^\s#]+)/.exec(line);
     if (match) pins[match[1]!.toLowerCase()] = match[2]!;
   }
   return pins;
 }
 
-/** The packages whose versions decide the bits of a record (spec/families.md 0.4). */
-export const REPLAY_PACKAGES = ['numpy', 'scipy', 'scikit-learn', 'threadpoolctl', 'networkx'] as const;
+/** The packages whose versions decide the bits of a record: marked "decides bits" in workflows/requirements.txt. */
+export const REPLAY_PACKAGES: readonly string[] = requirementLines()
+  .filter((line) => line.includes('==') && line.includes('# decides bits'))
+  .map((line) => line.split('==')[0]!.trim().toLowerCase());
 
 /** Installed versions that differ from the pins, as readable lines. */
 export function versionDrift(installed: Record<string, string>, expected: Record<string, string>): string[] {

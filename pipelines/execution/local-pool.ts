@@ -3,6 +3,7 @@
 // given a task. A task that exceeds its timeout kills its worker; the pool goes on with a fresh one.
 // The local executor runs records on it; preparation uses it directly.
 import PQueue from 'p-queue';
+import { registryProblems } from '../catalog/families.ts';
 import { pinnedVersions, versionDrift } from './identity.ts';
 import { HELLO_TIMEOUT_SECONDS, RecordTimeout, RuntimeRefused, WorkerCrash, type ExecutorOptions } from './executor.ts';
 import { activeProfile, profileProblems, type NumericalProfile } from './numerics.ts';
@@ -46,6 +47,7 @@ export class WorkerPool {
   /** Why a worker's hello is refused (empty: accepted). */
   private refusals(hello: HelloResult): string[] {
     const problems = profileProblems(this.profile, hello.numerics).map((p) => `numerical profile '${this.profile.name}': ${p}`);
+    problems.push(...registryProblems(hello.families).map((p) => `family registry: ${p}`));
     if (!this.options.allowVersionDrift) {
       const drift = versionDrift(hello.versions, this.expectedVersions);
       if (drift.length) problems.push(`versions differ from the expected ones (${drift.join('; ')}); run 'npm run setup', or pass --allow-version-drift`);

@@ -1,5 +1,5 @@
-// Independent TypeScript implementations of every native metric (spec/records.md section 7,
-// spec/families.md sections (e)). They are written from the definitions on purpose, differently from
+// Independent TypeScript implementations of every native metric (docs/records.md,
+// docs/families.md). They are written from the definitions on purpose, differently from
 // the sklearn/scipy code the workers use; the replay only requires agreement under metricsAgree
 // (math.isclose with rel_tol 1e-12, abs_tol 1e-10), not bit equality.
 //

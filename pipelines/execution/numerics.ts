@@ -64,9 +64,11 @@ export function profileByName(name: string): NumericalProfile {
   return profile;
 }
 
-/** WWREF_NUMERICAL_PROFILE, else `numerical_profile` of wwref.config.json, else the portable default. */
+/** WWREF_NUMERICAL_PROFILE (when set and not empty), else `numerical_profile` of wwref.config.json, else the portable default. */
 export function activeProfile(): NumericalProfile {
-  return profileByName(process.env.WWREF_NUMERICAL_PROFILE || readConfig(ROOT).numerical_profile || DEFAULT_PROFILE);
+  const configured = readConfig(ROOT).numerical_profile;
+  if (configured !== undefined) profileByName(configured); // a wrong name in the file is an error even when the variable overrides it
+  return profileByName(process.env.WWREF_NUMERICAL_PROFILE || configured || DEFAULT_PROFILE);
 }
 
 /** The profile's variables; refuses an inherited variable the profile owns with another value. */

@@ -59,6 +59,8 @@ export const HelloResult = z.object({
   pid: z.number().int(),
   threadpools: z.array(z.object({ api: z.string().nullable(), num_threads: z.number().nullable() })),
   numerics: NumericsReport,
+  /** The families this worker implements: mask widths and prediction-hash rule of each. */
+  families: z.record(z.string(), z.strictObject({ dimensions: z.array(z.number().int()), hash_rule: z.string() })),
 });
 export type HelloResult = z.infer<typeof HelloResult>;
 

@@ -24,6 +24,9 @@ export function pythonEnvironment(profile: NumericalProfile = activeProfile()): 
   return { ...THREAD_ENV, PYTHONHASHSEED: '0', ...profileEnvironment(profile) };
 }
 
+/** How long a worker asked to shut down may take before it is killed. */
+const SHUTDOWN_GRACE_SECONDS = 5;
+
 interface Pending {
   resolve: (value: unknown) => void;
   reject: (error: Error) => void;
@@ -134,7 +137,7 @@ export class PythonWorker {
   async close(): Promise<void> {
     if (this.exited) return;
     this.process.stdin!.end(`${JSON.stringify({ id: 0, op: 'shutdown' })}\n`);
-    const timer = setTimeout(() => this.kill(), 5000);
+    const timer = setTimeout(() => this.kill(), SHUTDOWN_GRACE_SECONDS * 1000);
     await this.process;
     clearTimeout(timer);
   }

@@ -1,5 +1,5 @@
 // Verification of one native run on the TypeScript side: the prediction is decoded, hashed here by
-// the family's rule (spec/records.md 2) and compared with the worker's hash, and the native metric is
+// the family's rule (docs/records.md) and compared with the worker's hash, and the native metric is
 // recomputed from the prediction and the held-out truth by the independent implementation.
 import type { FamilyName } from '../catalog/families.ts';
 import { FAMILIES } from '../catalog/families.ts';
@@ -130,7 +130,7 @@ export interface Verification {
   problems: string[];
 }
 
-/** Hash and independent-metric checks of one run (spec/records.md 6.5, minus the saved-record comparisons). */
+/** Hash and independent-metric checks of one run (docs/records.md). */
 export function verifyRun(family: FamilyName, run: RunResult, truth: Truth): Verification {
   const problems: string[] = [];
   const sha256 = predictionHash(family, run.prediction);

@@ -3,7 +3,7 @@
 // acquired, prepared and executed by rebuild() into a staging folder. Only when every record passed
 // and every declared equivalence held are the tables and their manifest entries moved into the target
 // reference folder. Undeclared identical prediction hashes are reported as discovered classes.
-import { copyFileSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { readReferenceTable } from '../references/tables.ts';
 import type { AcquireOptions } from '../sources/acquire.ts';
@@ -11,9 +11,11 @@ import { Catalog, loadPlanFile, planFilePath, type LoadedPlan } from '../catalog
 import { equivalenceClasses } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
 import { inactivePairs } from '../catalog/masks.ts';
-import { writeJsonAtomic } from '../core/fsutil.ts';
+import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
-import { cacheDir, referencesDir, SOURCES_DIR } from '../core/paths.ts';
+import { cacheDir, referencesDir, SOURCES_DIR, sourcePreparedDir } from '../core/paths.ts';
+import { platformDrift, profileByName } from '../execution/numerics.ts';
+import { manifestPath } from '../sources/prepare.ts';
 import type { Condition } from '../catalog/plan.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import { readReferenceManifest, writeReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
@@ -187,6 +189,7 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
   const previous = readReferenceManifest(target);
   const supersedes = checkTarget(loaded, previous, options);
   const frozen = join(cacheDir(), 'add-source', `${plan.source}.frozen.json`);
+  const undo = snapshotSource(plan.source, frozen);
   writeJsonAtomic(frozen, {
     source: plan.source,
     plan_file: loaded.file,
@@ -202,6 +205,7 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
   const staging = join(cacheDir(), 'add-source', `${plan.source}.staging-${process.pid}`);
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
+  let written = false;
   try {
     const catalog = new Catalog([loaded]);
     const summary = await rebuild(catalog, {
@@ -251,12 +255,15 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
     });
 
     // 4. Commit: tables first, then the merged manifest (the entries of this source replaced).
-    let written = false;
+    const built = readReferenceManifest(staging);
+    const ids = new Set(plan.conditions.map((c) => c.id));
+    const kept = Object.entries(previous?.conditions ?? {}).filter(([id, e]) => e.source !== plan.source && !ids.has(id));
+    if (!problems.length && built?.numerics && kept.length) {
+      const mixed = platformDrift(previous!.numerics, profileByName(built.numerics.profile), built.numerics.effective);
+      if (mixed.length) problems.push(`${mixed.join('; ')}: adding to ${target} would mix platforms in one manifest; add the source to another folder (--references)`);
+    }
     if (!problems.length) {
-      const built = readReferenceManifest(staging);
       if (!built) throw new Error(`rebuild wrote no manifest in ${staging}`);
-      const ids = new Set(plan.conditions.map((c) => c.id));
-      const kept = Object.entries(previous?.conditions ?? {}).filter(([id, e]) => e.source !== plan.source && !ids.has(id));
       const stale = Object.entries(previous?.conditions ?? {}).filter(([id, e]) => e.source === plan.source && !ids.has(id));
       mkdirSync(target, { recursive: true });
       const entries: [string, ConditionEntry][] = [];
@@ -293,7 +300,26 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
     };
   } finally {
     rmSync(staging, { recursive: true, force: true });
+    if (!written) undo();
   }
+}
+
+/**
+ * What a failed add-source must put back: the source manifest (restored, or removed if the run
+ * created it), prepared/<source>/ if the run created it, and the frozen plan.
+ */
+function snapshotSource(source: string, frozen: string): () => void {
+  const manifest = manifestPath(source);
+  const manifestBefore = existsSync(manifest) ? readFileSync(manifest) : undefined;
+  const prepared = sourcePreparedDir(source);
+  const preparedExisted = existsSync(prepared);
+  const frozenBefore = existsSync(frozen) ? readFileSync(frozen) : undefined;
+  const restore = (path: string, bytes: Buffer | undefined) => (bytes ? writeFileAtomic(path, bytes) : rmSync(path, { force: true }));
+  return () => {
+    restore(manifest, manifestBefore);
+    restore(frozen, frozenBefore);
+    if (!preparedExisted) rmSync(prepared, { recursive: true, force: true });
+  };
 }
 
 /** What the CLI prints for a finished add-source run. */

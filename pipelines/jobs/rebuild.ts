@@ -4,7 +4,7 @@
 // Steps: prepare inputs -> check the runtime -> resume journals -> read truths -> execute -> write.
 import { existsSync } from 'node:fs';
 import type { Catalog, CatalogCondition, LoadedPlan } from '../catalog/catalog.ts';
-import type { FamilyName } from '../catalog/families.ts';
+import { FAMILIES } from '../catalog/families.ts';
 import { allMasks } from '../catalog/masks.ts';
 import { UserError } from '../core/errors.ts';
 import { sha256Hex } from '../core/hashing.ts';
@@ -12,7 +12,7 @@ import { referencesDir, sourcePreparedDir } from '../core/paths.ts';
 import { Progress } from '../core/progress.ts';
 import { executeRecord } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type Executor, type PreparedInput } from '../execution/executor.ts';
-import { gitIdentity, workflowsSha256 } from '../execution/identity.ts';
+import { gitIdentity, workflowsSha256, type GitIdentity } from '../execution/identity.ts';
 import { Journal } from '../execution/journal.ts';
 import { LocalExecutor } from '../execution/local-executor.ts';
 import { numericsIdentity, platformDrift, recordNumerics, type NumericalProfile } from '../execution/numerics.ts';
@@ -61,18 +61,6 @@ export interface RebuildSummary {
   nativeSeconds: number;
   workers: number;
 }
-
-/** Rough relative cost per record, used to start the largest records first when no earlier table exists. */
-const FAMILY_COST: Record<FamilyName, number> = {
-  retrieval: 5,
-  clustering: 0.3,
-  classification: 0.3,
-  beat_detection: 0.1,
-  image_restoration: 0.05,
-  graph_link_prediction: 0.05,
-  regression: 0.02,
-  forecasting: 0.01,
-};
 
 /** A source is ready when its manifest matches the current plan and its prepared files. */
 function preparedIsCurrent(loaded: LoadedPlan): boolean {
@@ -135,6 +123,8 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
   const selected = catalog.selectConditions(options.conditions);
   const workers = options.workers ?? 2;
   const refDir = options.referencesDir ?? referencesDir();
+  // The code identity as the run starts: what it writes later does not make the code "dirty".
+  const git = await gitIdentity();
 
   const { runnable, unprepared } = await prepareInputs(catalog, selected, { ...options, workers }, log);
   const executor: Executor = new LocalExecutor({ workers, profile: options.profile, allowVersionDrift: options.allowVersionDrift });
@@ -168,7 +158,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
 
     // Step 5: every missing record, largest first.
     const jobs = runnable.flatMap((c) => {
-      const cost = previousCost(c, refDir) ?? FAMILY_COST[c.family] ?? 1;
+      const cost = previousCost(c, refDir) ?? FAMILIES[c.family].relativeCost;
       const input = preparedInput(c);
       return allMasks(c.dimensions)
         .filter((mask) => !done.get(c.id)!.has(mask))
@@ -201,7 +191,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
     );
 
     // Step 6: tables, equivalence checks and the manifest.
-    const outcomes = await writeReferences(catalog, runnable, done, journals, { refDir, hello, code, profile: executor.profile });
+    const outcomes = writeReferences(catalog, runnable, done, journals, { refDir, hello, code, git, profile: executor.profile });
     for (const [source, error] of unprepared) {
       for (const c of selected.filter((s) => s.source === source)) {
         outcomes.push({ condition: c.id, records: 0, failed: 0, nativeSeconds: 0, violations: [], error: `source ${source} not prepared: ${error}` });
@@ -224,16 +214,15 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
 }
 
 /** Step 6: one table per condition, its declared equivalences checked, and the manifest entries. */
-async function writeReferences(
+function writeReferences(
   catalog: Catalog,
   runnable: CatalogCondition[],
   done: Map<string, Map<string, ReferenceRecord>>,
   journals: Map<string, Journal>,
-  context: { refDir: string; hello: HelloResult; code: string; profile: NumericalProfile },
-): Promise<ConditionOutcome[]> {
-  const { refDir, hello, code, profile } = context;
+  context: { refDir: string; hello: HelloResult; code: string; git: GitIdentity; profile: NumericalProfile },
+): ConditionOutcome[] {
+  const { refDir, hello, code, git, profile } = context;
   const previous = readReferenceManifest(refDir);
-  const git = await gitIdentity();
   const manifest: ReferenceManifest = {
     manifest_version: 1,
     generator: 'wwref 0.1.0',

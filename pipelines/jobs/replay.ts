@@ -21,7 +21,7 @@ import { LocalExecutor } from '../execution/local-executor.ts';
 import { Progress } from '../core/progress.ts';
 import type { CapturedWarning, NumericsReport } from '../execution/protocol.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import { readReferenceManifest } from '../references/manifest.ts';
+import { requireReferenceManifest, selectEntries } from '../references/manifest.ts';
 
 export interface ReplayOptions {
   conditions?: string[];
@@ -94,11 +94,7 @@ export function median(values: number[]): number | null {
 
 /** Refuses (UserError naming the file) when a table or prepared input differs from the manifest. */
 export function verifyManifestFiles(dir: string, conditions: string[]): void {
-  const manifest = readReferenceManifest(dir);
-  if (!manifest) throw new UserError(`no reference manifest in ${dir}`);
-  for (const id of conditions) {
-    const entry = manifest.conditions[id];
-    if (!entry) throw new UserError(`condition '${id}' is not in ${join(dir, 'manifest.json')}`);
+  for (const [, entry] of selectEntries(requireReferenceManifest(dir), dir, conditions)) {
     checkFileHashes(dir, { [entry.table]: entry.table_sha256 }, 'reference table', 'refusing to replay');
     checkFileHashes(sourcePreparedDir(entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
   }
@@ -154,12 +150,10 @@ export function declaredFor(condition: string, planFile: string): Pick<ReplayTar
 /** Replays our own reference folder (outputs/references layout). */
 export async function replay(options: ReplayOptions = {}): Promise<ReplayReport> {
   const dir = options.referencesDir ?? referencesDir();
-  const manifest = readReferenceManifest(dir);
-  if (!manifest) throw new UserError(`no reference manifest in ${dir}; run 'wwref rebuild' first`);
-  const ids = options.conditions?.length ? options.conditions : Object.keys(manifest.conditions);
-  verifyManifestFiles(dir, ids);
-  const targets = ids.map((id): ReplayTarget => {
-    const entry = manifest.conditions[id]!;
+  const manifest = requireReferenceManifest(dir);
+  const entries = selectEntries(manifest, dir, options.conditions);
+  verifyManifestFiles(dir, entries.map(([id]) => id));
+  const targets = entries.map(([id, entry]): ReplayTarget => {
     const declared = declaredFor(id, entry.plan_file);
     return {
       condition: id,

@@ -1,4 +1,4 @@
-// Interoperability with the published WhatWorkedBench pack layout (spec/records.md 4 and 6):
+// Interoperability with the published WhatWorkedBench pack layout:
 //   <pack>/manifest.json            {files_sha256: {relative path: sha256}, replay_versions: {...},
 //                                    numerics (ours only: the numerical profile of the records)}
 //   <pack>/references/<cond>.json   one table per condition (three published layouts, see below)
@@ -17,7 +17,7 @@ import { readManifest, PREPARED_FILES } from '../sources/prepare.ts';
 import { sourcePreparedDir } from '../core/paths.ts';
 import type { CapturedWarning } from '../execution/protocol.ts';
 import { referencesDir } from '../core/paths.ts';
-import { readReferenceManifest } from '../references/manifest.ts';
+import { requireReferenceManifest, selectEntries } from '../references/manifest.ts';
 import { RecordedNumerics } from '../execution/numerics.ts';
 import type { ReplayExpectation, ReplayTarget, StoredRecord } from './replay.ts';
 
@@ -94,14 +94,10 @@ export function readPack(dir: string, conditions: readonly string[] = []): { tar
 
 /** Writes our tables as a pack: references/<cond>.json, inputs/<source>/ and manifest.json. */
 export function exportPack(out: string, conditions: readonly string[] = [], dir = referencesDir()): number {
-  const manifest = readReferenceManifest(dir);
-  if (!manifest) throw new UserError(`no reference manifest in ${dir}; run 'wwref rebuild' first`);
-  const ids = conditions.length ? [...conditions] : Object.keys(manifest.conditions);
+  const manifest = requireReferenceManifest(dir);
   const files: Record<string, string> = {};
   let count = 0;
-  for (const id of ids) {
-    const entry = manifest.conditions[id];
-    if (!entry) throw new UserError(`condition '${id}' is not in the reference manifest`);
+  for (const [id, entry] of selectEntries(manifest, dir, conditions)) {
     const source = readManifest(entry.source);
     const sourceBlock = { instance: entry.source, family: entry.family, plan_sha256: entry.plan_sha256, ...source.facts };
     const records = loadAllRecords([id], dir);

@@ -1,57 +1,30 @@
 // Export of the reference tables: every record of every table listed in the manifest, as one CSV.
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { readReferenceTable } from './tables.ts';
-import { UserError } from '../core/errors.ts';
+import { readReferenceTable, TABLE_COLUMNS } from './tables.ts';
+import { checkFileHashes } from '../core/hashing.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
-import { pythonFloatRepr } from '../core/hashing.ts';
+import { csvFloat, csvQuote } from '../core/csv.ts';
 import { referencesDir } from '../core/paths.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import { readReferenceManifest } from './manifest.ts';
+import { requireReferenceManifest, selectEntries } from './manifest.ts';
 
-export const CSV_COLUMNS = [
-  'condition',
-  'source',
-  'family',
-  'dimensions',
-  'mask',
-  'utility',
-  'native_metric',
-  'native_value',
-  'independent_value',
-  'normalization_scale',
-  'prediction_sha256',
-  'status',
-  'error',
-  'wall_seconds',
-  'prediction_wall_seconds',
-  'metric_wall_seconds',
-  'plan_sha256',
-  'warnings',
-  'extras',
-] as const satisfies readonly (keyof ReferenceRecord)[];
+/** The CSV has the columns of the Arrow tables, in the same order. */
+export const CSV_COLUMNS = TABLE_COLUMNS;
 
 function csvField(value: unknown): string {
   if (value === null || value === undefined) return '';
-  // Floats are written as Python's repr, like the published tables, so they round-trip exactly.
-  const text =
-    typeof value === 'number' ? (Number.isInteger(value) && Math.abs(value) < 1e15 && !Object.is(value, -0) ? String(value) : pythonFloatRepr(value))
-    : typeof value === 'string' ? value
-    : JSON.stringify(value);
-  return /[",\n\r]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+  if (typeof value === 'number') return Number.isInteger(value) && Math.abs(value) < 1e15 && !Object.is(value, -0) ? String(value) : csvFloat(value);
+  return csvQuote(typeof value === 'string' ? value : JSON.stringify(value));
 }
 
-/** Every record of the selected conditions (all in the manifest when none named), in manifest order. */
+/**
+ * Every record of the selected conditions (all in the manifest when none named), in manifest order.
+ * Each table is checked against its sha256 in the manifest before it is read.
+ */
 export function loadAllRecords(conditions: readonly string[] = [], dir = referencesDir()): ReferenceRecord[] {
-  const manifest = readReferenceManifest(dir);
-  if (!manifest) throw new UserError(`no reference manifest in ${dir}; run 'wwref rebuild' first`);
-  const ids = conditions.length ? [...conditions] : Object.keys(manifest.conditions);
-  return ids.flatMap((id) => {
-    const entry = manifest.conditions[id];
-    if (!entry) throw new UserError(`condition '${id}' is not in the reference manifest ${dir}/manifest.json`);
-    const path = join(dir, entry.table);
-    if (!existsSync(path)) throw new UserError(`reference table missing: ${path}`);
-    return readReferenceTable(path).records;
+  return selectEntries(requireReferenceManifest(dir), dir, conditions).flatMap(([, entry]) => {
+    checkFileHashes(dir, { [entry.table]: entry.table_sha256 }, 'reference table', 'its sha256 no longer matches the manifest');
+    return readReferenceTable(join(dir, entry.table)).records;
   });
 }
 
@@ -62,7 +35,7 @@ export function recordsToCsv(records: ReferenceRecord[]): string {
     lines.push(
       CSV_COLUMNS.map((c) =>
         (c === 'utility' || c === 'native_value' || c === 'independent_value') && typeof record[c] === 'number'
-          ? pythonFloatRepr(record[c] as number)
+          ? csvFloat(record[c] as number)
           : csvField(record[c]),
       ).join(','),
     );

@@ -65,3 +65,24 @@ export function writeReferenceManifest(manifest: ReferenceManifest, dir = refere
   const sorted = Object.fromEntries(Object.entries(manifest.conditions).sort(([a], [b]) => a.localeCompare(b)));
   writeJsonAtomic(referenceManifestPath(dir), { ...manifest, conditions: sorted });
 }
+
+/** The entries of the named conditions (every condition when none is named), refusing an unknown one. */
+export function selectEntries(manifest: ReferenceManifest, dir: string, conditions: readonly string[] = []): [string, ConditionEntry][] {
+  const ids = conditions.length ? [...conditions] : Object.keys(manifest.conditions);
+  return ids.map((id) => {
+    const entry = manifest.conditions[id];
+    if (!entry) {
+      const known = Object.keys(manifest.conditions);
+      const listed = known.length > 8 ? `${known.slice(0, 8).join(', ')}, … (${known.length} in all)` : known.join(', ') || 'nothing';
+      throw new UserError(`condition '${id}' is not in the reference manifest ${referenceManifestPath(dir)} (it lists ${listed})`);
+    }
+    return [id, entry];
+  });
+}
+
+/** The manifest of a reference folder, or a UserError saying how to make one. */
+export function requireReferenceManifest(dir = referencesDir()): ReferenceManifest {
+  const manifest = readReferenceManifest(dir);
+  if (!manifest) throw new UserError(`no reference manifest in ${dir}; run 'wwref rebuild' (or pass --references DIR)`);
+  return manifest;
+}

@@ -3,19 +3,8 @@
 // DuckDB) loads the table without nested types; the table's schema metadata holds its context.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  Field,
-  Float64,
-  Int32,
-  RecordBatch,
-  Schema,
-  Table,
-  tableFromIPC,
-  tableToIPC,
-  Utf8,
-  vectorFromArray,
-  type DataType,
-} from 'apache-arrow';
+import { Float64, Int32, Table, tableFromIPC, Utf8, type DataType } from 'apache-arrow';
+import { arrowFileBytes } from '../core/arrow.ts';
 import { UserError } from '../core/errors.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
 import { referencesDir } from '../core/paths.ts';
@@ -53,16 +42,8 @@ export function tablePath(condition: string, dir = referencesDir()): string {
 }
 
 export function tableBytes(records: ReferenceRecord[], metadata: Record<string, string>): Uint8Array {
-  const vectors = Object.fromEntries(
-    COLUMNS.map((c) => [c.name, vectorFromArray(records.map((r) => (c.json ? JSON.stringify(r[c.name]) : r[c.name])), c.type)]),
-  );
-  const draft = new Table(vectors);
-  const schema = new Schema(
-    COLUMNS.map((c) => new Field(c.name, c.type, true)),
-    new Map(Object.entries(metadata)),
-  );
-  const table = new Table(schema, draft.batches.map((b) => new RecordBatch(schema, b.data)));
-  return tableToIPC(table, 'file');
+  const columns = COLUMNS.map((c) => ({ name: c.name, type: c.type, nullable: true, values: records.map((r) => (c.json ? JSON.stringify(r[c.name]) : r[c.name])) }));
+  return arrowFileBytes(columns, metadata);
 }
 
 export function writeReferenceTable(path: string, records: ReferenceRecord[], metadata: Record<string, string>): Uint8Array {

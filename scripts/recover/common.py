@@ -50,7 +50,7 @@ def gz_json_bytes(obj, ensure_ascii=True, sort_keys=False):
 
 
 def digest(obj):
-    """The catalog's canonical digest (spec/records.md 1)."""
+    """The catalog's canonical digest (docs/records.md)."""
     if isinstance(obj, (bytes, bytearray)):
         return sha256(bytes(obj))
     txt = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

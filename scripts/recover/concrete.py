@@ -1,4 +1,4 @@
-"""Search the value formatting of the UCI concrete data.csv export (issue 7).
+"""Search the value formatting of the UCI concrete data.csv export.
 
 Reads the classic Concrete_Data.xls and applies candidate text-rounding rules to features/target,
 then runs the confirmed split recipe and compares with: published arrays.npz sha256, training summary

@@ -1,6 +1,6 @@
 """Search the npz container layout (key order, dtypes) of the four graph sources.
 
-Split procedure = spec/preparation.md section 6 ("Recovered split"). This script rebuilds the arrays
+Split procedure = docs/recipes.md. This script rebuilds the arrays
 and tries key orders x dtypes until the sha256 of the savez_compressed bytes equals the published one.
 
 Run:  .venv/bin/python scripts/recover/graphs.py [--write-dir DIR]

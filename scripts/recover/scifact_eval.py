@@ -1,4 +1,4 @@
-"""SciFact retrieval evaluation helper (spec/families.md section 6, four-option masks).
+"""SciFact retrieval evaluation helper (docs/families.md, four-option masks).
 
 Builds, for all 809 BEIR train queries, the per-query NDCG@10 under each of the 16 masks, and the
 per-query top-10 lists, so any candidate cohort can be scored without re-running TF-IDF.

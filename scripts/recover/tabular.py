@@ -1,4 +1,4 @@
-"""Tabular preparation + evaluation helpers (confirmed recipe of spec/preparation.md 1.1) used by the
+"""Tabular preparation + evaluation helpers (confirmed recipe of docs/recipes.md) used by the
 concrete / energy_efficiency / dry_bean value searches.
 """
 import csv

@@ -14,7 +14,7 @@ import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 const catalog = Catalog.load();
 const haveRaw = mirrorDirs().some((d) => existsSync(join(d, 'wine', 'wine.data')));
 
-/** The 21 sources whose recipe is confirmed (issue "Sources"): they must be byte-identical. */
+/** The 21 sources whose recipe is confirmed: they must be byte-identical. */
 const CONFIRMED = [
   'co2', 'elnino', 'nile', 'sunspots', 'astronaut', 'coffee', 'hubble_deep_field', 'rocket',
   'mitdb_100', 'mitdb_101', 'mitdb_102', 'mitdb_103', 'wine', 'seeds', 'glass',

@@ -1,4 +1,4 @@
-// Checks pipelines/hashing.ts against the real Python (the pinned venv) — json.dumps, repr(float)
+// Checks pipelines/core/hashing.ts against the real Python (the pinned venv) — json.dumps, repr(float)
 // and hashlib — in one batched Python process for the whole file.
 import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';

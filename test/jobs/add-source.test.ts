@@ -221,6 +221,10 @@ describe('add-source: a new source end to end (real workers)', () => {
     expect(child.stdout).toMatch(/source tiny_false NOT added/);
     expect(readReferenceManifest()!.conditions.tiny_false__d6).toBeUndefined();
     expect(existsSync(join(ws.references, 'tiny_false__d6.arrow'))).toBe(false);
+    // Nothing is left behind: no source manifest, no prepared input, no frozen plan.
+    expect(existsSync(manifestPath('tiny_false'))).toBe(false);
+    expect(existsSync(join(ws.prepared, 'tiny_false'))).toBe(false);
+    expect(existsSync(join(ws.cache, 'add-source', 'tiny_false.frozen.json'))).toBe(false);
   });
 
   it('undeclared identical hashes are reported as discovered classes', () => {

@@ -1,5 +1,5 @@
 // A throw-away workspace for tests: generated folders (prepared inputs, manifests, references, caches)
-// point at a temporary directory through the WWREF_* variables that pipelines/paths.ts reads.
+// point at a temporary directory through the WWREF_* variables that pipelines/core/paths.ts reads.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-"""The eight workflow families (spec/families.md). Each module exposes
+"""The eight workflow families (docs/families.md). Each module exposes
 
 * ``predict(data, mask) -> prediction`` (ndarray, or a dict for retrieval),
 * ``evaluate(data, prediction) -> dict`` with utility, native_metric, native_value,

@@ -1,4 +1,4 @@
-"""Helpers shared by the family modules: mask parsing and the guards of spec/families.md 0.3."""
+"""Helpers shared by the family modules: mask parsing and the guards of docs/families.md"""
 from __future__ import annotations
 
 import math

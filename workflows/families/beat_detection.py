@@ -1,4 +1,4 @@
-"""Beat detection (spec/families.md section 7, six options only): filtered ECG envelope, peak picking,
+"""Beat detection (docs/families.md, six options only): filtered ECG envelope, peak picking,
 alignment to the |signal| maximum, scored by greedy event matching (F1 at 100 ms)."""
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ from scipy.ndimage import uniform_filter1d
 from scipy.signal import butter, find_peaks, sosfiltfilt
 
 from workflows.families._common import options, result
+
+# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
+DIMENSIONS = (6,)
+HASH_RULE = "json_list"
 
 TOLERANCES_MS = (50, 100, 150)
 

@@ -1,4 +1,4 @@
-"""Classification (spec/families.md section 1): [signed log] → [StandardScaler] → [SelectPercentile]
+"""Classification (docs/families.md): [signed log] → [StandardScaler] → [SelectPercentile]
 → [PCA] → LogisticRegression, scored by balanced accuracy."""
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from workflows.families._common import check_finite_prediction, fit_predict_eval, options, result, signed_log
+
+# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
+DIMENSIONS = (4, 6)
+HASH_RULE = "raw_bytes"
 
 
 def build(opts: dict[str, bool]) -> Pipeline:

@@ -1,4 +1,4 @@
-"""Clustering (spec/families.md section 3): [signed log] → [StandardScaler] → [PCA] → KMeans over all
+"""Clustering (docs/families.md): [signed log] → [StandardScaler] → [PCA] → KMeans over all
 rows, scored by NMI against the labels."""
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from workflows.families._common import check_finite_prediction, options, result, signed_log
+
+# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
+DIMENSIONS = (4, 6)
+HASH_RULE = "raw_bytes"
 
 
 def build(opts: dict[str, bool], n_clusters: int) -> Pipeline:

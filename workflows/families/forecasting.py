@@ -1,4 +1,4 @@
-"""Forecasting (spec/families.md section 4): one-step-ahead lag-Ridge forecast of the evaluation tail,
+"""Forecasting (docs/families.md): one-step-ahead lag-Ridge forecast of the evaluation tail,
 scored by MAE normalised by the IQR of the training prefix."""
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import RobustScaler, StandardScaler
 
 from workflows.families._common import check_finite_prediction, iqr, options, result
+
+# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
+DIMENSIONS = (4, 6)
+HASH_RULE = "raw_bytes"
 
 FIRST_INDEX = 12  # every configuration fits from t = 12, even with a single lag
 

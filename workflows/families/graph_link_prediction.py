@@ -1,4 +1,4 @@
-"""Graph link prediction (spec/families.md section 8, six options only): networkx neighbourhood
+"""Graph link prediction (docs/families.md, six options only): networkx neighbourhood
 scores of candidate pairs on the observed graph, a logistic model fit on the calibration pairs,
 scored by ROC AUC on the test pairs."""
 from __future__ import annotations
@@ -10,6 +10,10 @@ from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import StandardScaler
 
 from workflows.families._common import options, result
+
+# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
+DIMENSIONS = (6,)
+HASH_RULE = "json_list"
 
 # Feature generators in their fixed column order (options A..E); each yields (u, v, value).
 SCORES = (

@@ -1,4 +1,4 @@
-"""Image restoration (spec/families.md section 5): median → gaussian → Wiener → unsharp (each optional),
+"""Image restoration (docs/families.md): median → gaussian → Wiener → unsharp (each optional),
 clipped to [0, 1], scored by pixel RMSE with a fixed scale of 0.1."""
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ from scipy.ndimage import gaussian_filter, median_filter
 from scipy.signal import wiener
 
 from workflows.families._common import check_finite_prediction, options, result
+
+# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
+DIMENSIONS = (4, 6)
+HASH_RULE = "raw_bytes"
 
 SCALE = 0.1
 

@@ -1,4 +1,4 @@
-"""Regression (spec/families.md section 2): optional log1p target transform around
+"""Regression (docs/families.md): optional log1p target transform around
 [scaler] → [degree-2 expansion] → Ridge(svd), scored by MAE normalised by the training IQR."""
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import PolynomialFeatures, RobustScaler, StandardScaler
 
 from workflows.families._common import check_finite_prediction, fit_predict_eval, iqr, options, result
+
+# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
+DIMENSIONS = (4, 6)
+HASH_RULE = "raw_bytes"
 
 
 def build(opts: dict[str, bool]):

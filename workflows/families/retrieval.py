@@ -1,4 +1,4 @@
-"""Retrieval (spec/families.md section 6): TF-IDF over the doc_id-sorted corpus, queries ranked by
+"""Retrieval (docs/families.md): TF-IDF over the doc_id-sorted corpus, queries ranked by
 sparse dot products, top 10 per query, scored by mean NDCG@10.
 
 Two execution paths give the same bits:
@@ -23,6 +23,10 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer, TfidfVectorizer
 
 from workflows.families._common import options, result
+
+# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
+DIMENSIONS = (4, 6)
+HASH_RULE = "json"
 
 TOP_K = 10
 

@@ -1,9 +1,9 @@
-"""Preparation recipes: raw source files -> prepared input (spec/preparation.md).
+"""Preparation recipes: raw source files -> prepared input (docs/recipes.md).
 
 ``run_recipe(recipe, params, raw, out)`` is what the worker's ``prepare`` operation calls:
 * ``recipe``: the recipe kind of the construction plan (sources/<source>.plan.json, preparation.recipe);
 * ``params``: the plan's preparation.params, validated here (ValueError naming the parameter) exactly as
-  pipelines/recipes.ts validates them on the TypeScript side;
+  pipelines/catalog/recipes.ts validates them on the TypeScript side;
 * ``raw``: {raw file name as in the plan's raw_files[].name: absolute path of the sha256-checked file};
 * ``out``: the folder that receives arrays.npz and metadata.json.gz (workflows/container.py).
 

@@ -1,4 +1,4 @@
-"""Validation of recipe parameters (mirrors the zod schemas in pipelines/recipes.ts).
+"""Validation of recipe parameters (mirrors the zod schemas in pipelines/catalog/recipes.ts).
 
 Every problem is a ValueError that names the parameter, e.g. ``tabular: params.split.seed: expected an
 integer``. Unknown keys are rejected, as the strict zod objects do.

@@ -1,4 +1,4 @@
-"""Recipe ``mitdb_ecg``: one MIT-BIH record -> beat-detection input (spec/preparation.md 5).
+"""Recipe ``mitdb_ecg``: one MIT-BIH record -> beat-detection input (docs/recipes.md).
 
 The wfdb package reads the header, the format-212 signal and the .atr annotations. Channel: the first
 of ``channels`` present in the record (MLII), else the record's first channel. signal = (adc - baseline)

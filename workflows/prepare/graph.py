@@ -1,4 +1,4 @@
-"""Recipe ``newman_graph``: a GML network -> graph link-prediction input (spec/preparation.md 6).
+"""Recipe ``newman_graph``: a GML network -> graph link-prediction input (docs/recipes.md).
 
 NetworkX reads the GML; the graph is made simple, undirected and unweighted, self-loops are dropped and
 nodes are numbered 0..n-1 in file order. With ``duplicate_edges`` "merge", an edge listed more than once

@@ -1,4 +1,4 @@
-"""Recipe ``skimage_image``: one photograph -> image-restoration input (spec/preparation.md 3).
+"""Recipe ``skimage_image``: one photograph -> image-restoration input (docs/recipes.md).
 
 Open with Pillow and convert to grey (mode 'L') *before* resizing; resize with LANCZOS so the longer
 side becomes ``longer_side`` (other side round(side x scale)); clean = uint8 / 255 as float64;

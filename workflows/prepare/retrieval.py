@@ -1,4 +1,4 @@
-"""Recipes ``beir_retrieval`` (scifact) and ``arguana_retrieval`` -> retrieval input (spec/preparation.md 4).
+"""Recipes ``beir_retrieval`` (scifact) and ``arguana_retrieval`` -> retrieval input (docs/recipes.md).
 
 The npz is empty; the metadata holds ``documents`` [{doc_id, text}] in corpus file order, ``queries``
 [[query_id, text]] in cohort order, ``qrels`` {query_id: {doc_id: gain}} for the cohort (cohort order,
@@ -110,7 +110,7 @@ PAIRS = "03-pairs-best-counter-task/{split}/01-debate-opposing-counters.tsv.zip"
 
 
 def _normalised(text: str) -> str:
-    """NFKC, casefold, whitespace collapsed: the self-exclusion key of spec/families.md 6."""
+    """NFKC, casefold, whitespace collapsed: the self-exclusion key of docs/families.md"""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 

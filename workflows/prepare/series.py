@@ -1,4 +1,4 @@
-"""Recipe ``statsmodels_series``: a statsmodels dataset CSV -> forecasting input (spec/preparation.md 2).
+"""Recipe ``statsmodels_series``: a statsmodels dataset CSV -> forecasting input (docs/recipes.md).
 
 ``columns`` lists the value columns: one column is read top to bottom (co2, sunspots, nile); several
 columns (elnino's JAN..DEC) are unrolled row by row, in the listed column order. Empty cells are

@@ -1,4 +1,4 @@
-"""Recipe ``tabular``: a UCI table -> classification, regression or clustering input (spec/preparation.md 1).
+"""Recipe ``tabular``: a UCI table -> classification, regression or clustering input (docs/recipes.md).
 
 Steps: parse the table (text, spreadsheet or ARFF); name its columns; take the feature columns (float64,
 in the listed order) and the target column; drop rows identical in every feature and the target, keeping
