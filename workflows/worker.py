@@ -158,11 +158,11 @@ def main() -> None:
                 break
             if op not in ops:
                 raise ValueError(f"unknown operation {op!r}")
-            response = {"id": request_id, "ok": True, "result": ops[op](request)}
-        except Exception as error:  # reported to the orchestrator, which decides what fails
-            response = {"id": request_id, "ok": False, "error": {
-                "type": type(error).__name__, "message": str(error), "traceback": traceback.format_exc()}}
-        protocol.write(json.dumps(response, allow_nan=False) + "\n")
+            text = json.dumps({"id": request_id, "ok": True, "result": ops[op](request)}, allow_nan=False)
+        except Exception as error:  # reported to the orchestrator, which decides what fails (a NaN in a result too)
+            text = json.dumps({"id": request_id, "ok": False, "error": {
+                "type": type(error).__name__, "message": str(error), "traceback": traceback.format_exc()}})
+        protocol.write(text + "\n")
         protocol.flush()
 
 

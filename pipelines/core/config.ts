@@ -9,7 +9,7 @@ export const CONFIG_FILE = 'wwref.config.json';
 const Config = z.strictObject({
   /** Mirror directories of raw files, relative to the repository root. */
   mirrors: z.array(z.string()).default([]),
-  /** The numerical profile every Python process runs under (pipelines/numerics.ts). */
+  /** The numerical profile every Python process runs under (pipelines/execution/numerics.ts). */
   numerical_profile: z.string().min(1).optional(),
 });
 export type Config = z.infer<typeof Config>;

@@ -3,7 +3,7 @@
 // rebuild and add-source store these records; replay compares them with the stored ones.
 import type { FamilyName } from '../catalog/families.ts';
 import { UserError } from '../core/errors.ts';
-import type { Executor, PreparedInput } from './executor.ts';
+import { RecordTimeout, WorkerError, type Executor, type PreparedInput } from './executor.ts';
 import type { ReferenceRecord } from './records.ts';
 import { verifyRun, type Truth } from './verify.ts';
 
@@ -55,7 +55,8 @@ export async function executeRecord(executor: Executor, task: RecordTask, truth:
   } catch (error) {
     // A refused runtime or a changed input concerns every record: the job stops.
     if (error instanceof UserError) throw error;
-    const kind = (error as Error).name === 'RecordTimeout' ? 'timeout' : (error as Error).name;
+    const kind =
+      error instanceof RecordTimeout ? 'timeout' : error instanceof WorkerError ? `WorkerError (${error.type})` : (error as Error).name;
     return {
       ...base,
       status: 'failed',

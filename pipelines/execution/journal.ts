@@ -1,6 +1,7 @@
 // The journal of a rebuild: each finished record of a condition is appended as one JSON line with the
 // identity of what produced it (plan, prepared input, code, versions, numerics). An interrupted run
-// resumes from the records whose identity still holds; the journal is dropped once the table is written.
+// resumes from the ok records whose identity still holds (failed ones run again); the journal is
+// dropped once the table is written.
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { digest } from '../core/hashing.ts';

@@ -1,7 +1,8 @@
 // Independent TypeScript implementations of every native metric (docs/records.md,
 // docs/families.md). They are written from the definitions on purpose, differently from
-// the sklearn/scipy code the workers use; the replay only requires agreement under metricsAgree
-// (math.isclose with rel_tol 1e-12, abs_tol 1e-10), not bit equality.
+// the sklearn/scipy code the workers use; a recomputed metric only has to agree with the native one
+// under metricsAgree (math.isclose with rel_tol 1e-12, abs_tol 1e-10), not bit for bit. Hashes,
+// utilities and stored tolerance tables are compared exactly (docs/records.md).
 //
 // Inputs are plain arrays or typed arrays (ArrayLike). Every function throws on malformed input
 // (length mismatch, empty input where the metric is undefined, non-finite numbers) rather than

@@ -12,7 +12,7 @@ import { referencesDir, sourcePreparedDir } from '../core/paths.ts';
 import { Progress } from '../core/progress.ts';
 import { executeRecord } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type Executor, type PreparedInput } from '../execution/executor.ts';
-import { gitIdentity, workflowsSha256, type GitIdentity } from '../execution/identity.ts';
+import { gitIdentity, versionDrift, workflowsSha256, type GitIdentity } from '../execution/identity.ts';
 import { Journal } from '../execution/journal.ts';
 import { LocalExecutor } from '../execution/local-executor.ts';
 import { numericsIdentity, platformDrift, recordNumerics, type NumericalProfile } from '../execution/numerics.ts';
@@ -94,9 +94,9 @@ async function checkRuntime(executor: Executor, refDir: string, runnable: Catalo
   const [hello] = await executor.describe();
   const previous = readReferenceManifest(refDir);
   const kept = Object.keys(previous?.conditions ?? {}).filter((id) => !runnable.some((c) => c.id === id));
-  const mixed = kept.length ? platformDrift(previous!.numerics, executor.profile, hello!.numerics) : [];
+  const mixed = kept.length ? [...platformDrift(previous!.numerics, executor.profile, hello!.numerics), ...versionDrift(hello!.versions, previous!.versions)] : [];
   if (mixed.length) {
-    throw new UserError(`${mixed.join('; ')}: rebuilding only some conditions of ${refDir} would mix platforms in one manifest; rebuild all of them, or build into another folder (WWREF_REFERENCES_DIR)`);
+    throw new UserError(`${mixed.join('; ')}: rebuilding only some conditions of ${refDir} would mix runtimes in one manifest; rebuild all of them, or build into another folder (--references)`);
   }
   return hello!;
 }

@@ -1,6 +1,7 @@
 // Cold replay: verify the reference manifest's files, then re-execute every record with one fresh
 // worker and one computation thread, reading the prepared input from disk for every record, and
-// compare hash, utility, independent metric, warnings, the beat tolerance table and timing.
+// compare hash, utility, independent metric, warnings and the beat tolerance table; timing ratios are
+// reported (outliers and slowed conditions flagged), never failed.
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { readReferenceTable } from '../references/tables.ts';
@@ -124,6 +125,8 @@ export interface ReplayTarget {
   /** Declared inactive options and the paired four-option condition, checked on the replayed hashes. */
   equivalences?: Equivalence[];
   pairedWith?: string;
+  /** Per-record timeout of the condition's plan (default DEFAULT_RECORD_TIMEOUT_SECONDS). */
+  timeoutSeconds?: number;
 }
 
 export function storedFromReference(record: ReferenceRecord): StoredRecord {
@@ -140,11 +143,14 @@ export function storedFromReference(record: ReferenceRecord): StoredRecord {
 }
 
 /** The declarations of a condition in its plan (none when the plan file is not at hand). */
-export function declaredFor(condition: string, planFile: string): Pick<ReplayTarget, 'equivalences' | 'pairedWith'> {
+export function declaredFor(condition: string, planFile: string): Pick<ReplayTarget, 'equivalences' | 'pairedWith' | 'timeoutSeconds'> {
   const path = isAbsolute(planFile) ? planFile : join(ROOT, planFile);
   if (!existsSync(path)) return {};
-  const declared = loadPlanFile(path).plan.conditions.find((c) => c.id === condition);
-  return declared ? { equivalences: declared.equivalences, ...(declared.paired_with ? { pairedWith: declared.paired_with } : {}) } : {};
+  const { plan } = loadPlanFile(path);
+  const declared = plan.conditions.find((c) => c.id === condition);
+  return declared
+    ? { equivalences: declared.equivalences, timeoutSeconds: plan.execution.timeout_seconds, ...(declared.paired_with ? { pairedWith: declared.paired_with } : {}) }
+    : {};
 }
 
 /** Replays our own reference folder (outputs/references layout). */
@@ -260,7 +266,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
             mask: stored.mask,
             planSha256: '',
             input: target.input,
-            timeoutSeconds: options.timeoutSeconds ?? DEFAULT_RECORD_TIMEOUT_SECONDS,
+            timeoutSeconds: options.timeoutSeconds ?? target.timeoutSeconds ?? DEFAULT_RECORD_TIMEOUT_SECONDS,
             cold: true,
           },
           truth,

@@ -153,7 +153,7 @@ describe('portable bits', () => {
     const manifest = readReferenceManifest(ws.references)!;
     writeReferenceManifest({ ...manifest, numerics: { ...manifest.numerics!, profile: 'native' } });
     await expect(rebuild(Catalog.load(), { conditions: ['airfoil'], workers: 1, quiet: true, log: () => {} })).rejects.toThrow(
-      /built under numerical profile 'native'.*would mix platforms in one manifest/,
+      /built under numerical profile 'native'.*would mix runtimes in one manifest/,
     );
     expect(platformDrift(readReferenceManifest(ws.references)!.numerics, portable, here)).toHaveLength(1);
   });
