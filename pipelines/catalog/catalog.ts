@@ -1,6 +1,6 @@
 // The catalog: every construction plan in sources/ (plus the sources added with `wwref add-source`)
 // and the task conditions they declare.
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import type { FamilyName } from './families.ts';
@@ -27,6 +27,9 @@ export interface CatalogCondition {
 
 export function loadPlanFile(file: string): LoadedPlan {
   let text: string;
+  // a plan file named by a manifest could be a FIFO or a device: refused unread, never waited on
+  const stats = statSync(file, { throwIfNoEntry: false });
+  if (stats && !stats.isFile()) throw new UserError(`construction plan ${file} is not a regular file`);
   try {
     text = readFileSync(file, 'utf8');
   } catch {

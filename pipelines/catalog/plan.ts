@@ -3,24 +3,50 @@
 import { z } from 'zod';
 import { FAMILIES, FAMILY_NAMES, OPTION_LETTERS } from './families.ts';
 import { UserError } from '../core/errors.ts';
+import { SAFE_FILE_NAME, SAFE_RELATIVE_PATH, SAFE_RELATIVE_PATH_RULE } from '../core/containment.ts';
 import { RAW_FILE_PARAMS, RECIPE_PARAMS } from './recipes.ts';
 
 /** Per-record timeout of a plan that does not set one. */
 export const DEFAULT_RECORD_TIMEOUT_SECONDS = 180;
 
 export const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'expected a lowercase hex sha256 (64 characters)');
-const Identifier = z.string().regex(/^[a-z][a-z0-9_]*$/, 'expected lower-case letters, digits and _');
+
+/**
+ * The one name rule of source ids and condition ids (they become folder and file names: prepared/<source>/,
+ * manifests/<source>.json, <condition>.arrow): lower-case letters, digits and _, starting with a letter,
+ * at most 64 characters. `mitdb_100__d6` (double underscore) is valid.
+ */
+export const ID_PATTERN = /^[a-z][a-z0-9_]*$/;
+export const ID_MAX_LENGTH = 64;
+export const ID_RULE = `lower-case letters, digits and _, starting with a letter, at most ${ID_MAX_LENGTH} characters`;
+export const Identifier = z
+  .string()
+  .max(ID_MAX_LENGTH, `expected at most ${ID_MAX_LENGTH} characters (${ID_RULE})`)
+  .regex(ID_PATTERN, `expected ${ID_RULE}`);
+/** Whether `id` satisfies the name rule of source and condition ids. */
+export function isValidId(id: string): boolean {
+  return Identifier.safeParse(id).success;
+}
+
+/** Largest raw file a plan may declare (and acquisition will download or copy): 2 GiB. */
+export const MAX_RAW_FILE_BYTES = 2 * 1024 ** 3;
+/** A path under a folder (mirror directory, site-packages): never absolute, never climbing out with `..`. */
+const RelativePath = z.string().regex(SAFE_RELATIVE_PATH, `expected ${SAFE_RELATIVE_PATH_RULE}`);
 const Letter = z.enum(OPTION_LETTERS);
 
 export const RawFile = z.strictObject({
   /** Name inside the source's raw folder (may hold '/'), e.g. "qrels/test.tsv". */
-  name: z.string().min(1),
+  name: RelativePath,
   sha256: Sha256,
-  bytes: z.number().int().positive(),
+  bytes: z
+    .number()
+    .int()
+    .positive()
+    .max(MAX_RAW_FILE_BYTES, `expected at most ${MAX_RAW_FILE_BYTES} bytes (2 GiB), the largest raw file wwref acquires`),
   /** Path of the file under a mirror directory, e.g. "spambase/spambase.data". */
-  mirror_path: z.string().min(1),
-  /** The same file shipped inside a pinned Python package. */
-  package: z.strictObject({ distribution: z.string(), version: z.string(), path: z.string() }).optional(),
+  mirror_path: RelativePath,
+  /** The same file shipped inside a pinned Python package (path relative to its site-packages). */
+  package: z.strictObject({ distribution: z.string(), version: z.string(), path: RelativePath }).optional(),
   /** Where a networked machine can download it. */
   upstream_url: z.url().optional(),
   /** A member of an archive (zip/tar) at upstream_url, when the upstream is an archive. */
@@ -100,6 +126,15 @@ export const Plan = z
         message: `unknown recipe '${plan.preparation.recipe}' (known: ${Object.keys(RECIPE_PARAMS).join(', ')})`,
       });
     } else {
+      // a record name becomes file names (<record>.hea, .dat, .atr) next to each other: one plain name
+      const record = plan.preparation.params.record;
+      if (plan.preparation.recipe === 'mitdb_ecg' && typeof record === 'string' && !SAFE_FILE_NAME.test(record)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['preparation', 'params', 'record'],
+          message: `'${record}' is not a plain file name (no '/', backslash, '.' or '..')`,
+        });
+      }
       const parsed = params.safeParse(plan.preparation.params);
       for (const issue of parsed.error?.issues ?? []) {
         ctx.addIssue({ ...issue, path: ['preparation', 'params', ...issue.path] } as never);

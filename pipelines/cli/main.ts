@@ -15,11 +15,34 @@ import { rebuild } from '../jobs/rebuild.ts';
 import { replay, replayTargets, writeReplayReport } from '../jobs/replay.ts';
 import { exportPack, readPack } from '../jobs/wwb.ts';
 import { join, resolve } from 'node:path';
-import { ROOT } from '../core/paths.ts';
+import { manifestsDir, preparedDir, referencesDir, ROOT } from '../core/paths.ts';
+import { isInside } from '../core/fsutil.ts';
 import { readConfig } from '../core/config.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
-const list = (value: unknown): string[] => (value === undefined ? [] : (Array.isArray(value) ? value : [value]).map(String));
+/** The values of a repeatable option; an empty one (`--condition=`) is a mistake, not "everything". */
+function list(value: unknown, flag = 'this option'): string[] {
+  const values = value === undefined ? [] : (Array.isArray(value) ? value : [value]).map(String);
+  if (values.some((v) => v.trim() === '')) throw new UserError(`--${flag} needs a value (leave the option out to select everything)`);
+  return values;
+}
+
+/** Folders only wwref's reference store and preparation write into; no output option may point there. */
+function protectedDirs(): string[] {
+  return [referencesDir(), join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), preparedDir(), manifestsDir()];
+}
+
+/** An output path given by the user, refused inside a protected folder (after resolving `..` and symlinks). */
+function outputPath(path: string, flag: string): string {
+  if (path.trim() === '') throw new UserError(`--${flag} needs a path`);
+  for (const dir of protectedDirs()) {
+    if (isInside(path, dir)) throw new UserError(`--${flag} ${path} is inside ${dir}, which only wwref itself writes; choose another path`);
+  }
+  return resolve(path);
+}
+
+/** Hard ceiling on worker processes, whatever --workers-max says. */
+const WORKERS_CEILING = 256;
 
 function withMirror<T>(y: Argv<T>) {
   return y.option('mirror', { type: 'string', array: true, describe: 'mirror directory of raw files (repeatable; tried before WWREF_MIRROR and wwref.config.json)' });
@@ -33,7 +56,9 @@ function withTables<T>(y: Argv<T>) {
   return withReferences(y.option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' }));
 }
 function withWorkers<T>(y: Argv<T>) {
-  return y.option('workers', { type: 'number', default: availableParallelism(), describe: 'Python worker processes' });
+  return y
+    .option('workers', { type: 'number', default: availableParallelism(), describe: 'Python worker processes (at most the number of cores, unless --workers-max)' })
+    .option('workers-max', { type: 'number', describe: `allow up to this many workers (at most ${WORKERS_CEILING})` });
 }
 
 async function main(): Promise<number> {
@@ -44,6 +69,21 @@ async function main(): Promise<number> {
     .scriptName('wwref')
     .usage('$0 <command> [options]\n\nNative-execution reference pipeline for the WhatWorkedBench catalog.')
     .middleware((argv) => {
+      // `--condition=` or a bare `--condition` reaches yargs as "no value", which would select everything.
+      const raw = hideBin(process.argv);
+      raw.forEach((arg, i) => {
+        const bare = /^--(condition|source|family|mirror)$/.exec(arg);
+        if (/^--(condition|source|family|mirror)=$/.test(arg) || (bare && (raw[i + 1] === undefined || raw[i + 1]!.startsWith('-')))) {
+          throw new UserError(`${arg.replace(/=$/, '')} needs a value (leave the option out to select everything)`);
+        }
+      });
+      if (argv.workers !== undefined) {
+        const n = argv.workers as number;
+        const max = (argv.workersMax as number | undefined) ?? availableParallelism();
+        if (!Number.isInteger(max) || max < 1 || max > WORKERS_CEILING) throw new UserError(`--workers-max takes a whole number from 1 to ${WORKERS_CEILING}`);
+        if (!Number.isInteger(n) || n < 1) throw new UserError('--workers takes a whole number of at least 1');
+        if (n > max) throw new UserError(`--workers ${n} is more than ${max} (the cores of this machine); pass --workers-max ${n} to allow it`);
+      }
       // One meaning of --references for every command that reads the catalog or the references: the
       // folder whose manifest also names added sources (add-source's --references is its target).
       if (typeof argv.references === 'string' && argv._[0] !== 'add-source') {
@@ -71,9 +111,9 @@ async function main(): Promise<number> {
       async (argv) => {
         const catalog = Catalog.load();
         let failed = 0;
-        for (const loaded of catalog.selectSources(list(argv.source))) {
+        for (const loaded of catalog.selectSources(list(argv.source, 'source'))) {
           try {
-            const files = await acquirePlan(loaded.plan, { mirrors: list(argv.mirror) });
+            const files = await acquirePlan(loaded.plan, { mirrors: list(argv.mirror, 'mirror') });
             out(`${loaded.plan.source}: ${files.map((f) => `${f.name} (${f.origin})`).join(', ')}`);
           } catch (error) {
             if (!(error instanceof UserError)) throw error;
@@ -90,8 +130,8 @@ async function main(): Promise<number> {
       (y) => withWorkers(withMirror(y.option('source', { type: 'string', array: true, describe: 'source(s); default all' }))),
       async (argv) => {
         const catalog = Catalog.load();
-        const outcomes = await prepareSources(catalog.selectSources(list(argv.source)), {
-          mirrors: list(argv.mirror),
+        const outcomes = await prepareSources(catalog.selectSources(list(argv.source, 'source')), {
+          mirrors: list(argv.mirror, 'mirror'),
           workers: argv.workers,
           log: (line) => out(line),
         });
@@ -112,9 +152,9 @@ async function main(): Promise<number> {
       async (argv) => {
         const catalog = Catalog.load();
         const summary = await rebuild(catalog, {
-          conditions: list(argv.condition),
+          conditions: list(argv.condition, 'condition'),
           workers: argv.workers,
-          mirrors: list(argv.mirror),
+          mirrors: list(argv.mirror, 'mirror'),
           fresh: argv.fresh,
           allowVersionDrift: argv.allowVersionDrift,
           reuseSharedStage: argv.reuseSharedStage,
@@ -123,6 +163,8 @@ async function main(): Promise<number> {
           const status = c.error ? `NOT BUILT: ${c.error}` : `${c.records - c.failed}/${c.records} ok`;
           out(`${c.condition.padEnd(22)} ${status}${c.violations.length ? `  ${c.violations.length} equivalence violation(s)` : ''}`);
           for (const v of c.violations) out(`    ${v}`);
+          for (const f of c.failures.slice(0, 5)) out(`    FAILED ${f.mask}: ${f.error}`);
+          if (c.failures.length) out(`    table and manifest entry left as they were; finished records kept in the journal (the same command resumes)`);
         }
         out(
           `${summary.records} records in ${summary.conditions.filter((c) => !c.error).length} tables (${summary.failed} failed, ${summary.resumed} resumed from the journal); ` +
@@ -141,8 +183,9 @@ async function main(): Promise<number> {
           .option('allow-version-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when installed versions differ from the manifest' })
           .option('allow-platform-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when the references were built under another numerical profile or platform' }),
       async (argv) => {
+        const reportPath = outputPath(argv.report, 'report');
         const options = {
-          conditions: list(argv.condition),
+          conditions: list(argv.condition, 'condition'),
           referencesDir: argv.references,
           allowVersionDrift: argv.allowVersionDrift,
           allowPlatformDrift: argv.allowPlatformDrift,
@@ -161,7 +204,7 @@ async function main(): Promise<number> {
         } else {
           report = await replay(options);
         }
-        writeReplayReport(argv.report, report);
+        writeReplayReport(reportPath, report);
         for (const c of report.conditions) {
           const ratio = c.median_timing_ratio === null ? '-' : `${c.median_timing_ratio.toFixed(2)}x`;
           out(`${c.condition.padEnd(22)} ${c.passed}/${c.total} passed  timing ${ratio}${c.slowed ? '  SLOWED' : ''}`);
@@ -187,7 +230,7 @@ async function main(): Promise<number> {
       'check source manifests against themselves, their plans, the raw cache, the prepared files and the published facts',
       (y) => withReferences(y).option('source', { type: 'string', array: true, describe: 'source(s); default all' }).option('verbose', { type: 'boolean', default: false }),
       (argv) => {
-        const audits = auditCatalog(Catalog.load(), list(argv.source));
+        const audits = auditCatalog(Catalog.load(), list(argv.source, 'source'));
         out(`${'source'.padEnd(20)} ${['manifest', 'plan', 'raw', 'prepared', 'published', 'equivalences'].map((h) => h.padEnd(10)).join(' ')}`);
         for (const a of audits) {
           out(`${a.source.padEnd(20)} ${Object.values(a.checks).map((v) => v.padEnd(10)).join(' ')}`);
@@ -208,7 +251,7 @@ async function main(): Promise<number> {
           .option('out', { type: 'string', demandOption: true, describe: 'output directory' }),
       async (argv) => {
         const { analyzeReferences, summaryLines, writeEffects } = await import('../analysis/effects.ts');
-        const { files, summary } = writeEffects(analyzeReferences(list(argv.condition), argv.references), argv.out);
+        const { files, summary } = writeEffects(analyzeReferences(list(argv.condition, 'condition'), argv.references), outputPath(argv.out, 'out'));
         for (const line of summaryLines(summary)) out(line);
         out(`${files.length} files written to ${argv.out}`);
       },
@@ -237,7 +280,7 @@ async function main(): Promise<number> {
         withTables(y).option('out', { type: 'string', demandOption: true, describe: 'HTML file' }),
       async (argv) => {
         const { writeReport } = await import('../analysis/report.ts');
-        const summary = writeReport(argv.out, list(argv.condition), argv.references);
+        const summary = writeReport(outputPath(argv.out, 'out'), list(argv.condition, 'condition'), argv.references);
         out(`report of ${summary.conditions} condition(s) written to ${argv.out}`);
       },
     )
@@ -253,7 +296,7 @@ async function main(): Promise<number> {
           .option('allow-version-drift', { type: 'boolean', default: false, describe: 'run even if installed versions differ from the pins' }),
       async (argv) => {
         const { addSource, addSourceLines, checkAddSource } = await import('../jobs/add-source.ts');
-        const options = { referencesDir: argv.references, force: argv.force, workers: argv.workers, mirrors: list(argv.mirror), allowVersionDrift: argv.allowVersionDrift };
+        const options = { referencesDir: argv.references, force: argv.force, workers: argv.workers, mirrors: list(argv.mirror, 'mirror'), allowVersionDrift: argv.allowVersionDrift };
         if (argv.dryRun) {
           for (const line of checkAddSource(argv.plan!, options)) out(line);
           return;
@@ -272,7 +315,7 @@ async function main(): Promise<number> {
         const text = `${JSON.stringify(planJsonSchema(), null, 2)}\n`;
         if (!argv.out) return void process.stdout.write(text);
         const { writeFileAtomic } = await import('../core/fsutil.ts');
-        writeFileAtomic(argv.out, text);
+        writeFileAtomic(outputPath(argv.out, 'out'), text);
         out(`plan schema written to ${argv.out}`);
       },
     )
@@ -284,7 +327,9 @@ async function main(): Promise<number> {
           .option('format', { choices: ['csv', 'wwb'] as const, default: 'csv' as const, describe: 'csv: one file; wwb: a WhatWorkedBench pack folder' })
           .option('out', { type: 'string', demandOption: true, describe: 'output file (csv) or folder (wwb)' }),
       (argv) => {
-        const count = argv.format === 'wwb' ? exportPack(argv.out, list(argv.condition)) : exportCsv(argv.out, list(argv.condition));
+        const target = outputPath(argv.out, 'out');
+        const conditions = list(argv.condition, 'condition');
+        const count = argv.format === 'wwb' ? exportPack(target, conditions) : exportCsv(target, conditions);
         out(`${count} records written to ${argv.out}`);
       },
     )
@@ -293,7 +338,7 @@ async function main(): Promise<number> {
       'print the workflow families: mask widths, prediction-hash rule and what each option does (docs/families.md)',
       (y) => y.option('family', { type: 'string', array: true, describe: 'family name(s); default all' }),
       (argv) => {
-        for (const line of familyLines(list(argv.family))) out(line);
+        for (const line of familyLines(list(argv.family, 'family'))) out(line);
       },
     )
     .command(

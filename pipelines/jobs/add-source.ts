@@ -3,22 +3,23 @@
 // acquired, prepared and executed by rebuild() into a staging folder. Only when every record passed
 // and every declared equivalence held are the tables and their manifest entries moved into the target
 // reference folder. Undeclared identical prediction hashes are reported as discovered classes.
-import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { readReferenceTable } from '../references/tables.ts';
 import type { AcquireOptions } from '../sources/acquire.ts';
 import { Catalog, loadPlanFile, planFilePath, type LoadedPlan } from '../catalog/catalog.ts';
 import { equivalenceClasses } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
+import { insideRoot, removeStaleEntries } from '../core/containment.ts';
 import { inactivePairs } from '../catalog/masks.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
-import { cacheDir, referencesDir, SOURCES_DIR, sourcePreparedDir } from '../core/paths.ts';
+import { cacheDir, manifestsDir, referencesDir, ROOT, SOURCES_DIR, sourcePreparedDir } from '../core/paths.ts';
 import { platformDrift, profileByName } from '../execution/numerics.ts';
 import { manifestPath } from '../sources/prepare.ts';
 import type { Condition } from '../catalog/plan.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import { readReferenceManifest, writeReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
+import { readReferenceManifest, referenceManifestPath, writeReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
 import { rebuild } from './rebuild.ts';
 import { tablePath } from '../references/tables.ts';
 
@@ -97,8 +98,94 @@ function describeClass(c: DiscoveredClass): string {
   return `{${c.masks.join(', ')}}${c.declared ? ' (declared)' : ''}`;
 }
 
-/** Refusals that need no computation: published sources, condition ids in use, re-adding, changed plans. */
-function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, options: AddSourceOptions): string[] {
+/** The same file for two spellings of a path (resolved, links followed where the file exists). */
+function samePlanFile(a: string, b: string): boolean {
+  const real = (p: string) => {
+    const abs = resolve(planFilePath(p));
+    try {
+      return realpathSync(abs);
+    } catch {
+      return abs;
+    }
+  };
+  return real(a) === real(b);
+}
+
+/** Where a source id or condition id is already in use outside the published catalog. */
+interface Claim {
+  source: string;
+  /** The condition id, for a claim by a reference manifest entry or an example plan's condition. */
+  condition?: string;
+  planFile: string;
+  /** Human description: "sources/examples/diabetes.plan.json", "the reference manifest outputs/examples/manifest.json"... */
+  where: string;
+  /** A reference manifest entry (the source has references there), not only a plan or a source manifest. */
+  added: boolean;
+  /** The reference folder of an added claim. */
+  folder?: string;
+}
+
+function shown(path: string): string {
+  const rel = resolve(path).startsWith(ROOT + '/') ? resolve(path).slice(ROOT.length + 1) : path;
+  return rel;
+}
+
+/**
+ * The namespaces a new source must not collide with, besides the published catalog: the worked
+ * examples (sources/examples/*.plan.json), every reference manifest the project knows (outputs/references,
+ * outputs/examples, the default reference folder and the target) and the source manifests (manifests/).
+ */
+function claims(target: string, targetManifest: ReferenceManifest | undefined, options: AddSourceOptions): Claim[] {
+  const found: Claim[] = [];
+  const examples = join(options.sourcesDir ?? SOURCES_DIR, 'examples');
+  const exampleFiles = existsSync(examples) ? readdirSync(examples).filter((f) => f.endsWith('.plan.json')).sort() : [];
+  for (const name of exampleFiles) {
+    const loaded = loadPlanFile(join(examples, name));
+    const where = `the worked example ${loaded.file}`;
+    found.push({ source: loaded.plan.source, planFile: loaded.file, where, added: false });
+    for (const c of loaded.plan.conditions) found.push({ source: loaded.plan.source, condition: c.id, planFile: loaded.file, where, added: false });
+  }
+  const folders = new Map<string, ReferenceManifest | undefined>();
+  for (const dir of [join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), referencesDir(), target]) {
+    const key = resolve(dir);
+    if (!folders.has(key)) folders.set(key, key === resolve(target) ? targetManifest : readReferenceManifest(key));
+  }
+  for (const [folder, manifest] of folders) {
+    for (const [id, entry] of Object.entries(manifest?.conditions ?? {})) {
+      const where = `the reference manifest ${shown(referenceManifestPath(folder))}`;
+      found.push({ source: entry.source, condition: id, planFile: entry.plan_file, where, added: true, folder });
+    }
+  }
+  const sourceManifests = manifestsDir();
+  for (const name of existsSync(sourceManifests) ? readdirSync(sourceManifests).filter((f) => f.endsWith('.json')).sort() : []) {
+    try {
+      const manifest = JSON.parse(readFileSync(join(sourceManifests, name), 'utf8')) as { source?: unknown; plan?: { file?: unknown } };
+      if (typeof manifest.source === 'string' && typeof manifest.plan?.file === 'string') {
+        found.push({ source: manifest.source, planFile: manifest.plan.file, where: `the source manifest ${shown(join(sourceManifests, name))}`, added: false });
+      }
+    } catch {
+      // a malformed source manifest is reported by audit; it claims nothing here
+    }
+  }
+  return found;
+}
+
+/**
+ * The table files of the target manifest this run may replace or delete (the entries of the source
+ * being re-added): each must be a file inside the target folder, or the run is refused.
+ */
+function checkTables(target: string, entries: [string, ConditionEntry][]): void {
+  for (const [id, entry] of entries) {
+    try {
+      insideRoot(target, entry.table, `reference manifest ${referenceManifestPath(target)}: table of condition '${id}'`);
+    } catch (error) {
+      throw new UserError(`${(error as Error).message}: add-source replaces or deletes only files inside ${target}`);
+    }
+  }
+}
+
+/** Refusals that need no computation: ids taken elsewhere, re-adding, changed plans, tables outside the target. */
+function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, options: AddSourceOptions, targetDir: string): string[] {
   const { plan } = loaded;
   const published = Catalog.loadPublished(options.sourcesDir ?? SOURCES_DIR);
   const mine = resolve(planFilePath(loaded.file));
@@ -110,6 +197,15 @@ function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, 
         `'wwref rebuild' rebuilds published sources, add-source only adds new ones (choose another source name)`,
     );
   }
+  const known = claims(targetDir, target, options);
+  for (const claim of known) {
+    if (claim.source === plan.source && !samePlanFile(claim.planFile, loaded.file)) {
+      throw new UserError(
+        `source '${plan.source}' is already taken by ${claim.where}${claim.where.includes(claim.planFile) ? '' : ` (plan ${claim.planFile})`}; choose another source name ` +
+          `(only the same plan file can be added again, with --force)`,
+      );
+    }
+  }
   for (const condition of plan.conditions) {
     const taken = published.conditions.get(condition.id);
     if (taken) throw new UserError(`condition '${condition.id}' is already declared by the published catalog (${taken.plan.file}); choose another condition id`);
@@ -117,9 +213,20 @@ function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, 
     if (entry && entry.source !== plan.source) {
       throw new UserError(`condition '${condition.id}' already holds references of source '${entry.source}' in the target manifest; choose another condition id`);
     }
+    const elsewhere = known.find((c) => c.condition === condition.id && c.source !== plan.source);
+    if (elsewhere) throw new UserError(`condition '${condition.id}' is already used by source '${elsewhere.source}' in ${elsewhere.where}; choose another condition id`);
+  }
+  // the same plan file already added to another reference folder shares prepared/<source>/ and its source manifest
+  const addedElsewhere = known.find((c) => c.added && c.source === plan.source && c.folder !== resolve(targetDir));
+  if (addedElsewhere && !options.force) {
+    throw new UserError(
+      `source '${plan.source}' was already added to ${addedElsewhere.folder} from this plan (${addedElsewhere.where}); ` +
+        `adding it again rewrites its prepared input and source manifest: pass --force to do so`,
+    );
   }
   const existing = Object.entries(target?.conditions ?? {}).filter(([, e]) => e.source === plan.source);
   if (!existing.length) return [];
+  checkTables(targetDir, existing);
   const recorded = [...new Set(existing.map(([, e]) => e.plan_sha256))];
   const changed = recorded.filter((h) => h !== loaded.sha256);
   if (!options.force) {
@@ -165,7 +272,7 @@ export function freezePlan(file: string): LoadedPlan {
 export function checkAddSource(planFile: string, options: AddSourceOptions = {}): string[] {
   const loaded = freezePlan(planFile);
   const target = resolve(options.referencesDir ?? referencesDir());
-  const supersedes = checkTarget(loaded, readReferenceManifest(target), options);
+  const supersedes = checkTarget(loaded, readReferenceManifest(target), options, target);
   const { plan } = loaded;
   return [
     `plan ${loaded.file} is valid: source ${plan.source} (${plan.family}), plan sha256 ${loaded.sha256}`,
@@ -187,7 +294,7 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
   const loaded = freezePlan(planFile);
   const { plan } = loaded;
   const previous = readReferenceManifest(target);
-  const supersedes = checkTarget(loaded, previous, options);
+  const supersedes = checkTarget(loaded, previous, options, target);
   const frozen = join(cacheDir(), 'add-source', `${plan.source}.frozen.json`);
   const undo = snapshotSource(plan.source, frozen);
   writeJsonAtomic(frozen, {
@@ -202,6 +309,8 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
   log(`plan ${loaded.file}: source ${plan.source}, ${plan.conditions.length} condition(s), plan sha256 ${loaded.sha256} (frozen)`);
 
   // 2. Acquire, prepare and execute every mask (rebuild), into a staging reference folder.
+  // staging folders of add-source runs that were killed are removed (links unlinked, never followed)
+  removeStaleEntries(join(cacheDir(), 'add-source'), new RegExp(`^${plan.source}\\.staging-(\\d+)$`));
   const staging = join(cacheDir(), 'add-source', `${plan.source}.staging-${process.pid}`);
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
@@ -244,12 +353,12 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
         problems.push(`${outcome.condition}: ${outcome.error}`);
         return added;
       }
-      const records = readReferenceTable(tablePath(outcome.condition, staging)).records;
-      added.classes = discoveredClasses(condition, records);
       if (outcome.failed) {
-        const failed = records.filter((r) => r.status !== 'ok');
-        problems.push(`${outcome.condition}: ${outcome.failed} record(s) failed: ${failed.slice(0, 5).map((r) => `${r.mask} (${r.error})`).join('; ')}`);
+        // rebuild writes no table for a condition with a failed record
+        problems.push(`${outcome.condition}: ${outcome.failed} record(s) failed: ${outcome.failures.slice(0, 5).map((f) => `${f.mask} (${f.error})`).join('; ')}`);
+        return added;
       }
+      added.classes = discoveredClasses(condition, readReferenceTable(tablePath(outcome.condition, staging)).records);
       for (const v of outcome.violations) problems.push(`${outcome.condition}: declared equivalence violated: ${v}`);
       return added;
     });
@@ -265,12 +374,13 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
     if (!problems.length) {
       if (!built) throw new Error(`rebuild wrote no manifest in ${staging}`);
       const stale = Object.entries(previous?.conditions ?? {}).filter(([id, e]) => e.source === plan.source && !ids.has(id));
+      checkTables(target, stale); // checked before the run too: only files inside the target folder are deleted
       mkdirSync(target, { recursive: true });
       const entries: [string, ConditionEntry][] = [];
       for (const id of ids) {
         const entry = built.conditions[id]!;
-        const from = join(staging, entry.table);
-        const to = join(target, entry.table);
+        const from = insideRoot(staging, entry.table, `table of condition '${id}' in the staging folder`);
+        const to = insideRoot(target, entry.table, `table of condition '${id}'`);
         const tmp = `${to}.${process.pid}.tmp`;
         copyFileSync(from, tmp);
         if (sha256Hex(readFileSync(tmp)) !== entry.table_sha256) throw new Error(`copy of ${from} does not match its manifest entry`);
@@ -278,7 +388,8 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
         entries.push([id, supersedes.length ? { ...entry, supersedes_plan_sha256: supersedes } : entry]);
       }
       for (const [id, entry] of stale) {
-        rmSync(join(target, entry.table), { force: true });
+        const table = insideRoot(target, entry.table, `table of condition '${id}'`);
+        if (lstatSync(table, { throwIfNoEntry: false })?.isFile()) unlinkSync(table);
         log(`removed ${id}: no longer declared by the plan`);
       }
       writeReferenceManifest({ ...built, conditions: Object.fromEntries([...kept, ...entries]) }, target);

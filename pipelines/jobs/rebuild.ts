@@ -21,8 +21,9 @@ import { THREAD_ENV } from '../execution/python-worker.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import type { Truth } from '../execution/verify.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
-import { readReferenceManifest, writeReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
-import { readReferenceTable, tablePath, writeReferenceTable } from '../references/tables.ts';
+import { readReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
+import { commitReferences } from '../references/commit.ts';
+import { readReferenceTable, tableBytes, tablePath } from '../references/tables.ts';
 import type { AcquireOptions } from '../sources/acquire.ts';
 import { hashPreparedFiles, manifestPath, prepareSources, readManifest } from '../sources/prepare.ts';
 
@@ -48,6 +49,8 @@ export interface ConditionOutcome {
   failed: number;
   nativeSeconds: number;
   violations: string[];
+  /** Records that failed: the condition's table and manifest entry were left as they were. */
+  failures: { mask: string; error: string }[];
   table?: string;
   error?: string;
 }
@@ -191,10 +194,10 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
     );
 
     // Step 6: tables, equivalence checks and the manifest.
-    const outcomes = writeReferences(catalog, runnable, done, journals, { refDir, hello, code, git, profile: executor.profile });
+    const outcomes = await writeReferences(catalog, runnable, done, journals, { refDir, hello, code, git, profile: executor.profile });
     for (const [source, error] of unprepared) {
       for (const c of selected.filter((s) => s.source === source)) {
-        outcomes.push({ condition: c.id, records: 0, failed: 0, nativeSeconds: 0, violations: [], error: `source ${source} not prepared: ${error}` });
+        outcomes.push({ condition: c.id, records: 0, failed: 0, nativeSeconds: 0, violations: [], failures: [], error: `source ${source} not prepared: ${error}` });
       }
     }
     const built = outcomes.filter((o) => !o.error);
@@ -213,32 +216,27 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
   }
 }
 
-/** Step 6: one table per condition, its declared equivalences checked, and the manifest entries. */
-function writeReferences(
+/**
+ * Step 6: one table per condition whose records all passed, its declared equivalences checked, and
+ * the manifest entries, committed together. A condition with a failed record keeps its old table
+ * (if any) and its journal; the outcome lists the failures.
+ */
+async function writeReferences(
   catalog: Catalog,
   runnable: CatalogCondition[],
   done: Map<string, Map<string, ReferenceRecord>>,
   journals: Map<string, Journal>,
   context: { refDir: string; hello: HelloResult; code: string; git: GitIdentity; profile: NumericalProfile },
-): ConditionOutcome[] {
+): Promise<ConditionOutcome[]> {
   const { refDir, hello, code, git, profile } = context;
-  const previous = readReferenceManifest(refDir);
-  const manifest: ReferenceManifest = {
-    manifest_version: 1,
-    generator: 'wwref 0.1.0',
-    code: { git_commit: git.commit, git_dirty: git.dirty, workflows_sha256: code },
-    python: hello.python,
-    versions: hello.versions,
-    threads: { environment: { ...THREAD_ENV }, threadpoolctl_limit: 1 },
-    numerics: recordNumerics(profile, hello.numerics),
-    conditions: { ...(previous?.conditions ?? {}) },
-  };
   const recordsOf = (id: string): ReferenceRecord[] | undefined => {
     const fresh = done.get(id);
     if (fresh) return allMasks(catalog.condition(id).dimensions).map((m) => fresh.get(m)!);
     return existsSync(tablePath(id, refDir)) ? readReferenceTable(tablePath(id, refDir)).records : undefined;
   };
   const outcomes: ConditionOutcome[] = [];
+  const tables = new Map<string, Uint8Array>();
+  const entries = new Map<string, ConditionEntry>();
   for (const c of runnable) {
     const records = recordsOf(c.id)!;
     const violations = checkDeclared(c.id, c.condition.equivalences, records);
@@ -246,6 +244,18 @@ function writeReferences(
       const four = recordsOf(c.condition.paired_with);
       if (four) violations.push(...checkPaired(c.id, c.condition.paired_with, records, four));
     }
+    const failures = records.filter((r) => r.status !== 'ok');
+    const nativeSeconds = records.reduce((sum, r) => sum + (r.wall_seconds ?? 0), 0);
+    const outcome: ConditionOutcome = {
+      condition: c.id,
+      records: records.length,
+      failed: failures.length,
+      nativeSeconds,
+      violations: violations.map((v) => `${v.declaration}: ${v.masks.join(' vs ')} (${v.detail})`),
+      failures: failures.map((r) => ({ mask: r.mask, error: r.error ?? 'failed' })),
+    };
+    outcomes.push(outcome);
+    if (failures.length) continue;
     const prepared = readManifest(c.source).prepared_files;
     const metadata = {
       wwref: JSON.stringify({
@@ -260,30 +270,45 @@ function writeReferences(
         workflows_sha256: code,
       }),
     };
-    const bytes = writeReferenceTable(tablePath(c.id, refDir), records, metadata);
-    journals.get(c.id)!.drop();
-    const failed = records.filter((r) => r.status !== 'ok').length;
-    const nativeSeconds = records.reduce((sum, r) => sum + (r.wall_seconds ?? 0), 0);
-    const entry: ConditionEntry = {
+    const bytes = tableBytes(records, metadata);
+    outcome.table = `${c.id}.arrow`;
+    tables.set(outcome.table, bytes);
+    entries.set(c.id, {
       source: c.source,
       family: c.family,
       dimensions: c.dimensions,
       records: records.length,
-      failed,
-      table: `${c.id}.arrow`,
+      failed: 0,
+      table: outcome.table,
       table_sha256: sha256Hex(bytes),
       plan_file: c.plan.file,
       plan_sha256: c.plan.sha256,
       prepared_files: prepared,
       published: { comparable: c.plan.plan.published.comparable, prepared_match: c.plan.plan.published.prepared_match },
-      equivalence_violations: violations.map((v) => `${v.declaration}: ${v.masks.join(' vs ')} (${v.detail})`),
+      equivalence_violations: outcome.violations,
       native_seconds: nativeSeconds,
-    };
-    const superseded = previous?.conditions[c.id];
-    if (superseded?.supersedes_plan_sha256) entry.supersedes_plan_sha256 = superseded.supersedes_plan_sha256;
-    manifest.conditions[c.id] = entry;
-    outcomes.push({ condition: c.id, records: records.length, failed, nativeSeconds, violations: entry.equivalence_violations, table: entry.table });
+    });
   }
-  writeReferenceManifest(manifest, refDir);
+  if (tables.size) {
+    await commitReferences(refDir, (current) => {
+      const conditions = { ...(current?.conditions ?? {}) };
+      for (const [id, entry] of entries) {
+        const superseded = current?.conditions[id]?.supersedes_plan_sha256;
+        conditions[id] = superseded ? { ...entry, supersedes_plan_sha256: superseded } : entry;
+      }
+      const manifest: ReferenceManifest = {
+        manifest_version: 1,
+        generator: 'wwref 0.1.0',
+        code: { git_commit: git.commit, git_dirty: git.dirty, workflows_sha256: code },
+        python: hello.python,
+        versions: hello.versions,
+        threads: { environment: { ...THREAD_ENV }, threadpoolctl_limit: 1 },
+        numerics: recordNumerics(profile, hello.numerics),
+        conditions,
+      };
+      return { manifest, tables };
+    });
+  }
+  for (const id of entries.keys()) journals.get(id)!.drop();
   return outcomes;
 }

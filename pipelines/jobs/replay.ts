@@ -10,7 +10,7 @@ import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
 import { DEFAULT_RECORD_TIMEOUT_SECONDS, type Equivalence } from '../catalog/plan.ts';
 import type { FamilyName } from '../catalog/families.ts';
-import { writeJsonAtomic } from '../core/fsutil.ts';
+import { isInside, writeJsonAtomic } from '../core/fsutil.ts';
 import { checkFileHashes } from '../core/hashing.ts';
 import { versionDrift } from '../execution/identity.ts';
 import { platformDrift, platformNotes, type RecordedNumerics } from '../execution/numerics.ts';
@@ -334,7 +334,8 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   };
 }
 
+/** Writes the report; the CLI has already refused a path inside a reference or prepared folder. */
 export function writeReplayReport(path: string, report: ReplayReport): void {
-  if (path.startsWith(referencesDir())) throw new UserError('the replay report must not be written into the references folder');
+  if (isInside(path, referencesDir())) throw new UserError('the replay report must not be written into the references folder');
   writeJsonAtomic(path, report);
 }

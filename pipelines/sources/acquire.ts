@@ -1,13 +1,22 @@
 // Acquisition: every raw file of a plan is resolved, sha256-checked, into a content-addressed cache.
 // Order: (1) the cache, (2) mirror directories, (3) a file shipped inside a pinned Python package,
-// (4) the upstream URL. A file whose sha256 differs never enters the cache.
-import { execaSync } from 'execa';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+// (4) the upstream URL. A file whose size or sha256 differs from the plan never enters the cache.
+//
+// Paths named by the plan (mirror_path, package.path) must stay inside their folder after `..` and
+// symbolic links are resolved, and only regular files are read (core/containment.ts). Nothing is held
+// in memory whole: files are copied and downloads streamed in blocks to a temporary file in the cache
+// (<cache>/tmp), hashed on the way, and renamed into place only when size and sha256 match. A download
+// is aborted as soon as it exceeds the declared size (or MAX_RAW_FILE_BYTES) or sends no data for the
+// read timeout; the temporary file is removed on any failure.
+import { execa, execaSync } from 'execa';
+import { closeSync, lstatSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { createHash, randomUUID } from 'node:crypto';
+import { dirname, join } from 'node:path';
 import { UserError } from '../core/errors.ts';
-import { sha256Hex } from '../core/hashing.ts';
+import { hashDescriptor, insideRoot, openRegularFile, removeStaleEntries } from '../core/containment.ts';
 import { cacheDir, mirrorDirs, pythonExecutable } from '../core/paths.ts';
-import type { Plan, RawFile } from '../catalog/plan.ts';
+import { MAX_RAW_FILE_BYTES, type Plan, type RawFile } from '../catalog/plan.ts';
 
 export type Origin = 'cache' | 'mirror' | 'package' | 'upstream';
 
@@ -26,10 +35,39 @@ export interface AcquireOptions {
   mirrors?: readonly string[];
   /** Allow downloads from upstream URLs (default: on unless WWREF_OFFLINE=1). */
   online?: boolean;
+  /** A download that sends no data for this many seconds is aborted (default: WWREF_DOWNLOAD_TIMEOUT_SECONDS, else 60). */
+  readTimeoutSeconds?: number;
 }
+
+/** Seconds without data after which a download is aborted, unless the options or the environment say otherwise. */
+export const DEFAULT_READ_TIMEOUT_SECONDS = 60;
 
 export function rawCachePath(sha256: string): string {
   return join(cacheDir(), 'raw', sha256.slice(0, 2), sha256);
+}
+
+/** The cache entry of a file, checked to lie inside <cache>/raw (also through links). */
+function cacheEntry(file: RawFile): string {
+  return insideRoot(join(cacheDir(), 'raw'), `${file.sha256.slice(0, 2)}/${file.sha256}`, `raw cache entry of ${file.name}`);
+}
+
+function readTimeoutSeconds(options: AcquireOptions): number {
+  const fromEnv = process.env.WWREF_DOWNLOAD_TIMEOUT_SECONDS;
+  const seconds = options.readTimeoutSeconds ?? (fromEnv ? Number(fromEnv) : DEFAULT_READ_TIMEOUT_SECONDS);
+  if (!Number.isFinite(seconds) || seconds <= 0) {
+    throw new UserError(`the download read timeout must be a positive number of seconds, not '${options.readTimeoutSeconds ?? fromEnv}' (WWREF_DOWNLOAD_TIMEOUT_SECONDS)`);
+  }
+  return seconds;
+}
+
+const TEMP_NAME = /^(?:copy|download|member)-(\d+)-[0-9a-f-]{36}\.part$/;
+
+/** A new temporary file name in <cache>/tmp, after removing the ones of processes that no longer exist. */
+function tempPath(kind: 'copy' | 'download' | 'member'): string {
+  const dir = join(cacheDir(), 'tmp');
+  mkdirSync(dir, { recursive: true });
+  removeStaleEntries(dir, TEMP_NAME);
+  return join(dir, `${kind}-${process.pid}-${randomUUID()}.part`);
 }
 
 let sitePackagesMemo: string | undefined;
@@ -45,42 +83,147 @@ function sitePackages(): string | undefined {
   return sitePackagesMemo || undefined;
 }
 
-/** Copies `bytes` into the cache only if its sha256 is the expected one. */
-function admit(file: RawFile, bytes: Uint8Array, from: string): string {
-  const actual = sha256Hex(bytes);
-  if (actual !== file.sha256) {
-    throw new UserError(`sha256 mismatch for ${file.name} from ${from}: expected ${file.sha256}, got ${actual}; not cached`);
+/** A size or content mismatch: the candidate is skipped and the next origin tried. */
+class Mismatch extends UserError {}
+
+/** Moves a temporary file whose size and sha256 were measured into the cache, if they are the plan's. */
+function commit(file: RawFile, tmp: string, measured: { sha256: string; bytes: number }, from: string): string {
+  if (measured.bytes !== file.bytes) {
+    throw new Mismatch(`size mismatch for ${file.name} from ${from}: the plan declares ${file.bytes} bytes, got ${measured.bytes}; not cached`);
   }
-  const target = rawCachePath(file.sha256);
-  mkdirSync(join(target, '..'), { recursive: true });
-  const tmp = `${target}.${process.pid}.tmp`;
-  writeFileSync(tmp, bytes);
+  if (measured.sha256 !== file.sha256) {
+    throw new Mismatch(`sha256 mismatch for ${file.name} from ${from}: expected ${file.sha256}, got ${measured.sha256}; not cached`);
+  }
+  const target = cacheEntry(file);
+  mkdirSync(dirname(target), { recursive: true });
   renameSync(tmp, target);
   return target;
 }
 
-async function download(url: string): Promise<Uint8Array> {
-  const response = await fetch(url, { signal: AbortSignal.timeout(60_000) });
-  if (!response.ok) throw new Error(`HTTP ${response.status}`);
-  return new Uint8Array(await response.arrayBuffer());
+/** Copies a regular file (checked before it is opened) into the cache, hashing it on the way. */
+function admitFile(file: RawFile, path: string, from: string, what: string): string {
+  const { fd, size } = openRegularFile(path, what);
+  const tmp = tempPath('copy');
+  let out: number | undefined;
+  try {
+    if (size !== file.bytes) {
+      throw new Mismatch(`size mismatch for ${file.name} from ${from}: the plan declares ${file.bytes} bytes, the file has ${size}; not cached`);
+    }
+    out = openSync(tmp, 'wx', 0o644);
+    const target = out;
+    const measured = hashDescriptor(fd, (block) => writeSync(target, block), file.bytes);
+    closeSync(out);
+    out = undefined;
+    return commit(file, tmp, measured, from);
+  } finally {
+    closeSync(fd);
+    if (out !== undefined) closeSync(out);
+    rmSync(tmp, { force: true });
+  }
 }
 
-/** Extracts one member of a zip or tar archive with Python's standard library. */
-function extractMember(archive: Uint8Array, member: string): Uint8Array {
-  const dir = join(cacheDir(), 'tmp');
-  mkdirSync(dir, { recursive: true });
-  const archivePath = join(dir, `archive-${process.pid}-${Date.now()}`);
-  writeFileSync(archivePath, archive);
+/**
+ * Streams `url` into `tmp`, hashing it: aborted when more than `limit` bytes arrive (or are announced)
+ * or when no data arrives for `timeoutSeconds`.
+ */
+async function download(url: string, tmp: string, limit: number, limitText: string, timeoutSeconds: number): Promise<{ sha256: string; bytes: number }> {
+  const controller = new AbortController();
+  let stalled = false;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      stalled = true;
+      controller.abort();
+    }, timeoutSeconds * 1000);
+  };
+  const hash = createHash('sha256');
+  let bytes = 0;
+  const out = await open(tmp, 'wx', 0o644);
   try {
-    const script =
-      'import sys, tarfile, zipfile\n' +
-      'p, m = sys.argv[1], sys.argv[2]\n' +
-      'data = zipfile.ZipFile(p).read(m) if zipfile.is_zipfile(p) else tarfile.open(p).extractfile(m).read()\n' +
-      'sys.stdout.buffer.write(data)\n';
-    const { stdout } = execaSync(pythonExecutable(), ['-c', script, archivePath, member], { encoding: 'buffer' });
-    return new Uint8Array(stdout);
+    arm();
+    const response = await fetch(url, { signal: controller.signal });
+    clearTimeout(timer);
+    if (!response.ok) throw new UserError(`HTTP ${response.status}`);
+    const announced = response.headers.get('content-length');
+    if (announced !== null && Number(announced) > limit) {
+      throw new UserError(`the server announces ${announced} bytes, more than ${limitText}; not downloaded`);
+    }
+    if (!response.body) throw new UserError('the response has no body');
+    const reader = response.body.getReader();
+    for (;;) {
+      arm();
+      const { done, value } = await reader.read();
+      clearTimeout(timer);
+      if (done) break;
+      bytes += value.byteLength;
+      if (bytes > limit) throw new UserError(`the download exceeds ${limitText}: aborted after ${bytes} bytes`);
+      hash.update(value);
+      await out.write(value);
+    }
+  } catch (error) {
+    if (stalled) throw new UserError(`no data for ${timeoutSeconds} s (after ${bytes} bytes): download aborted`);
+    const cause = (error as { cause?: { message?: string; code?: string } }).cause;
+    if (!(error instanceof UserError) && cause) throw new UserError(`${(error as Error).message}: ${cause.message ?? cause.code ?? String(cause)}`);
+    throw error;
   } finally {
-    rmSync(archivePath, { force: true });
+    clearTimeout(timer);
+    controller.abort(); // closes the connection of a body not read to its end; no effect after a complete read
+    await out.close();
+  }
+  return { sha256: hash.digest('hex'), bytes };
+}
+
+/** Extracts one member (a regular file) of a zip or tar archive with Python's standard library, at most `limit` bytes. */
+async function extractMember(archive: string, member: string, out: string, limit: number): Promise<void> {
+  const script =
+    'import shutil, sys, tarfile, zipfile\n' +
+    'p, m, out, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])\n' +
+    'if zipfile.is_zipfile(p):\n' +
+    '    src = zipfile.ZipFile(p).open(m)\n' +
+    'else:\n' +
+    '    t = tarfile.open(p)\n' +
+    '    info = t.getmember(m)\n' +
+    '    if not info.isfile():\n' +
+    '        sys.exit(f"member {m} is not a regular file")\n' +
+    '    src = t.extractfile(info)\n' +
+    'n = 0\n' +
+    'with open(out, "xb") as dst:\n' +
+    '    while block := src.read(1 << 20):\n' +
+    '        n += len(block)\n' +
+    '        if n > limit:\n' +
+    '            sys.exit(f"member {m} is larger than the {limit} bytes declared")\n' +
+    '        dst.write(block)\n';
+  const child = await execa(pythonExecutable(), ['-c', script, archive, member, out, String(limit)], { reject: false });
+  if (child.exitCode !== 0) {
+    const last = String(child.stderr).trim().split('\n').pop() || `exit status ${child.exitCode}`;
+    throw new UserError(`cannot extract ${member}: ${last}`);
+  }
+}
+
+/** Downloads (and extracts) the upstream file into the cache; every temporary file is removed on failure. */
+async function admitUpstream(file: RawFile, from: string, timeoutSeconds: number): Promise<string> {
+  const archive = tempPath('download');
+  const member = file.upstream_member ? tempPath('member') : undefined;
+  try {
+    // an archive is larger than its member: only the global cap bounds it
+    const [limit, limitText] = file.upstream_member
+      ? [MAX_RAW_FILE_BYTES, `the ${MAX_RAW_FILE_BYTES} bytes (2 GiB) an archive may have`]
+      : [file.bytes, `the ${file.bytes} bytes declared by the plan`];
+    const measured = await download(file.upstream_url!, archive, limit, limitText, timeoutSeconds);
+    if (!member) return commit(file, archive, measured, from);
+    await extractMember(archive, file.upstream_member!, member, file.bytes);
+    const { fd } = openRegularFile(member, 'extracted member');
+    let hashed: { sha256: string; bytes: number };
+    try {
+      hashed = hashDescriptor(fd, undefined, file.bytes);
+    } finally {
+      closeSync(fd);
+    }
+    return commit(file, member, hashed, from);
+  } finally {
+    rmSync(archive, { force: true });
+    if (member) rmSync(member, { force: true });
   }
 }
 
@@ -95,35 +238,55 @@ export async function acquireFile(file: RawFile, options: AcquireOptions = {}): 
     origin,
     from,
   });
+  if (!Number.isSafeInteger(file.bytes) || file.bytes <= 0 || file.bytes > MAX_RAW_FILE_BYTES) {
+    throw new UserError(`raw file ${file.name} declares ${file.bytes} bytes; expected 1 to ${MAX_RAW_FILE_BYTES} (2 GiB)`);
+  }
+  const timeoutSeconds = readTimeoutSeconds(options);
 
-  const cached = rawCachePath(file.sha256);
+  const cached = cacheEntry(file);
   looked.push(`cache ${cached}`);
-  if (existsSync(cached)) {
-    if (sha256Hex(readFileSync(cached)) === file.sha256) return done(cached, 'cache', cached);
-    rmSync(cached); // a corrupted cache entry is dropped and re-acquired
+  const entry = lstatSync(cached, { throwIfNoEntry: false });
+  if (entry) {
+    let intact = false;
+    if (entry.isFile()) {
+      const { fd, size } = openRegularFile(cached, 'raw cache entry');
+      try {
+        intact = size === file.bytes && hashDescriptor(fd, undefined, file.bytes).sha256 === file.sha256;
+      } finally {
+        closeSync(fd);
+      }
+    }
+    if (intact) return done(cached, 'cache', cached);
+    rmSync(cached, { recursive: entry.isDirectory(), force: true }); // a corrupted cache entry is dropped (a link itself, not its target) and re-acquired
     problems.push(`cache entry ${cached} was corrupted and removed`);
   }
 
   for (const mirror of mirrorDirs(options.mirrors)) {
-    const candidate = join(mirror, file.mirror_path);
-    looked.push(`mirror ${candidate}`);
-    if (!existsSync(candidate)) continue;
+    const shown = join(mirror, file.mirror_path);
+    looked.push(`mirror ${shown}`);
+    const candidate = insideRoot(mirror, file.mirror_path, `mirror_path of raw file ${file.name}`);
+    if (!lstatSync(candidate, { throwIfNoEntry: false })) continue;
     try {
-      return done(admit(file, readFileSync(candidate), candidate), 'mirror', candidate);
+      return done(admitFile(file, candidate, shown, `mirror file of ${file.name}`), 'mirror', shown);
     } catch (error) {
-      problems.push((error as Error).message);
+      if (!(error instanceof Mismatch)) throw error;
+      problems.push(error.message);
     }
   }
 
   if (file.package) {
     const base = sitePackages();
-    const candidate = base ? join(base, file.package.path) : undefined;
-    looked.push(`package ${file.package.distribution} ${file.package.version}: ${candidate ?? '(no Python runtime)'}`);
-    if (candidate && existsSync(candidate)) {
-      try {
-        return done(admit(file, readFileSync(candidate), candidate), 'package', candidate);
-      } catch (error) {
-        problems.push((error as Error).message);
+    const shown = base ? join(base, file.package.path) : undefined;
+    looked.push(`package ${file.package.distribution} ${file.package.version}: ${shown ?? '(no Python runtime)'}`);
+    if (base && shown) {
+      const candidate = insideRoot(base, file.package.path, `package.path of raw file ${file.name}`);
+      if (lstatSync(candidate, { throwIfNoEntry: false })) {
+        try {
+          return done(admitFile(file, candidate, shown, `package file of ${file.name}`), 'package', shown);
+        } catch (error) {
+          if (!(error instanceof Mismatch)) throw error;
+          problems.push(error.message);
+        }
       }
     }
   }
@@ -133,9 +296,7 @@ export async function acquireFile(file: RawFile, options: AcquireOptions = {}): 
     const from = file.upstream_member ? `${file.upstream_url} (member ${file.upstream_member})` : file.upstream_url;
     looked.push(`upstream ${from}`);
     try {
-      let bytes = await download(file.upstream_url);
-      if (file.upstream_member) bytes = extractMember(bytes, file.upstream_member);
-      return done(admit(file, bytes, from), 'upstream', from);
+      return done(await admitUpstream(file, from, timeoutSeconds), 'upstream', from);
     } catch (error) {
       problems.push(`${from}: ${(error as Error).message}`);
     }
@@ -151,4 +312,3 @@ export async function acquirePlan(plan: Plan, options: AcquireOptions = {}): Pro
   for (const file of plan.raw_files) files.push(await acquireFile(file, options));
   return files;
 }
-

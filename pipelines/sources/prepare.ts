@@ -1,14 +1,18 @@
 // Preparation: raw files (acquired) -> prepared/<source>/{arrays.npz, metadata.json.gz} by the plan's
 // recipe in a Python worker, then manifests/<source>.json (raw identities, facts, prepared hashes).
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+// The recipe writes into prepared/<source>.staging-<pid>, renamed into place on success; the staging
+// (and .old-<pid>) folders a killed prepare left behind are removed by the next prepare of the source.
+import { existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { acquirePlan, type AcquireOptions } from './acquire.ts';
 import type { LoadedPlan } from '../catalog/catalog.ts';
 import { UserError } from '../core/errors.ts';
+import { insideRoot, removeStaleEntries } from '../core/containment.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
-import { manifestsDir, sourcePreparedDir } from '../core/paths.ts';
+import { manifestsDir, preparedDir } from '../core/paths.ts';
+import { ID_RULE, isValidId } from '../catalog/plan.ts';
 import { PREPARE_TIMEOUT_SECONDS } from '../execution/executor.ts';
 import { WorkerPool } from '../execution/local-pool.ts';
 import type { PythonWorker } from '../execution/python-worker.ts';
@@ -30,8 +34,30 @@ export const SourceManifest = z.strictObject({
 });
 export type SourceManifest = z.infer<typeof SourceManifest>;
 
+/** A source id as a file name: refused unless it follows the id rule (catalog/plan.ts). */
+function sourceName(source: string): string {
+  if (!isValidId(source)) throw new UserError(`invalid source id '${source.length > 80 ? `${source.slice(0, 80)}…` : source}': expected ${ID_RULE}`);
+  return source;
+}
+
 export function manifestPath(source: string): string {
-  return join(manifestsDir(), `${source}.json`);
+  return join(manifestsDir(), `${sourceName(source)}.json`);
+}
+
+/**
+ * Removes prepared/<source>.staging-<pid> and prepared/<source>.old-<pid> of processes that no longer
+ * exist (a killed prepare); a link is removed itself, never followed. Returns the removed paths.
+ */
+export function removeStaleStaging(source: string): string[] {
+  return removeStaleEntries(preparedDir(), new RegExp(`^${sourceName(source)}\\.(?:staging|old)-(\\d+)$`));
+}
+
+/** Removes a folder of this process (a link is unlinked, not followed). */
+function removeOwn(path: string): void {
+  const stats = lstatSync(path, { throwIfNoEntry: false });
+  if (!stats) return;
+  if (stats.isDirectory()) rmSync(path, { recursive: true, force: true });
+  else unlinkSync(path);
 }
 
 export function hashPreparedFiles(folder: string): Record<string, string> {
@@ -64,12 +90,16 @@ export async function prepareSource(
   options: AcquireOptions = {},
 ): Promise<SourceManifest> {
   const { plan } = loaded;
+  // every path written below must stay inside prepared/ and manifests/, links resolved
+  const final = insideRoot(preparedDir(), sourceName(plan.source), 'prepared folder of source');
+  const manifestFile = insideRoot(manifestsDir(), `${plan.source}.json`, 'source manifest');
   const acquired = await acquirePlan(plan, options);
   const raw = Object.fromEntries(acquired.map((f) => [f.name, f.path]));
-  const final = sourcePreparedDir(plan.source);
+  mkdirSync(dirname(final), { recursive: true });
+  removeStaleStaging(plan.source);
   const staging = `${final}.staging-${process.pid}`;
-  rmSync(staging, { recursive: true, force: true });
-  mkdirSync(staging, { recursive: true });
+  removeOwn(staging);
+  mkdirSync(staging);
   try {
     const facts = await worker.prepare(plan.preparation.recipe, plan.preparation.params, raw, staging);
     const preparedFiles = hashPreparedFiles(staging);
@@ -85,13 +115,14 @@ export async function prepareSource(
       versions,
     });
     const old = `${final}.old-${process.pid}`;
-    if (existsSync(final)) renameSync(final, old);
+    removeOwn(old);
+    if (lstatSync(final, { throwIfNoEntry: false })) renameSync(final, old);
     renameSync(staging, final);
-    rmSync(old, { recursive: true, force: true });
-    writeJsonAtomic(manifestPath(plan.source), manifest);
+    removeOwn(old);
+    writeJsonAtomic(manifestFile, manifest);
     return manifest;
   } finally {
-    rmSync(staging, { recursive: true, force: true });
+    removeOwn(staging);
   }
 }
 

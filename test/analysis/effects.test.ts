@@ -198,7 +198,7 @@ describe('wwref effects on a full-size catalog', () => {
   });
 
   it('runs from the command line and prints the reversal summary per floor', async () => {
-    const cliOut = join(dir, 'cli-effects');
+    const cliOut = `${dir}-cli-effects`; // outputs may not go inside a reference folder
     const { stdout, exitCode } = await execa('node', ['bin/wwref.mjs', 'effects', '--references', dir, '--out', cliOut, '--condition', 'hand4', 'six_01'], {
       cwd: ROOT,
     });
@@ -209,7 +209,7 @@ describe('wwref effects on a full-size catalog', () => {
   });
 
   it('reports an unknown condition as a user error (exit 2)', async () => {
-    const result = await execa('node', ['bin/wwref.mjs', 'effects', '--references', dir, '--out', join(dir, 'x'), '--condition', 'nope'], {
+    const result = await execa('node', ['bin/wwref.mjs', 'effects', '--references', dir, '--out', `${dir}-x`, '--condition', 'nope'], {
       cwd: ROOT,
       reject: false,
     });

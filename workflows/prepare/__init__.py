@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from workflows.container import ARRAYS_FILE, METADATA_FILE
 from workflows.prepare import ecg, graph, image, retrieval, series, tabular
-from workflows.prepare._params import Params
+from workflows.prepare._params import Params, path_name_problem
 
 Recipe = Callable[[Params, dict[str, str], str], dict[str, Any]]
 
@@ -57,6 +57,9 @@ def run_recipe(recipe: str, params: dict, raw: dict[str, str], out: str) -> dict
     if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
         raise ValueError(f"{recipe}: raw must map raw file names to paths")
     for name, path in raw.items():
+        problem = path_name_problem(name, allow_subfolders=True)
+        if problem is not None:
+            raise ValueError(f"{recipe}: raw file name: {problem}")
         if not Path(path).is_file():
             raise FileNotFoundError(f"{recipe}: raw file {name!r} not found at {path}")
     facts = RECIPES[recipe](Params(recipe, params), raw, out)

@@ -10,6 +10,26 @@ from typing import Any, Iterable
 _MISSING = object()
 
 
+def path_name_problem(name: Any, allow_subfolders: bool) -> str | None:
+    """Why ``name`` cannot be used as a file name (or, with ``allow_subfolders``, a '/'-separated
+    relative path) inside a folder, or None. Mirrors SAFE_FILE_NAME and SAFE_RELATIVE_PATH of
+    pipelines/core/containment.ts: no absolute path, no '..' or '.', no backslash, NUL or empty name."""
+    if not isinstance(name, str) or not name:
+        return "expected a non-empty string"
+    if "\\" in name or "\0" in name:
+        return f"{name!r} holds a backslash or NUL"
+    if name.startswith("/"):
+        return f"{name!r} is an absolute path"
+    parts = name.split("/")
+    if not allow_subfolders and len(parts) > 1:
+        return f"{name!r} holds a path separator; expected a plain file name"
+    if any(part in ("", ".", "..") for part in parts):
+        return f"{name!r} climbs out of its folder or has an empty name ('..', '.', '//')"
+    if any(len(part) > 255 for part in parts):
+        return f"{name!r} has a name longer than 255 characters"
+    return None
+
+
 class Params:
     """Typed access to one params object; ``close()`` rejects keys nobody asked for."""
 
@@ -60,6 +80,14 @@ class Params:
         if high is not None and value >= high:
             raise self.error(f"{self.path}.{key}", f"expected a number < {high}")
         return float(value)
+
+    def file_name(self, key: str) -> str:
+        """A string used to build file names: one plain name, no path separator, '.' or '..'."""
+        value = self.str(key)
+        problem = path_name_problem(value, allow_subfolders=False)
+        if problem is not None or len(value) > 200:
+            raise self.error(f"{self.path}.{key}", problem or "expected at most 200 characters")
+        return value
 
     def sheet(self, key: str, default: Any = _MISSING) -> Any:
         """A spreadsheet sheet: its name or its 0-based position."""

@@ -4,7 +4,8 @@ The wfdb package reads the header, the format-212 signal and the .atr annotation
 of ``channels`` present in the record (MLII), else the record's first channel. signal = (adc - baseline)
 / gain as float64 over the first ``samples`` samples; true_events = int64 sample times of the
 annotations whose code is in ``qrs_codes`` and which fall before ``samples``; sample_rate = 0-d int64.
-Raw files are named <record>.hea, <record>.dat and <record>.atr.
+Raw files are named <record>.hea, <record>.dat and <record>.atr; ``record`` is one plain file name
+(no path separator, '.' or '..'), so the three links made for wfdb stay inside their temporary folder.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from workflows.prepare._params import Params
 
 
 def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
-    record = p.str("record")
+    record = p.file_name("record")
     channels = p.str_list("channels")
     samples = p.int("samples", minimum=1)
     qrs_codes = p.int_list("qrs_codes")
@@ -33,7 +34,10 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     # wfdb reads a record by base name, so the three files must sit side by side under their own names
     with tempfile.TemporaryDirectory(prefix="wwref-mitdb-") as folder:
         for name in files.values():
-            os.symlink(os.path.abspath(raw[name]), os.path.join(folder, name))
+            link = os.path.join(folder, name)
+            if os.path.dirname(link) != folder:  # already excluded by file_name(); never link outside
+                raise p.error("params.record", f"{record!r} leaves the record folder")
+            os.symlink(os.path.abspath(raw[name]), link)
         base = os.path.join(folder, record)
         header = wfdb.rdheader(base)
         if header.sig_len < samples:

@@ -1,0 +1,155 @@
+// Containment of paths that come from plans and manifests (a raw file's mirror_path, a package path, a
+// table name): such a path must stay inside the folder it is relative to, after `..` and symbolic links
+// are resolved, or it is refused before anything is read, written or deleted. Raw inputs are read only
+// when they are regular files (a FIFO, a device or a directory is refused without being opened), and
+// the leftovers of killed processes (`<name>.staging-<pid>`) are removed without following a link.
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, rmSync, unlinkSync, type Stats } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { basename, dirname, join, resolve, sep } from 'node:path';
+import { UserError } from './errors.ts';
+
+/**
+ * A relative path inside a folder: '/'-separated names, none empty, `.` or `..`, no backslash or NUL,
+ * each name at most 255 characters (the file-system limit). Shared by the plan schema and insideRoot.
+ */
+export const SAFE_RELATIVE_PATH = /^(?!\.\.?(?:\/|$))(?!.*\/\.\.?(?:\/|$))[^/\\\u0000]{1,255}(?:\/[^/\\\u0000]{1,255})*$/;
+export const SAFE_RELATIVE_PATH_RULE = "a relative path inside its folder ('/'-separated names; no '..', '.', leading '/', backslash or empty name)";
+/** One file name (no separator at all): e.g. the record name a recipe turns into file names. */
+export const SAFE_FILE_NAME = /^(?!\.\.?$)[^/\\\u0000]{1,200}$/;
+
+/** Why `relative` is not a safe relative path, or undefined when it is. */
+export function relativePathProblem(relative: string): string | undefined {
+  if (typeof relative !== 'string' || relative === '') return 'is empty';
+  if (SAFE_RELATIVE_PATH.test(relative)) return undefined;
+  if (relative.startsWith('/')) return 'is absolute';
+  if (relative.split('/').includes('..')) return "climbs out with '..'";
+  return `is not ${SAFE_RELATIVE_PATH_RULE}`;
+}
+
+function within(path: string, folder: string): boolean {
+  return path === folder || path.startsWith(folder.endsWith(sep) ? folder : folder + sep);
+}
+
+/**
+ * The path with symbolic links resolved: the path itself when it exists, else its deepest existing
+ * ancestor with the remaining names appended. A dangling or looping link is refused.
+ */
+export function realPath(path: string): string {
+  let head = resolve(path);
+  const tail: string[] = [];
+  for (;;) {
+    if (lstatSync(head, { throwIfNoEntry: false })) break;
+    if (dirname(head) === head) break;
+    tail.unshift(basename(head));
+    head = dirname(head);
+  }
+  try {
+    return resolve(realpathSync(head), ...tail);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new UserError(`cannot resolve ${head}: ${code === 'ENOENT' ? 'a dangling symbolic link' : code === 'ELOOP' ? 'a symbolic link loop' : (error as Error).message}`);
+  }
+}
+
+/**
+ * `root`/`relative` as a real path (symbolic links resolved), or a UserError naming `what` when
+ * `relative` is absolute, climbs out with `..`, or resolves (through a link) outside `root`.
+ */
+export function insideRoot(root: string, relative: string, what: string): string {
+  const problem = relativePathProblem(relative);
+  if (problem) throw new UserError(`${what} '${relative}' ${problem}; refused`);
+  const base = resolve(root);
+  if (!within(resolve(base, relative), base)) throw new UserError(`${what} '${relative}' leaves ${base}; refused`);
+  const realBase = realPath(base);
+  const real = realPath(join(base, relative));
+  if (!within(real, realBase)) throw new UserError(`${what} '${relative}' resolves to ${real}, outside ${realBase}; refused`);
+  return real;
+}
+
+function kind(stats: Stats): string {
+  if (stats.isDirectory()) return 'a directory';
+  if (stats.isFIFO()) return 'a FIFO';
+  if (stats.isSymbolicLink()) return 'a symbolic link';
+  if (stats.isSocket()) return 'a socket';
+  if (stats.isCharacterDevice() || stats.isBlockDevice()) return 'a device';
+  return 'not a regular file';
+}
+
+/**
+ * Opens a regular file for reading, never blocking: the path is checked with lstat first (a FIFO,
+ * device, directory or link is refused unopened), opened without following a link and without
+ * blocking, and checked again on the open descriptor. Returns the descriptor and the size.
+ */
+export function openRegularFile(path: string, what: string): { fd: number; size: number } {
+  const before = lstatSync(path, { throwIfNoEntry: false });
+  if (!before) throw new UserError(`${what} ${path} does not exist`);
+  if (!before.isFile()) throw new UserError(`${what} ${path} is ${kind(before)}, not a regular file; refused`);
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (error) {
+    throw new UserError(`cannot open ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  const stats = fstatSync(fd);
+  if (!stats.isFile()) {
+    closeSync(fd);
+    throw new UserError(`${what} ${path} is ${kind(stats)}, not a regular file; refused`);
+  }
+  return { fd, size: stats.size };
+}
+
+/**
+ * sha256 and length of what remains to be read from `fd`, read in 1 MiB blocks (never whole); with
+ * `limit`, reading stops after limit + 1 bytes (the length then tells that the file is too large).
+ */
+export function hashDescriptor(fd: number, onBlock?: (block: Uint8Array) => void, limit = Number.MAX_SAFE_INTEGER): { sha256: string; bytes: number } {
+  const hash = createHash('sha256');
+  const block = Buffer.allocUnsafe(1 << 20);
+  let bytes = 0;
+  while (bytes <= limit) {
+    const n = readSync(fd, block, 0, Math.min(block.length, limit + 1 - bytes), null);
+    if (n === 0) break;
+    const chunk = block.subarray(0, n);
+    hash.update(chunk);
+    onBlock?.(chunk);
+    bytes += n;
+  }
+  return { sha256: hash.digest('hex'), bytes };
+}
+
+/** Whether a process with this id exists (a process of another user counts: EPERM). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes the entries of `dir` whose name matches `pattern` (its first group is a process id) and
+ * whose process no longer exists: the leftovers of a killed run. A link is removed itself, never
+ * what it points to; a folder is removed without following the links inside it. Returns the paths.
+ */
+export function removeStaleEntries(dir: string, pattern: RegExp): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const match = pattern.exec(name);
+    const pid = match ? Number(match[1]) : NaN;
+    if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || processAlive(pid)) continue;
+    const path = join(dir, name);
+    const stats = lstatSync(path, { throwIfNoEntry: false });
+    if (!stats) continue;
+    if (stats.isDirectory()) rmSync(path, { recursive: true, force: true }); // lstat-based: links inside are unlinked, not followed
+    else unlinkSync(path);
+    removed.push(path);
+  }
+  return removed;
+}

@@ -1,0 +1,241 @@
+// Hardening of `wwref add-source` (pipelines/jobs/add-source.ts) and of the id rule (catalog/plan.ts):
+// - one name rule for source and condition ids (lower-case letters, digits, _, starting with a letter,
+//   at most 64 characters): a 300-character id is invalid already in the dry run;
+// - namespaces: a source id of a worked example (sources/examples/) or of any known reference manifest
+//   from another plan file is refused (dry run and real run, --force or not); the same plan file is
+//   accepted again only with --force;
+// - --force deletes only files inside the target folder: a manifest entry whose table is ../victim.txt,
+//   absolute, or a link out of the folder is refused and nothing is deleted;
+// - stale add-source staging folders of dead processes are removed without following links.
+// Real workers for the runs; every file under a temporary root; the committed folders are checked unchanged.
+import { execa } from 'execa';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { addSource, checkAddSource } from '../../pipelines/jobs/add-source.ts';
+import { Catalog, loadPlanFile } from '../../pipelines/catalog/catalog.ts';
+import { UserError } from '../../pipelines/core/errors.ts';
+import { sha256Hex } from '../../pipelines/core/hashing.ts';
+import { MANIFESTS_DIR, ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
+import { readReferenceManifest, writeReferenceManifest, type ConditionEntry } from '../../pipelines/references/manifest.ts';
+import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { deadPid, filesUnder, guardRepository, victim } from '../sources/hardening-support.ts';
+
+const EXAMPLES = join(SOURCES_DIR, 'examples');
+const camera = JSON.parse(readFileSync(join(EXAMPLES, 'camera.plan.json'), 'utf8'));
+const quiet = { workers: 2, quiet: true, log: () => {} };
+
+let ws: Workspace;
+let guard: ReturnType<typeof guardRepository>;
+beforeAll(() => {
+  guard = guardRepository();
+  ws = useTempWorkspace();
+  mkdirSync(join(ws.root, 'plans'), { recursive: true });
+});
+afterAll(() => {
+  ws.dispose();
+  guard.check();
+});
+
+/** A small image-restoration plan (32 px camera image) named `source`, with conditions `source` and `source__d6`. */
+function tinyPlan(source: string, mutate: (plan: any) => void = () => {}): any {
+  const plan = structuredClone(camera);
+  delete plan.$schema;
+  plan.source = source;
+  plan.title = `tiny camera (${source.slice(0, 20)})`;
+  plan.preparation.params.longer_side = 32;
+  plan.conditions[0].id = source;
+  plan.conditions[1].id = `${source}__d6`;
+  plan.conditions[1].paired_with = source;
+  mutate(plan);
+  return plan;
+}
+
+function writePlan(plan: unknown, name: string): string {
+  const file = join(ws.root, 'plans', `${name}.plan.json`);
+  writeFileSync(file, `${JSON.stringify(plan, null, 2)}\n`);
+  return file;
+}
+
+/** A reference manifest in `dir` holding the given entries (what earlier add-source runs would have left). */
+function writeTarget(dir: string, entries: Record<string, { source: string; table: string; plan_file: string; plan_sha256?: string }>): void {
+  const conditions: Record<string, ConditionEntry> = {};
+  for (const [id, e] of Object.entries(entries)) {
+    conditions[id] = {
+      family: 'image_restoration',
+      dimensions: 4,
+      records: 16,
+      failed: 0,
+      table_sha256: sha256Hex(id),
+      plan_sha256: e.plan_sha256 ?? sha256Hex('plan'),
+      prepared_files: {},
+      published: { comparable: false, prepared_match: 'not_published' },
+      equivalence_violations: [],
+      native_seconds: 0,
+      ...e,
+    };
+  }
+  writeReferenceManifest(
+    {
+      manifest_version: 1,
+      generator: 'hardening test',
+      code: { git_commit: null, git_dirty: null, workflows_sha256: sha256Hex('workflows') },
+      python: '3.12',
+      versions: {},
+      threads: { environment: {}, threadpoolctl_limit: 1 },
+      conditions,
+    },
+    dir,
+  );
+}
+
+function refused(run: () => unknown): string {
+  try {
+    run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(UserError);
+    return (error as Error).message;
+  }
+  throw new Error('the dry run accepted the plan');
+}
+
+async function refusedRun(promise: Promise<unknown>): Promise<string> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error, 'the run accepted the plan').toBeInstanceOf(UserError);
+  return (error as Error).message;
+}
+
+describe('one name rule for source and condition ids', () => {
+  it('every committed source and condition id follows it (double underscores included)', () => {
+    const catalog = Catalog.load(SOURCES_DIR, join(ROOT, 'outputs', 'examples'));
+    const ids = [...catalog.plans.keys(), ...catalog.conditions.keys()];
+    expect(ids.length).toBeGreaterThan(70);
+    for (const id of ids) expect(id, id).toMatch(/^[a-z][a-z0-9_]{0,63}$/);
+    expect(ids).toContain('mitdb_100__d6');
+  });
+
+  it('a 300-character id is invalid in the dry run, in the real run, and on the command line (exit 2, one message, no stack)', async () => {
+    const long = `a${'b'.repeat(299)}`;
+    const file = writePlan(tinyPlan(long), 'long_source');
+    expect(refused(() => checkAddSource(file))).toMatch(/source: expected at most 64 characters \(lower-case letters, digits and _, starting with a letter/);
+    const condition = writePlan(tinyPlan('tiny_ok', (p) => (p.conditions[0].id = p.conditions[1].paired_with = long)), 'long_condition');
+    expect(refused(() => checkAddSource(condition))).toMatch(/conditions\.0\.id: expected at most 64 characters/);
+    expect(await refusedRun(addSource(file, quiet))).toMatch(/source: expected at most 64 characters/);
+    expect(filesUnder(ws.cache)).toEqual([]); // refused before the plan was frozen or anything acquired
+
+    const cli = await execa('node', [join(ROOT, 'bin', 'wwref.mjs'), 'add-source', file, '--dry-run'], { reject: false });
+    expect(cli.exitCode).toBe(2);
+    expect(cli.stderr).toMatch(/source: expected at most 64 characters/);
+    expect(cli.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    expect(cli.stdout).not.toMatch(/is valid/);
+
+    // the limit itself is valid, and so is a double underscore
+    const limit = `a${'b'.repeat(63)}`;
+    const ok = writePlan(tinyPlan(limit, (p) => (p.conditions = [{ ...p.conditions[0], id: 'tiny_limit__x4' }])), 'limit');
+    expect(checkAddSource(ok)[0]).toMatch(new RegExp(`is valid: source ${limit} `));
+  });
+});
+
+describe('namespaces of add-source', () => {
+  it("a plan named like a worked example ('diabetes') is refused by the dry run and the real run, --force or not", async () => {
+    const committed = readFileSync(join(MANIFESTS_DIR, 'diabetes.json'));
+    const file = writePlan(tinyPlan('diabetes'), 'diabetes');
+    const expected = /source 'diabetes' is already taken by the worked example sources\/examples\/diabetes\.plan\.json/;
+    expect(refused(() => checkAddSource(file))).toMatch(expected);
+    expect(refused(() => checkAddSource(file, { force: true }))).toMatch(expected);
+    expect(await refusedRun(addSource(file, quiet))).toMatch(expected);
+    expect(await refusedRun(addSource(file, { ...quiet, force: true }))).toMatch(expected);
+    expect(existsSync(join(ws.manifests, 'diabetes.json'))).toBe(false);
+    expect(existsSync(join(ws.prepared, 'diabetes'))).toBe(false);
+    expect(readReferenceManifest()).toBeUndefined();
+    expect(readFileSync(join(MANIFESTS_DIR, 'diabetes.json')).equals(committed)).toBe(true);
+  });
+
+  it('a source id held by another plan file in a known reference manifest (the target or the default folder) is refused, even with --force', () => {
+    const original = writePlan(tinyPlan('tiny_taken'), 'original');
+    const impostor = writePlan(tinyPlan('tiny_taken', (p) => (p.title = 'someone else')), 'impostor');
+    const target = join(ws.root, 'target-taken');
+    writeTarget(target, { tiny_taken: { source: 'tiny_taken', table: 'tiny_taken.arrow', plan_file: original, plan_sha256: loadPlanFile(original).sha256 } });
+    const expected = new RegExp(`source 'tiny_taken' is already taken by the reference manifest .*target-taken/manifest\\.json \\(plan ${original}\\)`);
+    expect(refused(() => checkAddSource(impostor, { referencesDir: target }))).toMatch(expected);
+    expect(refused(() => checkAddSource(impostor, { referencesDir: target, force: true }))).toMatch(expected);
+    // the same plan file: refused without --force, accepted with it
+    expect(refused(() => checkAddSource(original, { referencesDir: target }))).toMatch(/source 'tiny_taken' was already added/);
+    expect(checkAddSource(original, { referencesDir: target, force: true })[0]).toMatch(/is valid: source tiny_taken/);
+
+    // held in the default reference folder (WWREF_REFERENCES_DIR), adding to another target
+    const other = writePlan(tinyPlan('tiny_default'), 'other');
+    writeTarget(ws.references, { tiny_default: { source: 'tiny_default', table: 'tiny_default.arrow', plan_file: other } });
+    const second = writePlan(tinyPlan('tiny_default'), 'second');
+    expect(refused(() => checkAddSource(second, { referencesDir: join(ws.root, 'fresh'), force: true }))).toMatch(
+      /source 'tiny_default' is already taken by the reference manifest .*references\/manifest\.json/,
+    );
+    // a condition id in use by another source there is refused too
+    const clash = writePlan(tinyPlan('tiny_clash', (p) => (p.conditions[0].id = p.conditions[1].paired_with = 'tiny_default')), 'clash');
+    expect(refused(() => checkAddSource(clash, { referencesDir: join(ws.root, 'fresh') }))).toMatch(
+      /condition 'tiny_default' is already used by source 'tiny_default' in the reference manifest/,
+    );
+    expect(existsSync(join(ws.root, 'fresh'))).toBe(false);
+  });
+
+  it('the committed worked example itself is added to another folder only with --force (it shares prepared input and source manifest)', () => {
+    const plan = join(EXAMPLES, 'diabetes.plan.json');
+    const elsewhere = join(ws.root, 'elsewhere');
+    expect(refused(() => checkAddSource(plan, { referencesDir: elsewhere }))).toMatch(/source 'diabetes' was already added to .*outputs\/examples from this plan .*pass --force/);
+    expect(checkAddSource(plan, { referencesDir: elsewhere, force: true })[0]).toMatch(/plan sources\/examples\/diabetes\.plan\.json is valid/);
+  });
+});
+
+describe('--force deletes only inside the target folder', () => {
+  it('an old entry whose table is ../victim.txt, absolute, or a link out of the folder is refused, and nothing is deleted', async () => {
+    const file = writePlan(tinyPlan('tiny_victim'), 'tiny_victim');
+    const sha = loadPlanFile(file).sha256;
+    const target = join(ws.root, 'target-victim');
+    const climbing = victim(join(ws.root, 'victim.txt'));
+    const absolute = victim(join(ws.root, 'abs', 'victim2.txt'));
+    const linked = victim(join(ws.root, 'linked', 'victim3.txt'));
+    mkdirSync(target, { recursive: true });
+    symlinkSync(linked.path, join(target, 'gone_link.arrow'));
+    const cases: [string, string, RegExp][] = [
+      ['../victim.txt', 'tiny_victim_gone', /table of condition 'tiny_victim_gone' '\.\.\/victim\.txt' climbs out with '\.\.'; refused: add-source replaces or deletes only files inside .*target-victim/],
+      [absolute.path, 'tiny_victim_abs', /table of condition 'tiny_victim_abs' '.*victim2\.txt' is absolute; refused/],
+      ['gone_link.arrow', 'tiny_victim_link', /table of condition 'tiny_victim_link' 'gone_link\.arrow' resolves to .*linked\/victim3\.txt, outside .*target-victim; refused/],
+    ];
+    for (const [table, id, expected] of cases) {
+      writeTarget(target, { [id]: { source: 'tiny_victim', table, plan_file: file, plan_sha256: sha } });
+      expect(refused(() => checkAddSource(file, { referencesDir: target, force: true }))).toMatch(expected);
+      expect(await refusedRun(addSource(file, { ...quiet, referencesDir: target, force: true }))).toMatch(expected);
+    }
+    climbing.intact();
+    absolute.intact();
+    linked.intact();
+    expect(lstatSync(join(target, 'gone_link.arrow')).isSymbolicLink()).toBe(true);
+    expect(existsSync(join(ws.prepared, 'tiny_victim'))).toBe(false); // refused before anything ran
+  });
+
+  it('a legitimate --force run deletes the stale table inside the target and the stale staging folders of dead runs, following no link', async () => {
+    const file = writePlan(tinyPlan('tiny_clean'), 'tiny_clean');
+    const target = join(ws.root, 'target-clean');
+    mkdirSync(target, { recursive: true });
+    writeFileSync(join(target, 'tiny_clean_gone.arrow'), 'an old table');
+    writeTarget(target, { tiny_clean_gone: { source: 'tiny_clean', table: 'tiny_clean_gone.arrow', plan_file: file, plan_sha256: loadPlanFile(file).sha256 } });
+    // staging folders a killed add-source left, one holding a link out, one being a link
+    const outside = victim(join(ws.root, 'outside-clean', 'keep.txt'));
+    const stagingRoot = join(ws.cache, 'add-source');
+    const [dead1, dead2] = [deadPid(), deadPid()];
+    mkdirSync(join(stagingRoot, `tiny_clean.staging-${dead1}`), { recursive: true });
+    symlinkSync(join(ws.root, 'outside-clean'), join(stagingRoot, `tiny_clean.staging-${dead1}`, 'out'));
+    symlinkSync(join(ws.root, 'outside-clean'), join(stagingRoot, `tiny_clean.staging-${dead2}`));
+
+    const result = await addSource(file, { ...quiet, referencesDir: target, force: true });
+    expect(result.problems).toEqual([]);
+    expect(result.written).toBe(true);
+    expect(existsSync(join(target, 'tiny_clean_gone.arrow'))).toBe(false);
+    expect(Object.keys(readReferenceManifest(target)!.conditions).sort()).toEqual(['tiny_clean', 'tiny_clean__d6']);
+    expect(readdirSync(stagingRoot).filter((n) => n.includes('.staging-'))).toEqual([]);
+    outside.intact();
+  });
+});
