@@ -2,9 +2,10 @@
 // identity of what produced it (plan, prepared input, code, versions, numerics). An interrupted run
 // resumes from the ok records whose identity still holds (failed ones run again); the journal is
 // dropped once the table is written.
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { digest } from '../core/hashing.ts';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { appendNoFollow } from '../core/fsutil.ts';
+import { digest, type JsonValue } from '../core/hashing.ts';
 import { cacheDir } from '../core/paths.ts';
 import { ReferenceRecord } from './records.ts';
 
@@ -36,9 +37,11 @@ export class Journal {
     for (const line of readFileSync(this.path, 'utf8').split('\n')) {
       if (!line.trim()) continue;
       try {
-        const entry = JSON.parse(line) as { identity: string; record: unknown };
+        const entry = JSON.parse(line) as { identity: string; sha256?: string; record: unknown };
         const record = ReferenceRecord.safeParse(entry.record);
-        if (entry.identity === this.identity && record.success && record.data.status === 'ok') records.set(record.data.mask, record.data);
+        // A record edited after it was written no longer matches its checksum: it is run again.
+        const intact = entry.sha256 === digest(entry.record as JsonValue);
+        if (entry.identity === this.identity && intact && record.success && record.data.status === 'ok') records.set(record.data.mask, record.data);
       } catch {
         // a torn last line of an interrupted run: that record is simply run again
       }
@@ -47,8 +50,7 @@ export class Journal {
   }
 
   append(record: ReferenceRecord): void {
-    mkdirSync(dirname(this.path), { recursive: true });
-    appendFileSync(this.path, `${JSON.stringify({ identity: this.identity, record })}\n`);
+    appendNoFollow(this.path, `${JSON.stringify({ identity: this.identity, sha256: digest(record as unknown as JsonValue), record })}\n`);
   }
 
   drop(): void {
