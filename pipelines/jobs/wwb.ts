@@ -123,6 +123,8 @@ export function exportPack(out: string, conditions: readonly string[] = [], dir 
     const tablePath = join(out, 'references', `${id}.json`);
     writeJsonAtomic(tablePath, table);
     files[`references/${id}.json`] = sha256Hex(readFileSync(tablePath));
+    // The prepared files must still be the ones the tables were built from before they are sealed.
+    checkFileHashes(sourcePreparedDir(entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
     mkdirSync(join(out, 'inputs', entry.source), { recursive: true });
     for (const name of PREPARED_FILES) {
       const target = join(out, 'inputs', entry.source, name);

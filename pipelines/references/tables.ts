@@ -68,7 +68,14 @@ export function readReferenceTable(path: string): LoadedTable {
   if (missing.length) throw new UserError(`reference table ${path} lacks columns: ${missing.join(', ')}`);
   const records = table.toArray().map((row, i) => {
     const raw = row.toJSON() as Record<string, unknown>;
-    for (const c of COLUMNS) if (c.json) raw[c.name] = JSON.parse(raw[c.name] as string);
+    for (const c of COLUMNS) {
+      if (!c.json) continue;
+      try {
+        raw[c.name] = JSON.parse(raw[c.name] as string);
+      } catch {
+        throw new UserError(`reference table ${path}, row ${i}, column ${c.name}: not valid JSON; rebuild the condition`);
+      }
+    }
     const parsed = ReferenceRecord.safeParse(raw);
     if (!parsed.success) throw new UserError(`reference table ${path}, row ${i}: ${parsed.error.issues[0]?.message}`);
     return parsed.data;

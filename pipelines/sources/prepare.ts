@@ -9,7 +9,7 @@ import { acquirePlan, type AcquireOptions } from './acquire.ts';
 import type { LoadedPlan } from '../catalog/catalog.ts';
 import { UserError } from '../core/errors.ts';
 import { insideRoot, removeStaleEntries } from '../core/containment.ts';
-import { writeJsonAtomic } from '../core/fsutil.ts';
+import { writeJsonAtomic, readJsonFile } from '../core/fsutil.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
 import { manifestsDir, preparedDir } from '../core/paths.ts';
 import { ID_RULE, isValidId } from '../catalog/plan.ts';
@@ -77,7 +77,7 @@ export function sealManifest(body: Omit<SourceManifest, 'content_sha256'>): Sour
 export function readManifest(source: string): SourceManifest {
   const path = manifestPath(source);
   if (!existsSync(path)) throw new UserError(`source manifest not found: ${path}; run 'wwref prepare --source ${source}'`);
-  const parsed = SourceManifest.safeParse(JSON.parse(readFileSync(path, 'utf8')));
+  const parsed = SourceManifest.safeParse(readJsonFile(path, 'source manifest'));
   if (!parsed.success) throw new UserError(`source manifest ${path} is malformed: ${parsed.error.issues[0]?.message}`);
   return parsed.data;
 }
