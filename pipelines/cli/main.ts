@@ -16,7 +16,7 @@ import { replay, replayTargets, writeReplayReport } from '../jobs/replay.ts';
 import { exportPack, readPack } from '../jobs/wwb.ts';
 import { join, resolve } from 'node:path';
 import { manifestsDir, preparedDir, referencesDir, ROOT } from '../core/paths.ts';
-import { isInside } from '../core/fsutil.ts';
+import { isInside } from '../core/containment.ts';
 import { readConfig } from '../core/config.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);

@@ -51,6 +51,11 @@ export function realPath(path: string): string {
   }
 }
 
+/** Whether `path` is `folder` or lies inside it, after resolving symlinks and `..`. */
+export function isInside(path: string, folder: string): boolean {
+  return within(realPath(path), realPath(folder));
+}
+
 /**
  * `root`/`relative` as a real path (symbolic links resolved), or a UserError naming `what` when
  * `relative` is absolute, climbs out with `..`, or resolves (through a link) outside `root`.

@@ -1,8 +1,8 @@
 // File-system writes and reads as every stage does them: atomic writes (a temporary sibling, then a
 // rename, so a reader never sees half a file), appends that never follow a symlink, and file-system
 // failures turned into one-line user errors that name the file.
-import { closeSync, constants, existsSync, mkdirSync, openSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
-import { basename, dirname, resolve, sep } from 'node:path';
+import { closeSync, constants, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { UserError } from './errors.ts';
 
 const FS_HINTS: Record<string, string> = {
@@ -80,22 +80,4 @@ export function readJsonFile(path: string, what: string): unknown {
   } catch (error) {
     throw new UserError(`${what} ${path} is not valid JSON: ${(error as Error).message}`);
   }
-}
-
-/** The absolute path with every existing ancestor's symlinks resolved (the path itself may not exist yet). */
-export function realTarget(path: string): string {
-  let head = resolve(path);
-  const tail: string[] = [];
-  while (!existsSync(head) && dirname(head) !== head) {
-    tail.unshift(basename(head));
-    head = dirname(head);
-  }
-  return resolve(realpathSync(head), ...tail);
-}
-
-/** Whether `path` is `folder` or lies inside it, after resolving symlinks and `..`. */
-export function isInside(path: string, folder: string): boolean {
-  const p = realTarget(path);
-  const f = realTarget(folder);
-  return p === f || p.startsWith(f.endsWith(sep) ? f : f + sep);
 }

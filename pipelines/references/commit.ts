@@ -5,6 +5,7 @@
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { processAlive } from '../core/containment.ts';
 import { UserError } from '../core/errors.ts';
 import { fsError, writeFileAtomic } from '../core/fsutil.ts';
 import { fileSha256 } from '../core/hashing.ts';
@@ -20,15 +21,6 @@ export interface ReferenceChange {
   tables: Map<string, Uint8Array>;
   /** Table files to remove (relative to the folder). */
   remove?: string[];
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Takes the folder's lock (waiting for a live holder, replacing a dead one's); returns its release. */
@@ -51,7 +43,7 @@ async function lock(dir: string, waitSeconds: number): Promise<() => void> {
     } catch {
       // being written right now, or torn: look again shortly
     }
-    if (typeof holder.pid === 'number' && !alive(holder.pid)) {
+    if (typeof holder.pid === 'number' && !processAlive(holder.pid)) {
       rmSync(path, { force: true }); // its writer is gone: a stale lock
       continue;
     }
