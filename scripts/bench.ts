@@ -1,18 +1,25 @@
-// Benchmark of the execute stage: records/s with 1 and 2 workers, total wall time against the sum of
-// per-record native seconds (orchestration overhead), the slowest conditions, and the cost of the
-// portable numerical profile (the same records under `native` and under the default profile).
-//   npx tsx scripts/bench.ts [--condition C ...] [--workers 1,2] [--no-profile-cost]
-// Default conditions: one published condition of each family (retrieval, the catalog's dominant cost,
-// included). Prepared inputs are taken from prepared/ (run `npx wwref prepare` first);
-// tables and journals go to a temporary folder, so outputs/references is never touched.
+// Benchmarks of the execute stage. Each section prints figures measured in this one run:
+//   overhead    per-record orchestration overhead, (wall × workers − native seconds) / records, of a
+//               rebuild and a cold replay with one worker, on cheap conditions (384 records)
+//   catalog     the whole catalog: replay with 1 and 2 workers (wall against replayed native
+//               seconds, and the 2-worker wall against the 1-worker wall), rebuild with 1 worker
+//   throughput  records/s with 1 and 2 workers on one condition of each family, slowest conditions
+//   profile     cost of the portable numerical profile: the same records under `native` and the default
+//   npx tsx scripts/bench.ts [--section overhead,throughput,profile] [--condition C ...] [--workers 1,2]
+// Default sections: overhead, throughput, profile (catalog takes ~15 min on 2 cores; ask for it).
+// Prepared inputs come from prepared/ (run `npx wwref prepare` first); rebuilds write to a temporary
+// folder and replays read outputs/references, which is never written.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Catalog } from '../pipelines/catalog/catalog.ts';
 import { DEFAULT_PROFILE, profileByName, type NumericalProfile } from '../pipelines/execution/numerics.ts';
 import { rebuild, type RebuildSummary } from '../pipelines/jobs/rebuild.ts';
+import { replay, type ReplayReport } from '../pipelines/jobs/replay.ts';
 
-const DEFAULT = ['scifact', 'wine', 'spambase', 'concrete', 'co2', 'astronaut', 'mitdb_100__d6', 'graph_lesmis__d6'];
+const THROUGHPUT = ['scifact', 'wine', 'spambase', 'concrete', 'co2', 'astronaut', 'mitdb_100__d6', 'graph_lesmis__d6'];
+/** Six cheap 64-mask conditions of six families: the records where overhead shows. */
+const CHEAP = ['wine__d6', 'spambase__d6', 'graph_lesmis__d6', 'mitdb_100__d6', 'co2__d6', 'astronaut__d6'];
 
 function arg(name: string): string[] {
   const values: string[] = [];
@@ -22,45 +29,86 @@ function arg(name: string): string[] {
   return values;
 }
 
-const conditions = arg('condition').length ? arg('condition') : DEFAULT;
+const sections = new Set((arg('section')[0] ?? 'overhead,throughput,profile').split(','));
 const workerCounts = (arg('workers')[0] ?? '1,2').split(',').map(Number);
 const catalog = Catalog.load();
 
-async function run(workers: number, profile?: NumericalProfile): Promise<RebuildSummary> {
+async function rebuildInTemp(conditions: string[] | undefined, workers: number, profile?: NumericalProfile): Promise<RebuildSummary> {
   const dir = mkdtempSync(join(tmpdir(), 'wwref-bench-'));
   process.env.WWREF_REFERENCES_DIR = join(dir, 'references');
   process.env.WWREF_CACHE_DIR = join(dir, 'cache');
   try {
     return await rebuild(catalog, { conditions, workers, profile, quiet: true, fresh: true, log: () => {} });
   } finally {
+    delete process.env.WWREF_REFERENCES_DIR;
+    delete process.env.WWREF_CACHE_DIR;
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-console.log(`conditions: ${conditions.join(', ')}`);
-const results = new Map<number, RebuildSummary>();
-for (const workers of workerCounts) {
-  const s = await run(workers);
-  results.set(workers, s);
-  const overhead = s.wallSeconds / s.nativeSeconds;
-  console.log(
-    `workers ${workers}: ${s.records} records in ${s.wallSeconds.toFixed(1)} s wall = ${(s.records / s.wallSeconds).toFixed(2)} records/s; ` +
-      `native sum ${s.nativeSeconds.toFixed(1)} s; wall/native ${overhead.toFixed(3)}${workers > 1 ? ` (ideal ${(1 / workers).toFixed(2)})` : ''}`,
-  );
-}
-const one = results.get(1);
-const two = results.get(2);
-if (one && two) console.log(`speed-up with 2 workers: ${(one.wallSeconds / two.wallSeconds).toFixed(2)}x`);
-const last = [...results.values()].at(-1)!;
-console.log('slowest conditions (native seconds):');
-for (const c of [...last.conditions].sort((a, b) => b.nativeSeconds - a.nativeSeconds).slice(0, 5)) {
-  console.log(`  ${c.condition.padEnd(22)} ${c.nativeSeconds.toFixed(2)} s over ${c.records} records`);
+/** Orchestration milliseconds per record: the wall time all workers spent beyond their computation. */
+function overheadMs(wall: number, workers: number, native: number, records: number): string {
+  return (((wall * workers - native) / records) * 1000).toFixed(2);
 }
 
-if (!process.argv.includes('--no-profile-cost')) {
+function describeRebuild(label: string, s: RebuildSummary): void {
+  console.log(
+    `  ${label}: ${s.records} records, wall ${s.wallSeconds.toFixed(2)} s, native ${s.nativeSeconds.toFixed(2)} s, ` +
+      `wall/native ${(s.wallSeconds / s.nativeSeconds).toFixed(3)}, overhead ${overheadMs(s.wallSeconds, s.workers, s.nativeSeconds, s.records)} ms/record`,
+  );
+}
+
+function describeReplay(label: string, r: ReplayReport): void {
+  console.log(
+    `  ${label}: ${r.passed}/${r.total} passed, wall ${r.wall_seconds.toFixed(2)} s, replayed native ${r.replayed_native_seconds.toFixed(2)} s, ` +
+      `wall/native ${(r.wall_seconds / r.replayed_native_seconds).toFixed(3)}, overhead ${overheadMs(r.wall_seconds, r.workers, r.replayed_native_seconds, r.total)} ms/record`,
+  );
+}
+
+if (sections.has('overhead')) {
+  const conditions = arg('condition').length ? arg('condition') : CHEAP;
+  console.log(`per-record overhead, 1 worker, ${conditions.join(', ')}:`);
+  describeRebuild('rebuild', await rebuildInTemp(conditions, 1));
+  describeReplay('replay ', await replay({ conditions, workers: 1, quiet: true }));
+}
+
+if (sections.has('catalog')) {
+  console.log('whole catalog:');
+  const one = await replay({ workers: 1, quiet: true });
+  describeReplay('replay, 1 worker ', one);
+  const two = await replay({ workers: 2, quiet: true });
+  describeReplay('replay, 2 workers', two);
+  console.log(`  replay wall, 2 workers / 1 worker: ${(two.wall_seconds / one.wall_seconds).toFixed(3)}`);
+  describeRebuild('rebuild, 1 worker', await rebuildInTemp(undefined, 1));
+}
+
+if (sections.has('throughput')) {
+  const conditions = arg('condition').length ? arg('condition') : THROUGHPUT;
+  console.log(`throughput, ${conditions.join(', ')}:`);
+  const results = new Map<number, RebuildSummary>();
+  for (const workers of workerCounts) {
+    const s = await rebuildInTemp(conditions, workers);
+    results.set(workers, s);
+    console.log(
+      `  workers ${workers}: ${s.records} records in ${s.wallSeconds.toFixed(1)} s wall = ${(s.records / s.wallSeconds).toFixed(2)} records/s; ` +
+        `native sum ${s.nativeSeconds.toFixed(1)} s; wall/native ${(s.wallSeconds / s.nativeSeconds).toFixed(3)}${workers > 1 ? ` (ideal ${(1 / workers).toFixed(2)})` : ''}`,
+    );
+  }
+  const one = results.get(1);
+  const two = results.get(2);
+  if (one && two) console.log(`  speed-up with 2 workers: ${(one.wallSeconds / two.wallSeconds).toFixed(2)}x`);
+  const last = [...results.values()].at(-1)!;
+  console.log('  slowest conditions (native seconds):');
+  for (const c of [...last.conditions].sort((a, b) => b.nativeSeconds - a.nativeSeconds).slice(0, 5)) {
+    console.log(`    ${c.condition.padEnd(22)} ${c.nativeSeconds.toFixed(2)} s over ${c.records} records`);
+  }
+}
+
+if (sections.has('profile')) {
   // One worker each, back to back: the computation time of the same records under both profiles.
-  const native = await run(1, profileByName('native'));
-  const portable = await run(1, profileByName(DEFAULT_PROFILE));
+  const conditions = arg('condition').length ? arg('condition') : THROUGHPUT;
+  const native = await rebuildInTemp(conditions, 1, profileByName('native'));
+  const portable = await rebuildInTemp(conditions, 1, profileByName(DEFAULT_PROFILE));
   console.log(`numerical profile cost (1 worker, native seconds of the same ${portable.records} records):`);
   console.log(
     `  native ${native.nativeSeconds.toFixed(2)} s, ${DEFAULT_PROFILE} ${portable.nativeSeconds.toFixed(2)} s: ratio ${(portable.nativeSeconds / native.nativeSeconds).toFixed(3)} ` +
@@ -69,6 +117,6 @@ if (!process.argv.includes('--no-profile-cost')) {
   const nativeBy = new Map(native.conditions.map((c) => [c.condition, c.nativeSeconds]));
   for (const c of portable.conditions) {
     const n = nativeBy.get(c.condition)!;
-    console.log(`  ${c.condition.padEnd(22)} ${n.toFixed(3)} s -> ${c.nativeSeconds.toFixed(3)} s  (${(c.nativeSeconds / n).toFixed(2)}x)`);
+    console.log(`    ${c.condition.padEnd(22)} ${n.toFixed(3)} s -> ${c.nativeSeconds.toFixed(3)} s  (${(c.nativeSeconds / n).toFixed(2)}x)`);
   }
 }

@@ -6,10 +6,15 @@ A prepared input is a folder with two files:
 * ``metadata.json.gz``: gzip (mtime 0, level 9) of compact JSON.
 
 Both files are written atomically (temporary file, then rename), so a reader never sees half a file.
+Workers load an input with :func:`load_prepared`: each file's bytes are checked against the sha256
+the orchestrator names, and the decoded input is frozen (read-only arrays, immutable JSON values), so
+the records computed from one decoded copy cannot pass anything to each other through it.
 """
 from __future__ import annotations
 
 import gzip
+import hashlib
+import io
 import json
 import os
 import tempfile
@@ -50,15 +55,59 @@ def write_prepared(folder: str | os.PathLike, arrays: Sequence[tuple[str, np.nda
     _atomic_write(folder / METADATA_FILE, lambda h: h.write(payload))
 
 
-def read_prepared(folder: str | os.PathLike) -> dict[str, Any]:
-    """The metadata dict, then every npz entry added under its key (pickle disallowed), as the replay does."""
-    folder = Path(folder)
-    for name in (ARRAYS_FILE, METADATA_FILE):
-        if not (folder / name).is_file():
-            raise FileNotFoundError(f"prepared input is missing {folder / name}")
-    with gzip.open(folder / METADATA_FILE, "rb") as handle:
-        data = json.loads(handle.read().decode("utf-8"))
-    with np.load(folder / ARRAYS_FILE, allow_pickle=False) as npz:
+def _decode(metadata: bytes, arrays: bytes) -> dict[str, Any]:
+    """The metadata dict, then every npz entry added under its key (pickle disallowed)."""
+    data = json.loads(gzip.decompress(metadata).decode("utf-8"))
+    with np.load(io.BytesIO(arrays), allow_pickle=False) as npz:
         for key in npz.files:
             data[key] = npz[key]
     return data
+
+
+def _file_bytes(folder: Path, name: str) -> bytes:
+    path = folder / name
+    if not path.is_file():
+        raise FileNotFoundError(f"prepared input is missing {path}")
+    return path.read_bytes()
+
+
+def read_prepared(folder: str | os.PathLike) -> dict[str, Any]:
+    """A prepared input as plain, writable values (preparation and tests)."""
+    folder = Path(folder)
+    return _decode(_file_bytes(folder, METADATA_FILE), _file_bytes(folder, ARRAYS_FILE))
+
+
+class FrozenDict(dict):
+    """A dict that refuses every change; still a dict for json, isinstance and iteration."""
+
+    def _refuse(self, *_: Any, **__: Any) -> None:
+        raise TypeError("a prepared input is read-only")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+
+def freeze(value: Any) -> Any:
+    """Read-only arrays; JSON lists as tuples and objects as FrozenDict, recursively."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+        return value
+    if isinstance(value, dict):
+        return FrozenDict((key, freeze(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return tuple(freeze(item) for item in value)
+    return value
+
+
+def load_prepared(folder: str | os.PathLike, sha256: dict[str, str]) -> FrozenDict:
+    """The input in ``folder`` after checking its files' bytes against ``sha256`` (file name -> hex
+    digest, naming exactly the container's two files), decoded once and frozen."""
+    folder = Path(folder)
+    if sorted(sha256) != sorted((ARRAYS_FILE, METADATA_FILE)):
+        raise ValueError(f"a prepared input is named by the sha256 of {ARRAYS_FILE} and {METADATA_FILE}, not of {sorted(sha256)}")
+    contents = {}
+    for name, expected in sha256.items():
+        contents[name] = _file_bytes(folder, name)
+        actual = hashlib.sha256(contents[name]).hexdigest()
+        if actual != expected:
+            raise ValueError(f"prepared input {folder / name} has sha256 {actual}, not the requested {expected}")
+    return freeze(_decode(contents[METADATA_FILE], contents[ARRAYS_FILE]))

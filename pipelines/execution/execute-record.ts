@@ -17,11 +17,12 @@ export interface RecordTask {
   planSha256: string;
   input: PreparedInput;
   timeoutSeconds: number;
-  cold?: boolean;
   reuseSharedStage?: boolean;
+  isolation?: string;
 }
 
-export async function executeRecord(executor: Executor, task: RecordTask, truth: Truth): Promise<ReferenceRecord> {
+/** `truth` may still be on its way: it is awaited once the run has finished. */
+export async function executeRecord(executor: Executor, task: RecordTask, truth: Truth | Promise<Truth>): Promise<ReferenceRecord> {
   const base = {
     condition: task.condition,
     source: task.source,
@@ -32,10 +33,10 @@ export async function executeRecord(executor: Executor, task: RecordTask, truth:
   };
   try {
     const run = await executor.run(
-      { family: task.family, input: task.input, mask: task.mask, cold: task.cold, reuseSharedStage: task.reuseSharedStage },
+      { family: task.family, input: task.input, mask: task.mask, reuseSharedStage: task.reuseSharedStage, isolation: task.isolation },
       { timeoutSeconds: task.timeoutSeconds },
     );
-    const check = verifyRun(task.family, run, truth);
+    const check = verifyRun(task.family, run, await truth);
     return {
       ...base,
       status: check.problems.length ? 'failed' : 'ok',

@@ -24,15 +24,19 @@ export interface RecordRequest {
   family: FamilyName;
   input: PreparedInput;
   mask: string;
-  /** Read the input from disk for this record only and keep nothing (replay). */
-  cold?: boolean;
   /** Let the family reuse its expensive per-input stage across masks (bit-identical; see README). */
   reuseSharedStage?: boolean;
+  /**
+   * Requests with different isolation keys never share a worker process: the first request of a key
+   * gets a fresh one (replay uses the condition, so nothing a process holds crosses conditions).
+   */
+  isolation?: string;
 }
 
 export interface TruthRequest {
   family: FamilyName;
   input: PreparedInput;
+  isolation?: string;
 }
 
 export interface RunOptions {

@@ -1,7 +1,7 @@
 // The local executor: records run in a pool of Python worker processes on this machine. A prepared
 // input is named by source and content hashes; it is looked up as <root>/<source>/ in the input roots
 // (prepared/ by default; a pack's inputs/ for a pack replay) and its files are verified against those
-// hashes before the first request that uses it.
+// hashes before the first request that uses it (and again by each worker, on the bytes it reads).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { checkFileHashes } from '../core/hashing.ts';
@@ -9,6 +9,7 @@ import { preparedDir } from '../core/paths.ts';
 import type { Executor, ExecutorOptions, PreparedInput, RecordRequest, RunOptions, TruthRequest } from './executor.ts';
 import { WorkerPool } from './local-pool.ts';
 import type { HelloResult, RunResult, TruthResult } from './protocol.ts';
+import type { InputFiles } from './python-worker.ts';
 
 export class LocalExecutor implements Executor {
   readonly kind = 'local';
@@ -26,14 +27,15 @@ export class LocalExecutor implements Executor {
   }
 
   /** The local folder of a prepared input, once its files match the requested hashes. */
-  private folder(input: PreparedInput): string {
+  private local(input: PreparedInput): InputFiles {
     const key = JSON.stringify([input.source, Object.entries(input.files).sort()]);
-    const known = this.verified.get(key);
-    if (known) return known;
-    const folder = join(this.inputRoots.find((root) => existsSync(join(root, input.source))) ?? preparedDir(), input.source);
-    checkFileHashes(folder, input.files, 'prepared input', `run 'wwref prepare --source ${input.source}'`);
-    this.verified.set(key, folder);
-    return folder;
+    let folder = this.verified.get(key);
+    if (!folder) {
+      folder = join(this.inputRoots.find((root) => existsSync(join(root, input.source))) ?? preparedDir(), input.source);
+      checkFileHashes(folder, input.files, 'prepared input', `run 'wwref prepare --source ${input.source}'`);
+      this.verified.set(key, folder);
+    }
+    return { folder, files: input.files };
   }
 
   async describe(): Promise<HelloResult[]> {
@@ -42,15 +44,16 @@ export class LocalExecutor implements Executor {
   }
 
   async truth(request: TruthRequest, options: RunOptions): Promise<TruthResult['truth']> {
-    const folder = this.folder(request.input);
-    return (await this.pool.submit((w) => w.truth(request.family, folder), options.timeoutSeconds)).truth;
+    const input = this.local(request.input);
+    return (await this.pool.submit((w) => w.truth(request.family, input), options.timeoutSeconds, request.isolation)).truth;
   }
 
   async run(request: RecordRequest, options: RunOptions): Promise<RunResult> {
-    const folder = this.folder(request.input);
+    const input = this.local(request.input);
     return this.pool.submit(
-      (w) => w.run(request.family, folder, request.mask, { cold: request.cold, reuseSharedStage: request.reuseSharedStage }),
+      (w) => w.run(request.family, input, request.mask, { reuseSharedStage: request.reuseSharedStage }),
       options.timeoutSeconds,
+      request.isolation,
     );
   }
 

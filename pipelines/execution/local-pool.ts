@@ -1,7 +1,10 @@
-// A pool of persistent Python worker processes on this machine, behind a p-queue. Every worker starts
-// under the numerical profile and is checked (its hello: profile and package versions) before it is
-// given a task. A task that exceeds its timeout kills its worker; the pool goes on with a fresh one.
-// The local executor runs records on it; preparation uses it directly.
+// A pool of persistent Python worker processes on this machine, behind a p-queue. The pool spawns one
+// template process under the numerical profile and forks its workers from it (python-worker.ts);
+// the template and every worker are checked (hello: profile, package versions, one-thread pools,
+// family registry) before they are used. A task that exceeds its timeout kills its worker; the pool
+// goes on with a fresh one. Tasks may carry an isolation key: a worker serves one key only, and the
+// first task of another key gets a fresh worker. The local executor runs records on it; preparation
+// uses it directly.
 import PQueue from 'p-queue';
 import { registryProblems } from '../catalog/families.ts';
 import { pinnedVersions, versionDrift } from './identity.ts';
@@ -23,6 +26,7 @@ function deadline(seconds: number, error: () => Error): [Promise<never>, () => v
 
 export class WorkerPool {
   private readonly idle: PythonWorker[] = [];
+  private template?: Promise<PythonWorker>;
   private readonly all = new Set<PythonWorker>();
   private readonly queue: PQueue;
   private readonly env: Record<string, string>;
@@ -47,6 +51,8 @@ export class WorkerPool {
   /** Why a worker's hello is refused (empty: accepted). */
   private refusals(hello: HelloResult): string[] {
     const problems = profileProblems(this.profile, hello.numerics).map((p) => `numerical profile '${this.profile.name}': ${p}`);
+    const threaded = hello.threadpools.filter((p) => p.num_threads !== 1);
+    if (threaded.length) problems.push(`thread pools with more than one thread: ${threaded.map((p) => `${p.api} ${p.num_threads}`).join(', ')}`);
     problems.push(...registryProblems(hello.families).map((p) => `family registry: ${p}`));
     if (!this.options.allowVersionDrift) {
       const drift = versionDrift(hello.versions, this.expectedVersions);
@@ -55,27 +61,59 @@ export class WorkerPool {
     return problems;
   }
 
-  /** An idle worker, or a fresh one whose hello is accepted. */
-  private async take(): Promise<PythonWorker> {
-    const worker = this.idle.pop();
-    if (worker) return worker;
-    const fresh = new PythonWorker(this.env);
-    this.all.add(fresh);
-    this.started++;
-    const [timeout, clear] = deadline(HELLO_TIMEOUT_SECONDS, () => new WorkerCrash(`worker ${fresh.pid} did not answer its hello within ${HELLO_TIMEOUT_SECONDS} s`));
+  /** Waits for `worker`'s hello and refuses it (RuntimeRefused) when it differs from what is expected. */
+  private async check(worker: PythonWorker): Promise<HelloResult> {
+    const [timeout, clear] = deadline(HELLO_TIMEOUT_SECONDS, () => new WorkerCrash(`worker ${worker.pid} did not answer its hello within ${HELLO_TIMEOUT_SECONDS} s`));
     try {
-      const hello = await Promise.race([fresh.hello(), timeout]);
+      const hello = await Promise.race([worker.hello(), timeout]);
       const problems = this.refusals(hello);
-      if (problems.length) throw new RuntimeRefused(`worker ${fresh.pid} refused before it ran anything: ${problems.join('; ')}`);
-      fresh.runtime = hello;
-      this.runtimes.push(hello);
-      return fresh;
-    } catch (error) {
-      this.discard(fresh);
-      throw error;
+      if (problems.length) throw new RuntimeRefused(`worker ${worker.pid} refused before it ran anything: ${problems.join('; ')}`);
+      worker.runtime = hello;
+      return hello;
     } finally {
       clear();
     }
+  }
+
+  /** The checked template the workers are forked from; a template that died is replaced. */
+  private async liveTemplate(): Promise<PythonWorker> {
+    const current = await this.template?.catch(() => undefined);
+    if (current?.alive) return current;
+    const spawned = PythonWorker.spawn(this.env);
+    this.template = this.check(spawned).then(
+      () => spawned,
+      (error: unknown) => {
+        spawned.kill();
+        this.template = undefined;
+        throw error;
+      },
+    );
+    return this.template;
+  }
+
+  /** A fresh worker: forked from the template (spawned where there is no fork), checked. */
+  private async fresh(): Promise<PythonWorker> {
+    const worker = process.platform === 'win32' ? PythonWorker.spawn(this.env) : await (await this.liveTemplate()).fork();
+    this.all.add(worker);
+    this.started++;
+    try {
+      this.runtimes.push(await this.check(worker));
+      return worker;
+    } catch (error) {
+      this.discard(worker);
+      throw error;
+    }
+  }
+
+  /** An idle worker that may serve `isolation` (one of the same key, else an unused one), or a fresh one. */
+  private async take(isolation?: string): Promise<PythonWorker> {
+    const fits = (w: PythonWorker) => isolation === undefined || w.isolation === isolation;
+    let index = this.idle.findLastIndex(fits);
+    if (index < 0) index = this.idle.findLastIndex((w) => w.isolation === undefined);
+    if (index < 0 && this.idle.length) this.discard(this.idle.shift()!); // it served another key: never reused
+    const worker = index >= 0 ? this.idle.splice(index, 1)[0]! : await this.fresh();
+    if (isolation !== undefined) worker.isolation = isolation;
+    return worker;
   }
 
   private discard(worker: PythonWorker): void {
@@ -84,9 +122,9 @@ export class WorkerPool {
   }
 
   /** Runs `task` on a checked worker; tasks start in submission order. */
-  submit<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number): Promise<T> {
+  submit<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number, isolation?: string): Promise<T> {
     return this.queue.add(async () => {
-      const worker = await this.take();
+      const worker = await this.take(isolation);
       const [timeout, clear] = deadline(timeoutSeconds, () => new RecordTimeout(`exceeded the ${timeoutSeconds} s timeout; worker ${worker.pid} was stopped`));
       let healthy = true;
       try {
@@ -112,11 +150,15 @@ export class WorkerPool {
     await Promise.all([...this.all].map((w) => w.close()));
     this.all.clear();
     this.idle.length = 0;
+    const template = await this.template?.catch(() => undefined);
+    this.template = undefined;
+    await template?.close();
   }
 
   /** Stops everything now (interrupts). */
   kill(): void {
     this.queue.clear();
     for (const worker of this.all) worker.kill();
+    void this.template?.then((t) => t.kill(), () => {});
   }
 }

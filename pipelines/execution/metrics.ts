@@ -20,15 +20,19 @@ type Label = number | string | bigint | boolean;
  * that special value (inf + -inf throws), a finite overflow of the partials throws, and the sum of
  * no values (or of zeros only) is +0.0.
  */
-export function fsum(values: Iterable<number>): number {
-  const partials: number[] = [];
+export function fsum(values: Iterable<number> | ArrayLike<number>): number {
+  const list: ArrayLike<number> = typeof (values as ArrayLike<number>).length === 'number' ? (values as ArrayLike<number>) : Array.from(values as Iterable<number>);
+  // Shewchuk's partials never exceed ~40 for doubles (2098 exponent values / 53 bits); the typed
+  // buffer grows anyway if an input proves otherwise.
+  let partials = new Float64Array(64);
+  let count = 0;
   let specialSum = 0;
   let infSum = 0;
-  for (const value of values) {
+  for (let k = 0; k < list.length; k++) {
+    const value = list[k]!;
     let x = value;
-    const xsave = x;
     let i = 0;
-    for (let j = 0; j < partials.length; j++) {
+    for (let j = 0; j < count; j++) {
       let y = partials[j]!;
       if (Math.abs(x) < Math.abs(y)) {
         const t = x;
@@ -40,16 +44,21 @@ export function fsum(values: Iterable<number>): number {
       if (lo !== 0) partials[i++] = lo;
       x = hi;
     }
-    partials.length = i;
+    count = i;
     if (x !== 0) {
       if (!Number.isFinite(x)) {
         // Either a special summand or an intermediate overflow of finite summands.
-        if (Number.isFinite(xsave)) throw new RangeError('intermediate overflow in fsum');
-        if (xsave === Infinity || xsave === -Infinity) infSum += xsave;
-        specialSum += xsave;
-        partials.length = 0;
+        if (Number.isFinite(value)) throw new RangeError('intermediate overflow in fsum');
+        if (value === Infinity || value === -Infinity) infSum += value;
+        specialSum += value;
+        count = 0;
       } else {
-        partials.push(x);
+        if (count === partials.length) {
+          const grown = new Float64Array(count * 2);
+          grown.set(partials);
+          partials = grown;
+        }
+        partials[count++] = x;
       }
     }
   }
@@ -58,7 +67,7 @@ export function fsum(values: Iterable<number>): number {
     return specialSum;
   }
   // Add the partials from the top down, stopping as soon as the running sum becomes inexact.
-  let n = partials.length;
+  let n = count;
   let hi = 0;
   if (n > 0) {
     hi = partials[--n]!;

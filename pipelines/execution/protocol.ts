@@ -5,26 +5,34 @@ import { FAMILY_NAMES } from '../catalog/families.ts';
 
 const Family = z.enum(FAMILY_NAMES);
 
-/** The requests, by operation. `folder` is the local path of a verified prepared input. */
+/** The sha256 of each file of a prepared input; the worker checks the bytes it reads against them. */
+const FileHashes = z.record(z.string(), z.string().regex(/^[0-9a-f]{64}$/));
+
+/** The requests, by operation. `folder` is the local path of a prepared input, `files` its hashes. */
 export const Request = z.discriminatedUnion('op', [
   z.strictObject({ op: z.literal('hello') }),
   z.strictObject({
     op: z.literal('run'),
     family: Family,
     folder: z.string(),
+    files: FileHashes,
     mask: z.string(),
-    cold: z.boolean(),
     reuse_shared_stage: z.boolean(),
   }),
-  z.strictObject({ op: z.literal('truth'), family: Family, folder: z.string() }),
+  z.strictObject({ op: z.literal('truth'), family: Family, folder: z.string(), files: FileHashes }),
   z.strictObject({ op: z.literal('prepare'), recipe: z.string(), params: z.unknown(), raw: z.record(z.string(), z.string()), out: z.string() }),
+  /** A template forks a fresh worker that connects to this Unix socket. */
+  z.strictObject({ op: z.literal('fork'), socket: z.string() }),
 ]);
 export type Request = z.infer<typeof Request>;
 
-/** An ndarray as dtype (numpy str, e.g. "<f8"), shape and base64 of its C-order bytes; or plain JSON. */
+/**
+ * An ndarray as dtype (numpy str, e.g. "<f8"), shape and its C-order bytes; or plain JSON. On the wire
+ * the bytes are a slice (offset, nbytes) of the response's attachment; python-worker.ts puts them here.
+ */
 export const Encoded = z.union([
   z.strictObject({
-    ndarray: z.strictObject({ dtype: z.string(), shape: z.array(z.number().int().nonnegative()), base64: z.string() }),
+    ndarray: z.strictObject({ dtype: z.string(), shape: z.array(z.number().int().nonnegative()), bytes: z.instanceof(Uint8Array) }),
   }),
   z.strictObject({ json: z.unknown() }),
 ]);
@@ -84,8 +92,9 @@ export type TruthResult = z.infer<typeof TruthResult>;
 
 export const PrepareResult = z.record(z.string(), z.unknown());
 
+/** One response line; a success is followed by `attachment` raw bytes (the ndarrays of its result). */
 export const Response = z.union([
-  z.strictObject({ id: z.number().int(), ok: z.literal(true), result: z.unknown() }),
+  z.strictObject({ id: z.number().int(), ok: z.literal(true), attachment: z.number().int().nonnegative(), result: z.unknown() }),
   z.strictObject({
     id: z.number().int().nullable(),
     ok: z.literal(false),

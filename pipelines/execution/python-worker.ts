@@ -1,12 +1,18 @@
-// One persistent Python worker process (workflows/worker.py) and its request/response loop.
+// One Python worker (workflows/worker.py) and its request/response loop. A worker is either a
+// process spawned here or a fork of a *template*: a spawned worker that has imported the libraries,
+// answered its hello and never runs anything. Forking takes milliseconds instead of the second the
+// imports take, so a fresh worker per condition (replay) or per crashed worker costs almost nothing.
 import { execa, type ResultPromise } from 'execa';
-import { existsSync } from 'node:fs';
-import { createInterface } from 'node:readline';
-import type { z } from 'zod';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable, Writable } from 'node:stream';
+import { z } from 'zod';
 import { UserError } from '../core/errors.ts';
 import type { FamilyName } from '../catalog/families.ts';
 import { pythonExecutable, ROOT } from '../core/paths.ts';
-import { WorkerCrash, WorkerError } from './executor.ts';
+import { HELLO_TIMEOUT_SECONDS, WorkerCrash, WorkerError } from './executor.ts';
 import { activeProfile, profileEnvironment, type NumericalProfile } from './numerics.ts';
 import { HelloResult, PrepareResult, Request, Response, RunResult, TruthResult } from './protocol.ts';
 
@@ -27,55 +33,195 @@ export function pythonEnvironment(profile: NumericalProfile = activeProfile()): 
 /** How long a worker asked to shut down may take before it is killed. */
 const SHUTDOWN_GRACE_SECONDS = 5;
 
+const ForkResult = z.strictObject({ pid: z.number().int().positive() });
+
+/** A prepared input as the worker reads it: a local folder and the sha256 of each of its files. */
+export interface InputFiles {
+  folder: string;
+  files: Readonly<Record<string, string>>;
+}
+
+/** How the protocol reaches one worker: its streams, its process, and the end of either. */
+interface Transport {
+  input: Readable;
+  output: Writable;
+  pid: number | undefined;
+  kill(): void;
+  /** Resolves when the worker is gone (process exit, or the socket closed). */
+  ended: Promise<unknown>;
+  /** The last lines the worker wrote to stderr. */
+  stderrTail(): string;
+}
+
+/**
+ * Splits a worker's output into responses: a JSON line, then the number of raw bytes its
+ * `attachment` field announces. Lines are parsed here; the caller validates them.
+ */
+class ResponseFramer {
+  private buffer = Buffer.alloc(0);
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  private header?: { json: unknown; attachment: number; line: string };
+
+  constructor(private readonly onResponse: (json: unknown, attachment: Uint8Array, line: string) => void) {}
+
+  push(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    for (;;) {
+      if (!this.header) {
+        if (!this.chunks.length && !this.buffer.length) return;
+        this.gather(this.buffered);
+        const end = this.buffer.indexOf(10);
+        if (end < 0) return;
+        const line = this.buffer.subarray(0, end).toString('utf8');
+        this.take(end + 1);
+        if (!line.trim()) continue;
+        const json = JSON.parse(line) as { attachment?: unknown };
+        this.header = { json, attachment: typeof json.attachment === 'number' ? json.attachment : 0, line };
+        continue;
+      }
+      if (this.buffered < this.header.attachment) return;
+      this.gather(this.header.attachment);
+      const attachment = Uint8Array.prototype.slice.call(this.buffer, 0, this.header.attachment);
+      this.take(this.header.attachment);
+      const { json, line } = this.header;
+      this.header = undefined;
+      this.onResponse(json, attachment, line);
+    }
+  }
+
+  /** Makes `buffer` hold at least `bytes` bytes (or everything received). */
+  private gather(bytes: number): void {
+    if (this.buffer.length >= bytes || !this.chunks.length) return;
+    this.buffer = Buffer.concat([this.buffer, ...this.chunks]);
+    this.chunks = [];
+  }
+
+  private take(bytes: number): void {
+    this.buffer = this.buffer.subarray(bytes);
+    this.buffered -= bytes;
+  }
+}
+
+/** Puts each ndarray's bytes (its slice of the attachment) where the wire format has offset and nbytes. */
+function attach(value: unknown, attachment: Uint8Array): void {
+  if (typeof value !== 'object' || value === null) return;
+  for (const item of Object.values(value)) attach(item, attachment);
+  const array = (value as { ndarray?: { offset?: unknown; nbytes?: unknown; bytes?: Uint8Array } }).ndarray;
+  if (array && typeof array.offset === 'number' && typeof array.nbytes === 'number') {
+    if (array.offset + array.nbytes > attachment.length) throw new Error('an ndarray lies outside the attachment');
+    array.bytes = attachment.subarray(array.offset, array.offset + array.nbytes);
+    delete array.offset;
+    delete array.nbytes;
+  }
+}
+
 interface Pending {
   resolve: (value: unknown) => void;
   reject: (error: Error) => void;
 }
 
+function spawnedTransport(env: Record<string, string>): Transport {
+  const python = pythonExecutable();
+  if (!existsSync(python)) throw new UserError(`the pinned Python runtime is missing (${python}); run 'npm run setup' first`);
+  const child: ResultPromise = execa(python, ['-u', '-m', 'workflows.worker'], {
+    cwd: ROOT,
+    env,
+    stdin: 'pipe',
+    stdout: 'pipe',
+    stderr: 'pipe',
+    buffer: false,
+    reject: false,
+    cleanup: true,
+  });
+  let tail = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    tail = (tail + chunk.toString()).slice(-4000);
+  });
+  return {
+    input: child.stdout!,
+    output: child.stdin!,
+    pid: child.pid,
+    kill: () => child.kill('SIGKILL'),
+    ended: child,
+    stderrTail: () => tail,
+  };
+}
+
+function forkedTransport(socket: Socket, pid: number, template: PythonWorker): Transport {
+  return {
+    input: socket,
+    output: socket,
+    pid,
+    kill: () => {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      socket.destroy();
+    },
+    ended: new Promise((resolve) => socket.once('close', resolve)),
+    // A fork writes to its template's stderr.
+    stderrTail: () => template.stderrTail(),
+  };
+}
+
 export class PythonWorker {
-  private readonly process: ResultPromise;
+  private readonly transport: Transport;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private exited = false;
-  private stderrTail = '';
+  private forks = 0;
+  private socketDir?: string;
   /** This worker's hello, once its pool has checked it against the numerical profile. */
   runtime?: HelloResult;
+  /** The isolation key of the records this worker has run (see RecordRequest.isolation). */
+  isolation?: string;
 
-  /** `env` is added to the inherited environment: pythonEnvironment() and any test-only switches. */
-  constructor(env: Record<string, string>) {
-    const python = pythonExecutable();
-    if (!existsSync(python)) {
-      throw new UserError(`the pinned Python runtime is missing (${python}); run 'npm run setup' first`);
-    }
-    this.process = execa(python, ['-u', '-m', 'workflows.worker'], {
-      cwd: ROOT,
-      env,
-      stdin: 'pipe',
-      stdout: 'pipe',
-      stderr: 'pipe',
-      buffer: false,
-      reject: false,
-      cleanup: true,
+  /** A spawned worker; `env` is added to the inherited environment (pythonEnvironment() and test-only switches). */
+  static spawn(env: Record<string, string>): PythonWorker {
+    return new PythonWorker(spawnedTransport(env));
+  }
+
+  private constructor(transport: Transport) {
+    this.transport = transport;
+    const framer = new ResponseFramer((json, attachment, line) => this.onResponse(json, attachment, line));
+    transport.input.on('data', (chunk: Buffer) => {
+      try {
+        framer.push(chunk);
+      } catch {
+        this.protocolError(chunk.subarray(0, 200).toString('utf8'));
+      }
     });
-    this.process.stderr?.on('data', (chunk: Buffer) => {
-      this.stderrTail = (this.stderrTail + chunk.toString()).slice(-4000);
-    });
-    const lines = createInterface({ input: this.process.stdout! });
-    lines.on('line', (line) => this.onLine(line));
-    void this.process.then(() => this.onExit());
+    void transport.ended.then(() => this.onExit());
   }
 
   get pid(): number | undefined {
-    return this.process.pid;
+    return this.transport.pid;
   }
 
-  private onLine(line: string): void {
+  get alive(): boolean {
+    return !this.exited;
+  }
+
+  stderrTail(): string {
+    return this.transport.stderrTail();
+  }
+
+  private protocolError(text: string): void {
+    this.failAll(new WorkerCrash(`worker sent an invalid protocol line: ${text.slice(0, 200)}`));
+    this.kill();
+  }
+
+  private onResponse(json: unknown, attachment: Uint8Array, line: string): void {
     let parsed: z.infer<typeof Response>;
     try {
-      parsed = Response.parse(JSON.parse(line));
-    } catch (error) {
-      this.failAll(new WorkerCrash(`worker sent an invalid protocol line: ${line.slice(0, 200)}`));
-      this.kill();
+      parsed = Response.parse(json);
+      if (parsed.ok) attach(parsed.result, attachment);
+    } catch {
+      this.protocolError(line);
       return;
     }
     const pending = parsed.id === null ? undefined : this.pending.get(parsed.id);
@@ -87,7 +233,7 @@ export class PythonWorker {
 
   private onExit(): void {
     this.exited = true;
-    const tail = this.stderrTail.trim().split('\n').slice(-5).join('\n');
+    const tail = this.stderrTail().trim().split('\n').slice(-5).join('\n');
     this.failAll(new WorkerCrash(`worker process exited${tail ? `:\n${tail}` : ''}`));
   }
 
@@ -102,7 +248,7 @@ export class PythonWorker {
     const line = `${JSON.stringify({ id, ...Request.parse(body) })}\n`;
     return new Promise<unknown>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.process.stdin!.write(line);
+      this.transport.output.write(line);
     }).then((result) => schema.parse(result));
   }
 
@@ -110,35 +256,62 @@ export class PythonWorker {
     return this.request(HelloResult, { op: 'hello' });
   }
 
-  run(family: FamilyName, folder: string, mask: string, options: { cold?: boolean; reuseSharedStage?: boolean } = {}): Promise<RunResult> {
+  run(family: FamilyName, input: InputFiles, mask: string, options: { reuseSharedStage?: boolean } = {}): Promise<RunResult> {
     return this.request(RunResult, {
       op: 'run',
       family,
-      folder,
+      folder: input.folder,
+      files: { ...input.files },
       mask,
-      cold: options.cold ?? false,
       reuse_shared_stage: options.reuseSharedStage ?? false,
     });
   }
 
-  truth(family: FamilyName, folder: string): Promise<TruthResult> {
-    return this.request(TruthResult, { op: 'truth', family, folder });
+  truth(family: FamilyName, input: InputFiles): Promise<TruthResult> {
+    return this.request(TruthResult, { op: 'truth', family, folder: input.folder, files: { ...input.files } });
   }
 
   prepare(recipe: string, params: unknown, raw: Record<string, string>, out: string): Promise<Record<string, unknown>> {
     return this.request(PrepareResult, { op: 'prepare', recipe, params, raw, out });
   }
 
+  /**
+   * A fresh worker forked from this one (a template), connected over a Unix socket in a private
+   * temporary folder. Fails with WorkerCrash when the template is gone or the fork does not connect.
+   */
+  async fork(): Promise<PythonWorker> {
+    this.socketDir ??= mkdtempSync(join(tmpdir(), 'wwref-fork-'));
+    const address = join(this.socketDir, `${++this.forks}.sock`);
+    const server: Server = createServer();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => server.once('error', reject).listen(address, resolve));
+      const connected = new Promise<Socket>((resolve, reject) => {
+        server.once('connection', resolve);
+        timer = setTimeout(() => reject(new WorkerCrash(`a forked worker did not connect within ${HELLO_TIMEOUT_SECONDS} s`)), HELLO_TIMEOUT_SECONDS * 1000);
+      });
+      const { pid } = await this.request(ForkResult, { op: 'fork', socket: address });
+      const socket = await connected;
+      return new PythonWorker(forkedTransport(socket, pid, this));
+    } finally {
+      clearTimeout(timer);
+      server.close();
+      rmSync(address, { force: true });
+    }
+  }
+
   /** Hard stop (used for timeouts): the pending request fails with WorkerCrash. */
   kill(): void {
-    if (!this.exited) this.process.kill('SIGKILL');
+    if (!this.exited) this.transport.kill();
   }
 
   async close(): Promise<void> {
-    if (this.exited) return;
-    this.process.stdin!.end(`${JSON.stringify({ id: 0, op: 'shutdown' })}\n`);
-    const timer = setTimeout(() => this.kill(), SHUTDOWN_GRACE_SECONDS * 1000);
-    await this.process;
-    clearTimeout(timer);
+    if (!this.exited) {
+      this.transport.output.end(`${JSON.stringify({ id: 0, op: 'shutdown' })}\n`);
+      const timer = setTimeout(() => this.kill(), SHUTDOWN_GRACE_SECONDS * 1000);
+      await this.transport.ended;
+      clearTimeout(timer);
+    }
+    if (this.socketDir) rmSync(this.socketDir, { recursive: true, force: true });
   }
 }

@@ -37,14 +37,21 @@ export interface DecodedArray {
   values: Decoded;
 }
 
+/** Decoded arrays by their encoded object: a condition's truth is decoded once, not per record. */
+const decoded = new WeakMap<object, DecodedArray>();
+
+/** The typed values of an encoded array (read them, never write: the result is shared). */
 export function decodeArray(encoded: Extract<Encoded, { ndarray: unknown }>): DecodedArray {
-  const { dtype, shape, base64 } = encoded.ndarray;
+  const known = decoded.get(encoded);
+  if (known) return known;
+  const { dtype, shape, bytes } = encoded.ndarray;
   const Typed = TYPED[dtype];
   if (!Typed) throw new Error(`unsupported prediction dtype ${dtype}`);
-  const bytes = new Uint8Array(Buffer.from(base64, 'base64'));
   // Copy into a fresh ArrayBuffer: typed arrays need an aligned, exactly sized buffer.
   const values = new Typed(bytes.slice().buffer);
-  return { dtype, shape, bytes, values };
+  const array = { dtype, shape, bytes, values };
+  decoded.set(encoded, array);
+  return array;
 }
 
 export type Truth = Record<string, Encoded>;

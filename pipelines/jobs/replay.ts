@@ -34,6 +34,8 @@ export interface ReplayOptions {
   /** A record is a timing outlier when its ratio is this many times above (or below) its condition's median. */
   outlierFactor?: number;
   timeoutSeconds?: number;
+  /** Worker processes running records at the same time, each with one computation thread (default 1). */
+  workers?: number;
   /** Extra environment for the worker (test-only switches such as WWREF_TEST_DELAY_SECONDS). */
   workerEnv?: Record<string, string>;
   quiet?: boolean;
@@ -80,6 +82,8 @@ export interface ReplayReport {
   platform_notes: string[];
   /** The numerical profile of this replay and the state its first worker reported. */
   numerical_profile: string;
+  /** Worker processes that ran records at the same time, each with one computation thread. */
+  workers: number;
   numerics: NumericsReport | null;
   wall_seconds: number;
   recorded_native_seconds: number;
@@ -224,74 +228,81 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   const progress = new Progress('replay', total, options.quiet);
   for (const t of targets) progress.expect(t.condition, t.records.length);
 
-  const records: ReplayedRecord[] = [];
+  // One executor for the whole replay; every condition gets fresh worker processes of its own (its
+  // isolation key), forked from a template that has computed nothing.
+  const executor = new LocalExecutor({
+    workers: options.workers ?? 1,
+    env: options.workerEnv,
+    expectedVersions: expected.versions,
+    allowVersionDrift: options.allowVersionDrift,
+    inputRoots: [...new Set(targets.flatMap((t) => (t.inputRoot ? [t.inputRoot] : [])))],
+  });
+  const replayed = new Map<string, ReplayedRecord[]>();
   let versions: Record<string, string> = {};
   let drift: string[] = [];
   let platform: string[] = [];
   let notes: string[] = [];
   let numerics: NumericsReport | null = null;
-  let profileName = '';
-  for (const [index, target] of targets.entries()) {
-    // A fresh executor per condition: nothing is shared between conditions, and the worker re-reads
-    // the prepared input from disk for every record (cold).
-    const executor = new LocalExecutor({
-      workers: 1,
-      env: options.workerEnv,
-      expectedVersions: expected.versions,
-      allowVersionDrift: options.allowVersionDrift,
-      inputRoots: target.inputRoot ? [target.inputRoot] : undefined,
-    });
-    try {
-      const [hello] = await executor.describe();
-      if (index === 0) {
-        versions = hello!.versions;
-        numerics = hello!.numerics;
-        profileName = executor.profile.name;
-        drift = versionDrift(hello!.versions, expected.versions);
-        platform = expected.numerics === 'unrecorded' ? [] : platformDrift(expected.numerics, executor.profile, hello!.numerics);
-        notes = expected.numerics === 'unrecorded' ? [] : platformNotes(expected.numerics, hello!.numerics);
-        if (platform.length && !options.allowPlatformDrift) {
-          throw new UserError(`${platform.join('; ')}; bit identity is not expected, so replay refuses: pass --allow-platform-drift to compare with tolerances instead`);
-        }
-      }
-      const tolerant = (Boolean(options.allowVersionDrift) && drift.length > 0) || (Boolean(options.allowPlatformDrift) && platform.length > 0);
-      const truth = await executor.truth({ family: target.family, input: target.input }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS });
-      for (const stored of target.records) {
-        const record = await executeRecord(
-          executor,
-          {
-            condition: target.condition,
-            source: target.input.source,
-            family: target.family,
-            dimensions: stored.mask.length,
-            mask: stored.mask,
-            planSha256: '',
-            input: target.input,
-            timeoutSeconds: options.timeoutSeconds ?? target.timeoutSeconds ?? DEFAULT_RECORD_TIMEOUT_SECONDS,
-            cold: true,
-          },
-          truth,
-        );
-        const { failures, relaxed } = compareWithStored(record, stored, tolerant);
-        records.push({
-          condition: target.condition,
-          mask: stored.mask,
-          passed: failures.length === 0,
-          failures,
-          relaxed,
-          prediction_sha256: record.prediction_sha256,
-          utility: record.utility,
-          wall_seconds: record.wall_seconds,
-          recorded_wall_seconds: stored.wall_seconds,
-          timing_ratio: record.wall_seconds !== null && stored.wall_seconds ? record.wall_seconds / stored.wall_seconds : null,
-          timing_outlier: false,
-        });
-        progress.tick(target.condition, failures.length === 0);
-      }
-    } finally {
-      await executor.close();
+  try {
+    const [hello] = await executor.describe();
+    versions = hello!.versions;
+    numerics = hello!.numerics;
+    drift = versionDrift(hello!.versions, expected.versions);
+    platform = expected.numerics === 'unrecorded' ? [] : platformDrift(expected.numerics, executor.profile, hello!.numerics);
+    notes = expected.numerics === 'unrecorded' ? [] : platformNotes(expected.numerics, hello!.numerics);
+    if (platform.length && !options.allowPlatformDrift) {
+      throw new UserError(`${platform.join('; ')}; bit identity is not expected, so replay refuses: pass --allow-platform-drift to compare with tolerances instead`);
     }
+    const tolerant = (Boolean(options.allowVersionDrift) && drift.length > 0) || (Boolean(options.allowPlatformDrift) && platform.length > 0);
+    // Every request is queued at once, in condition order; the pool runs `workers` of them at a time.
+    await Promise.all(
+      targets.map(async (target) => {
+        const isolation = target.condition;
+        const truth = executor.truth({ family: target.family, input: target.input, isolation }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS });
+        truth.catch(() => {}); // awaited by every record, which reports its failure
+        const outcomes = target.records.map((stored) =>
+          executeRecord(
+            executor,
+            {
+              condition: target.condition,
+              source: target.input.source,
+              family: target.family,
+              dimensions: stored.mask.length,
+              mask: stored.mask,
+              planSha256: '',
+              input: target.input,
+              timeoutSeconds: options.timeoutSeconds ?? target.timeoutSeconds ?? DEFAULT_RECORD_TIMEOUT_SECONDS,
+              isolation,
+            },
+            truth,
+          ).then((record) => {
+            const { failures, relaxed } = compareWithStored(record, stored, tolerant);
+            progress.tick(target.condition, failures.length === 0);
+            return {
+              condition: target.condition,
+              mask: stored.mask,
+              passed: failures.length === 0,
+              failures,
+              relaxed,
+              prediction_sha256: record.prediction_sha256,
+              utility: record.utility,
+              wall_seconds: record.wall_seconds,
+              recorded_wall_seconds: stored.wall_seconds,
+              timing_ratio: record.wall_seconds !== null && stored.wall_seconds ? record.wall_seconds / stored.wall_seconds : null,
+              timing_outlier: false,
+            };
+          }),
+        );
+        replayed.set(target.condition, await Promise.all(outcomes));
+      }),
+    );
+  } catch (error) {
+    executor.cancel();
+    throw error;
+  } finally {
+    await executor.close();
   }
+  const records = targets.flatMap((t) => replayed.get(t.condition) ?? []);
 
   // Timing: per condition median ratio; a record far from its condition's median is an outlier, and
   // a condition whose median ratio is far above 1 is flagged as slowed down.
@@ -326,7 +337,8 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     platform_drift: platform,
     allow_platform_drift: Boolean(options.allowPlatformDrift),
     platform_notes: notes,
-    numerical_profile: profileName,
+    numerical_profile: executor.profile.name,
+    workers: options.workers ?? 1,
     numerics,
     wall_seconds: (performance.now() - started) / 1000,
     recorded_native_seconds: records.reduce((s, r) => s + (r.recorded_wall_seconds ?? 0), 0),

@@ -46,18 +46,32 @@ export function executorContract(make: ExecutorFactory, input: () => PreparedInp
     });
   });
 
-  it('gives every job the same record: cold or warm, through executeRecord, equal to the committed table', async () => {
+  it('gives every job the same record: isolated (replay) or not (rebuild), through executeRecord, equal to the committed table', async () => {
     const committed = readReferenceTable(join(ROOT, 'outputs', 'references', 'nile.arrow')).records;
     await using(make, { workers: 1 }, async (executor) => {
       const truth = await executor.truth({ family: 'forecasting', input: input() }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS });
       for (const stored of committed.slice(0, 6)) {
         const task = { condition: 'nile', source: 'nile', family: 'forecasting' as const, dimensions: 4, mask: stored.mask, planSha256: stored.plan_sha256, input: input(), timeoutSeconds: 60 };
         const asRebuild = await executeRecord(executor, task, truth);
-        const asReplay = await executeRecord(executor, { ...task, cold: true }, truth);
+        const asReplay = await executeRecord(executor, { ...task, isolation: `replay ${stored.mask}` }, truth);
         expect(asRebuild.status, asRebuild.error ?? '').toBe('ok');
         expect([asRebuild.prediction_sha256, asRebuild.utility]).toEqual([stored.prediction_sha256, stored.utility]);
         expect([asReplay.prediction_sha256, asReplay.utility]).toEqual([stored.prediction_sha256, stored.utility]);
       }
+    });
+  });
+
+  it('runs requests of another isolation key in a fresh worker process, and those of the same key in one', async () => {
+    await using(make, { workers: 1 }, async (executor) => {
+      const run = (mask: string, isolation: string) => executor.run({ ...request(mask), isolation }, { timeoutSeconds: 60 });
+      await run('0000', 'a');
+      const afterA = (await executor.describe()).length;
+      await run('0001', 'a');
+      expect((await executor.describe()).length).toBe(afterA);
+      await run('0000', 'b');
+      const hellos = await executor.describe();
+      expect(hellos.length).toBe(afterA + 1);
+      expect(new Set(hellos.map((h) => h.pid)).size).toBe(hellos.length);
     });
   });
 

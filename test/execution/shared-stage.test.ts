@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { mirrorDirs } from '../../pipelines/core/paths.ts';
 import { WorkerPool } from '../../pipelines/execution/local-pool.ts';
-import { prepareSources } from '../../pipelines/sources/prepare.ts';
+import { prepareSources, readManifest } from '../../pipelines/sources/prepare.ts';
 import { sourcePreparedDir } from '../../pipelines/core/paths.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
@@ -25,11 +25,11 @@ describe.skipIf(!haveRaw)('retrieval shared stage (needs the raw mirror)', () =>
 
   it('reusing the term counts across masks is bit-identical to the cold path', async () => {
     const pool = new WorkerPool(1);
-    const folder = sourcePreparedDir('scifact');
+    const input = { folder: sourcePreparedDir('scifact'), files: readManifest('scifact').prepared_files };
     try {
       for (const mask of MASKS) {
-        const cold = await pool.submit((w) => w.run('retrieval', folder, mask, { cold: true }), 180);
-        const warm = await pool.submit((w) => w.run('retrieval', folder, mask, { reuseSharedStage: true }), 180);
+        const cold = await pool.submit((w) => w.run('retrieval', input, mask), 180);
+        const warm = await pool.submit((w) => w.run('retrieval', input, mask, { reuseSharedStage: true }), 180);
         expect(warm.prediction_sha256, mask).toBe(cold.prediction_sha256);
         expect(warm.utility, mask).toBe(cold.utility);
       }
