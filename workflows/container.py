@@ -98,16 +98,21 @@ def freeze(value: Any) -> Any:
     return value
 
 
-def load_prepared(folder: str | os.PathLike, sha256: dict[str, str]) -> FrozenDict:
-    """The input in ``folder`` after checking its files' bytes against ``sha256`` (file name -> hex
+def load_prepared_bytes(contents: dict[str, bytes], sha256: dict[str, str], where: str = "") -> FrozenDict:
+    """A prepared input from its files' bytes, after checking them against ``sha256`` (file name -> hex
     digest, naming exactly the container's two files), decoded once and frozen."""
+    if sorted(sha256) != sorted((ARRAYS_FILE, METADATA_FILE)) or sorted(contents) != sorted(sha256):
+        raise ValueError(f"a prepared input is named by the sha256 of {ARRAYS_FILE} and {METADATA_FILE}, not of {sorted(sha256)}")
+    for name, expected in sha256.items():
+        actual = hashlib.sha256(contents[name]).hexdigest()
+        if actual != expected:
+            raise ValueError(f"prepared input {where}{name} has sha256 {actual}, not the requested {expected}")
+    return freeze(_decode(contents[METADATA_FILE], contents[ARRAYS_FILE]))
+
+
+def load_prepared(folder: str | os.PathLike, sha256: dict[str, str]) -> FrozenDict:
+    """The input in ``folder``, checked against ``sha256`` and frozen (:func:`load_prepared_bytes`)."""
     folder = Path(folder)
     if sorted(sha256) != sorted((ARRAYS_FILE, METADATA_FILE)):
         raise ValueError(f"a prepared input is named by the sha256 of {ARRAYS_FILE} and {METADATA_FILE}, not of {sorted(sha256)}")
-    contents = {}
-    for name, expected in sha256.items():
-        contents[name] = _file_bytes(folder, name)
-        actual = hashlib.sha256(contents[name]).hexdigest()
-        if actual != expected:
-            raise ValueError(f"prepared input {folder / name} has sha256 {actual}, not the requested {expected}")
-    return freeze(_decode(contents[METADATA_FILE], contents[ARRAYS_FILE]))
+    return load_prepared_bytes({name: _file_bytes(folder, name) for name in sha256}, sha256, f"{folder}{os.sep}")

@@ -64,7 +64,11 @@ export type NumericsReport = z.infer<typeof NumericsReport>;
 export const HelloResult = z.object({
   python: z.string(),
   versions: z.record(z.string(), z.string()),
+  /** digest of the workflows/ Python code the worker loaded (identity.ts workflowsSha256). */
+  code_sha256: z.string(),
   pid: z.number().int(),
+  /** The machine's network name (platform.node()). */
+  host: z.string(),
   threadpools: z.array(z.object({ api: z.string().nullable(), num_threads: z.number().nullable() })),
   numerics: NumericsReport,
   /** The families this worker implements: mask widths and prediction-hash rule of each. */
@@ -84,6 +88,8 @@ export const RunResult = z.strictObject({
   prediction_wall_seconds: z.number().nonnegative(),
   metric_wall_seconds: z.number().nonnegative(),
   wall_seconds: z.number().nonnegative(),
+  /** The machine that computed the record, when the executor spans several (Dask). */
+  host: z.string().optional(),
 });
 export type RunResult = z.infer<typeof RunResult>;
 

@@ -5,7 +5,7 @@ import { UserError } from '../core/errors.ts';
 import { pinnedVersions, versionDrift } from '../execution/identity.ts';
 import { activeProfile, describeNumerics, platformDrift, platformNotes, PROFILES, profileByName, type NumericalProfile } from '../execution/numerics.ts';
 import { pythonExecutable, referencesDir, ROOT } from '../core/paths.ts';
-import { WorkerPool } from '../execution/local-pool.ts';
+import { WorkerPool } from '../execution/local/local-pool.ts';
 import type { HelloResult } from '../execution/protocol.ts';
 import { readReferenceManifest } from '../references/manifest.ts';
 

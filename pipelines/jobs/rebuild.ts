@@ -14,7 +14,7 @@ import { executeRecord } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type Executor, type PreparedInput } from '../execution/executor.ts';
 import { gitIdentity, versionDrift, workflowsSha256, type GitIdentity } from '../execution/identity.ts';
 import { Journal } from '../execution/journal.ts';
-import { LocalExecutor } from '../execution/local-executor.ts';
+import { LocalExecutor } from '../execution/local/local-executor.ts';
 import { numericsIdentity, platformDrift, recordNumerics, type NumericalProfile } from '../execution/numerics.ts';
 import type { HelloResult } from '../execution/protocol.ts';
 import { THREAD_ENV } from '../execution/python-worker.ts';

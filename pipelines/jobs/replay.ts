@@ -19,7 +19,7 @@ import { metricsAgree } from '../execution/metrics.ts';
 import { referencesDir, ROOT, sourcePreparedDir } from '../core/paths.ts';
 import { executeRecord } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type PreparedInput } from '../execution/executor.ts';
-import { LocalExecutor } from '../execution/local-executor.ts';
+import { LocalExecutor } from '../execution/local/local-executor.ts';
 import { Progress } from '../core/progress.ts';
 import type { CapturedWarning, NumericsReport } from '../execution/protocol.ts';
 import type { ReferenceRecord } from '../execution/records.ts';

@@ -14,7 +14,7 @@ import { digest, sha256Hex } from '../core/hashing.ts';
 import { manifestsDir, preparedDir } from '../core/paths.ts';
 import { ID_RULE, isValidId } from '../catalog/plan.ts';
 import { PREPARE_TIMEOUT_SECONDS } from '../execution/executor.ts';
-import { WorkerPool } from '../execution/local-pool.ts';
+import { WorkerPool } from '../execution/local/local-pool.ts';
 import type { PythonWorker } from '../execution/python-worker.ts';
 
 export const PREPARED_FILES = ['arrays.npz', 'metadata.json.gz'] as const;

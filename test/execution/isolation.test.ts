@@ -8,7 +8,7 @@ import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { allMasks } from '../../pipelines/catalog/masks.ts';
 import { pythonExecutable, ROOT, sourcePreparedDir } from '../../pipelines/core/paths.ts';
 import type { PreparedInput } from '../../pipelines/execution/executor.ts';
-import { LocalExecutor } from '../../pipelines/execution/local-executor.ts';
+import { LocalExecutor } from '../../pipelines/execution/local/local-executor.ts';
 import type { Encoded } from '../../pipelines/execution/protocol.ts';
 import { pythonEnvironment } from '../../pipelines/execution/python-worker.ts';
 import { readManifest } from '../../pipelines/sources/prepare.ts';

@@ -1,7 +1,7 @@
 // The local executor (a pool of Python processes on this machine) keeps the executor contract.
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
-import { LocalExecutor } from '../../pipelines/execution/local-executor.ts';
+import { LocalExecutor } from '../../pipelines/execution/local/local-executor.ts';
 import { prepareSources, readManifest } from '../../pipelines/sources/prepare.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { executorContract } from './executor-contract.ts';

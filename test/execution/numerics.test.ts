@@ -18,7 +18,7 @@ import {
 } from '../../pipelines/execution/numerics.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { RuntimeRefused } from '../../pipelines/execution/executor.ts';
-import { WorkerPool } from '../../pipelines/execution/local-pool.ts';
+import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import type { NumericsReport } from '../../pipelines/execution/protocol.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { tablePath } from '../../pipelines/references/tables.ts';

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FAMILIES, FAMILY_NAMES, registryProblems } from '../../pipelines/catalog/families.ts';
 import { pinnedVersions, REPLAY_PACKAGES } from '../../pipelines/execution/identity.ts';
-import { WorkerPool } from '../../pipelines/execution/local-pool.ts';
+import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import type { HelloResult } from '../../pipelines/execution/protocol.ts';
 
 let hello: HelloResult;

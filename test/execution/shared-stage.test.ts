@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { mirrorDirs } from '../../pipelines/core/paths.ts';
-import { WorkerPool } from '../../pipelines/execution/local-pool.ts';
+import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import { prepareSources, readManifest } from '../../pipelines/sources/prepare.ts';
 import { sourcePreparedDir } from '../../pipelines/core/paths.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';

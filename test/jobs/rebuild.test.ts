@@ -7,7 +7,7 @@ import { readReferenceTable } from '../../pipelines/references/tables.ts';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
-import { WorkerPool } from '../../pipelines/execution/local-pool.ts';
+import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import { ROOT, sourcePreparedDir } from '../../pipelines/core/paths.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { tablePath } from '../../pipelines/references/tables.ts';

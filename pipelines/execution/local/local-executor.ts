@@ -4,12 +4,12 @@
 // hashes before the first request that uses it (and again by each worker, on the bytes it reads).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { checkFileHashes } from '../core/hashing.ts';
-import { preparedDir } from '../core/paths.ts';
-import type { Executor, ExecutorOptions, PreparedInput, RecordRequest, RunOptions, TruthRequest } from './executor.ts';
+import { checkFileHashes } from '../../core/hashing.ts';
+import { preparedDir } from '../../core/paths.ts';
+import type { Executor, ExecutorOptions, PreparedInput, RecordRequest, RunOptions, TruthRequest } from '../executor.ts';
 import { WorkerPool } from './local-pool.ts';
-import type { HelloResult, RunResult, TruthResult } from './protocol.ts';
-import type { InputFiles } from './python-worker.ts';
+import type { HelloResult, RunResult, TruthResult } from '../protocol.ts';
+import type { InputFiles } from '../python-worker.ts';
 
 export class LocalExecutor implements Executor {
   readonly kind = 'local';

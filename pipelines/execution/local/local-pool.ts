@@ -1,17 +1,17 @@
 // A pool of persistent Python worker processes on this machine, behind a p-queue. The pool spawns one
 // template process under the numerical profile and forks its workers from it (python-worker.ts);
-// the template and every worker are checked (hello: profile, package versions, one-thread pools,
-// family registry) before they are used. A task that exceeds its timeout kills its worker; the pool
+// the template and every worker are admitted (admission.ts: profile, versions, one-thread pools,
+// family registry, workflow code) before they are used. A task that exceeds its timeout kills its worker; the pool
 // goes on with a fresh one. Tasks may carry an isolation key: a worker serves one key only, and the
 // first task of another key gets a fresh worker. The local executor runs records on it; preparation
 // uses it directly.
 import PQueue from 'p-queue';
-import { registryProblems } from '../catalog/families.ts';
-import { pinnedVersions, versionDrift } from './identity.ts';
-import { HELLO_TIMEOUT_SECONDS, RecordTimeout, RuntimeRefused, WorkerCrash, type ExecutorOptions } from './executor.ts';
-import { activeProfile, profileProblems, type NumericalProfile } from './numerics.ts';
-import type { HelloResult } from './protocol.ts';
-import { pythonEnvironment, PythonWorker } from './python-worker.ts';
+import { admissionProblems, type AdmissionRules } from '../admission.ts';
+import { pinnedVersions, workflowsSha256 } from '../identity.ts';
+import { HELLO_TIMEOUT_SECONDS, RecordTimeout, RuntimeRefused, WorkerCrash, type ExecutorOptions } from '../executor.ts';
+import { activeProfile, type NumericalProfile } from '../numerics.ts';
+import type { HelloResult } from '../protocol.ts';
+import { pythonEnvironment, PythonWorker } from '../python-worker.ts';
 
 export type PoolOptions = Omit<ExecutorOptions, 'workers'>;
 
@@ -30,7 +30,7 @@ export class WorkerPool {
   private readonly all = new Set<PythonWorker>();
   private readonly queue: PQueue;
   private readonly env: Record<string, string>;
-  private readonly expectedVersions: Readonly<Record<string, string>>;
+  private readonly rules: AdmissionRules;
   readonly profile: NumericalProfile;
   /** Every checked worker's hello, in start order (replacements included). */
   readonly runtimes: HelloResult[] = [];
@@ -44,21 +44,13 @@ export class WorkerPool {
     if (!Number.isInteger(size) || size < 1) throw new Error(`worker count must be a positive integer, not ${size}`);
     this.profile = options.profile ?? activeProfile();
     this.env = { ...pythonEnvironment(this.profile), ...options.env };
-    this.expectedVersions = options.expectedVersions ?? pinnedVersions();
+    this.rules = {
+      profile: this.profile,
+      expectedVersions: options.expectedVersions ?? pinnedVersions(),
+      allowVersionDrift: options.allowVersionDrift,
+      codeSha256: workflowsSha256(),
+    };
     this.queue = new PQueue({ concurrency: size });
-  }
-
-  /** Why a worker's hello is refused (empty: accepted). */
-  private refusals(hello: HelloResult): string[] {
-    const problems = profileProblems(this.profile, hello.numerics).map((p) => `numerical profile '${this.profile.name}': ${p}`);
-    const threaded = hello.threadpools.filter((p) => p.num_threads !== 1);
-    if (threaded.length) problems.push(`thread pools with more than one thread: ${threaded.map((p) => `${p.api} ${p.num_threads}`).join(', ')}`);
-    problems.push(...registryProblems(hello.families).map((p) => `family registry: ${p}`));
-    if (!this.options.allowVersionDrift) {
-      const drift = versionDrift(hello.versions, this.expectedVersions);
-      if (drift.length) problems.push(`versions differ from the expected ones (${drift.join('; ')}); run 'npm run setup', or pass --allow-version-drift`);
-    }
-    return problems;
   }
 
   /** Waits for `worker`'s hello and refuses it (RuntimeRefused) when it differs from what is expected. */
@@ -66,7 +58,7 @@ export class WorkerPool {
     const [timeout, clear] = deadline(HELLO_TIMEOUT_SECONDS, () => new WorkerCrash(`worker ${worker.pid} did not answer its hello within ${HELLO_TIMEOUT_SECONDS} s`));
     try {
       const hello = await Promise.race([worker.hello(), timeout]);
-      const problems = this.refusals(hello);
+      const problems = admissionProblems(hello, this.rules);
       if (problems.length) throw new RuntimeRefused(`worker ${worker.pid} refused before it ran anything: ${problems.join('; ')}`);
       worker.runtime = hello;
       return hello;

@@ -1,0 +1,30 @@
+// Whether a worker may compute records: its hello (runtime identity) checked against the numerical
+// profile, one-thread pools, the family registry, the expected package versions and the workflow
+// code. Every executor admits its workers through this one function before they get work.
+import { registryProblems } from '../catalog/families.ts';
+import { versionDrift, workflowsSha256 } from './identity.ts';
+import { profileProblems, type NumericalProfile } from './numerics.ts';
+import type { HelloResult } from './protocol.ts';
+
+export interface AdmissionRules {
+  profile: NumericalProfile;
+  expectedVersions: Readonly<Record<string, string>>;
+  allowVersionDrift?: boolean;
+  /** digest of the workflow code the orchestrator hashes into records (default: this checkout's). */
+  codeSha256?: string;
+}
+
+/** Why a worker is refused (empty: admitted). */
+export function admissionProblems(hello: HelloResult, rules: AdmissionRules): string[] {
+  const problems = profileProblems(rules.profile, hello.numerics).map((p) => `numerical profile '${rules.profile.name}': ${p}`);
+  const threaded = hello.threadpools.filter((p) => p.num_threads !== 1);
+  if (threaded.length) problems.push(`thread pools with more than one thread: ${threaded.map((p) => `${p.api} ${p.num_threads}`).join(', ')}`);
+  problems.push(...registryProblems(hello.families).map((p) => `family registry: ${p}`));
+  const code = rules.codeSha256 ?? workflowsSha256();
+  if (hello.code_sha256 !== code) problems.push(`it runs other workflow code (workflows/ digest ${hello.code_sha256.slice(0, 12)}, here ${code.slice(0, 12)})`);
+  if (!rules.allowVersionDrift) {
+    const drift = versionDrift(hello.versions, rules.expectedVersions);
+    if (drift.length) problems.push(`versions differ from the expected ones (${drift.join('; ')}); run 'npm run setup', or pass --allow-version-drift`);
+  }
+  return problems;
+}

@@ -1,0 +1,102 @@
+"""The wire format of the JSON-lines protocol (pipelines/execution/protocol.ts is the other side).
+
+Requests are one JSON object per line. A success response is the line
+``{"id": n, "ok": true, "attachment": k, "result": {...}}`` followed by ``k`` raw bytes; an error is
+``{"id": n, "ok": false, "error": {"type", "message", "traceback"}}``. An ndarray in a result is written
+as ``{"ndarray": {"dtype", "shape", "offset", "nbytes"}}``: its C-order bytes are that slice of the
+attachment, so large predictions cross without base64 or JSON escaping.
+"""
+from __future__ import annotations
+
+import json
+import traceback
+from typing import Any, Callable
+
+import numpy as np
+
+
+class Binary:
+    """An ndarray to be sent as bytes of the response's attachment."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = np.ascontiguousarray(array)
+
+
+def encode(value: Any) -> Any:
+    """An ndarray as its C-order bytes (an attachment); anything else as plain JSON."""
+    if isinstance(value, np.ndarray):
+        return {"ndarray": Binary(value)}
+    return {"json": value}
+
+
+def to_json_value(value: Any) -> Any:
+    """Plain JSON types: dict keys as strings, tuples as lists, NumPy scalars as Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json_value(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def success(request_id: Any, result: Any) -> bytes:
+    """A success response: the JSON line, then the attachment holding every ndarray's bytes."""
+    parts: list[bytes] = []
+    size = 0
+
+    def attach(value: Any) -> Any:
+        nonlocal size
+        if not isinstance(value, Binary):
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        data = value.array.tobytes()
+        parts.append(data)
+        size += len(data)
+        return {"dtype": value.array.dtype.str, "shape": list(value.array.shape), "offset": size - len(data), "nbytes": len(data)}
+
+    body = json.dumps(result, default=attach, allow_nan=False)
+    head = f'{{"id":{json.dumps(request_id)},"ok":true,"attachment":{size},"result":{body}}}\n'
+    return head.encode("utf-8") + b"".join(parts)
+
+
+def failure(request_id: Any, error: BaseException, type_name: str | None = None) -> bytes:
+    """An error response naming the exception type (or ``type_name``) and its message."""
+    text = json.dumps({"id": request_id, "ok": False, "error": {
+        "type": type_name or type(error).__name__, "message": str(error),
+        "traceback": "".join(traceback.format_exception(error))}})
+    return (text + "\n").encode("utf-8")
+
+
+def answer(request_id: Any, compute: Callable[[], Any]) -> bytes:
+    """The response to one request: ``compute()``'s result, or the error it raised (a NaN too)."""
+    try:
+        return success(request_id, compute())
+    except Exception as error:  # reported to the orchestrator, which decides what fails
+        return failure(request_id, error)
+
+
+def dispatch(ops: dict[str, Callable[[dict], Any]], request: dict) -> Any:
+    op = request.get("op")
+    if op not in ops:
+        raise ValueError(f"unknown operation {op!r}")
+    return ops[op](request)
+
+
+def serve(requests, responses, ops: dict[str, Callable[[dict], Any]]) -> None:
+    """Answers one JSON request per line (text ``requests``) on the binary stream ``responses``, in
+    order, until end of input or a shutdown request."""
+    for line in requests:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict):
+                raise ValueError("a request is a JSON object")
+        except ValueError as error:
+            data = failure(None, error)
+        else:
+            if request.get("op") == "shutdown":
+                break
+            data = answer(request.get("id"), lambda: dispatch(ops, request))
+        responses.write(data)
+        responses.flush()

@@ -1,0 +1,102 @@
+"""One record on a decoded prepared input, and the runtime identity of the process computing it.
+Both the local worker (workflows/worker.py) and a Dask worker (workflows/cluster/tasks.py) compute
+records through :func:`run_record`, so a record is the same computation whichever executor runs it."""
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import time
+import warnings
+from importlib import metadata as importlib_metadata
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_info
+
+from workflows import numerics
+from workflows.families import FAMILIES
+from workflows.hashing import digest, prediction_sha256
+from workflows.protocol import encode, to_json_value
+
+WORKFLOWS = os.path.dirname(os.path.abspath(__file__))
+REQUIREMENTS = os.path.join(WORKFLOWS, "requirements.txt")
+
+# Test-only switches: slow every record down (timing checks, timeouts), or end the process in the
+# middle of one mask's record (crash handling), so executors can be shown to handle both.
+TEST_DELAY_SECONDS = float(os.environ.get("WWREF_TEST_DELAY_SECONDS", "0") or 0)
+TEST_EXIT_ON_MASK = os.environ.get("WWREF_TEST_EXIT_ON_MASK")
+
+
+def bit_deciding_packages() -> list[str]:
+    """The packages marked "decides bits" in workflows/requirements.txt, in file order."""
+    with open(REQUIREMENTS, encoding="utf-8") as pins:
+        return [line.split("==")[0].strip().lower() for line in pins if "==" in line and "# decides bits" in line]
+
+
+@functools.cache
+def loaded_versions() -> dict[str, str]:
+    """The versions of the bit-deciding packages this process image imported: read once, so a fork
+    reports its template's (the code it runs), even if the installation changed since."""
+    return {name: importlib_metadata.version(name) for name in bit_deciding_packages()}
+
+
+@functools.cache
+def code_sha256() -> str:
+    """digest of {path relative to the repository: sha256} over workflows/**/*.py, as the orchestrator
+    computes it (pipelines/execution/identity.ts): the code this process image loaded."""
+    root = os.path.dirname(WORKFLOWS)
+    files = {}
+    for folder, subfolders, names in os.walk(WORKFLOWS):
+        subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+        for name in names:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path, "rb") as handle:
+                    files[os.path.relpath(path, root).replace(os.sep, "/")] = digest(handle.read())
+    return digest(files)
+
+
+def hello() -> dict[str, Any]:
+    """Interpreter, bit-deciding versions, thread pools, numerical state, host and the family registry."""
+    pools = [{"api": p.get("internal_api"), "num_threads": p.get("num_threads")} for p in threadpool_info()]
+    families = {name: {"dimensions": list(module.DIMENSIONS), "hash_rule": module.HASH_RULE} for name, module in FAMILIES.items()}
+    return {"python": platform.python_version(), "versions": loaded_versions(), "code_sha256": code_sha256(),
+            "pid": os.getpid(), "host": platform.node(),
+            "threadpools": pools, "numerics": numerics.report(), "families": families}
+
+
+def run_record(family_name: str, data: dict[str, Any], mask: str, stage: Any = None) -> dict[str, Any]:
+    """Predict and evaluate one configuration. ``stage`` is the family's SharedStage for this input
+    when the caller reuses it across masks (rebuild's option), else None: nothing is kept."""
+    family = FAMILIES[family_name]
+    if mask == TEST_EXIT_ON_MASK:
+        os._exit(70)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        prediction = family.predict(data, mask) if stage is None else family.predict(data, mask, cache=stage)
+        middle = time.perf_counter()
+        result = family.evaluate(data, prediction)
+        end = time.perf_counter()
+    if TEST_DELAY_SECONDS:
+        time.sleep(TEST_DELAY_SECONDS)
+        end += TEST_DELAY_SECONDS
+    return {
+        "prediction": encode(prediction if isinstance(prediction, np.ndarray) else to_json_value(prediction)),
+        "prediction_sha256": prediction_sha256(family.HASH_RULE, prediction),
+        "native_metric": result["native_metric"],
+        "native_value": float(result["native_value"]),
+        "utility": float(result["utility"]),
+        "normalization_scale": None if result.get("normalization_scale") is None else float(result["normalization_scale"]),
+        "extras": to_json_value(result.get("extras", {})),
+        "warnings": [{"category": w.category.__name__, "message": str(w.message)} for w in caught],
+        "prediction_wall_seconds": middle - start,
+        "metric_wall_seconds": end - middle,
+        "wall_seconds": end - start,
+    }
+
+
+def truth(family_name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The held-out values the independent TypeScript metric needs."""
+    return {"truth": {key: encode(value) for key, value in FAMILIES[family_name].truth(data).items()}}
