@@ -4,6 +4,7 @@
 import type { FamilyName } from '../catalog/families.ts';
 import { UserError } from '../core/errors.ts';
 import { RecordTimeout, WorkerError, type Executor, type PreparedInput } from './executor.ts';
+import type { RunResult } from './protocol.ts';
 import type { ReferenceRecord } from './records.ts';
 import { verifyRun, type Truth } from './verify.ts';
 
@@ -21,8 +22,16 @@ export interface RecordTask {
   isolation?: string;
 }
 
-/** `truth` may still be on its way: it is awaited once the run has finished. */
-export async function executeRecord(executor: Executor, task: RecordTask, truth: Truth | Promise<Truth>): Promise<ReferenceRecord> {
+/**
+ * `truth` may still be on its way: it is awaited once the run has finished. `onRun` sees the raw run
+ * (e.g. the host that computed it) before verification.
+ */
+export async function executeRecord(
+  executor: Executor,
+  task: RecordTask,
+  truth: Truth | Promise<Truth>,
+  onRun?: (run: RunResult) => void,
+): Promise<ReferenceRecord> {
   const base = {
     condition: task.condition,
     source: task.source,
@@ -36,6 +45,7 @@ export async function executeRecord(executor: Executor, task: RecordTask, truth:
       { family: task.family, input: task.input, mask: task.mask, reuseSharedStage: task.reuseSharedStage, isolation: task.isolation },
       { timeoutSeconds: task.timeoutSeconds },
     );
+    onRun?.(run);
     const check = verifyRun(task.family, run, await truth);
     return {
       ...base,

@@ -97,6 +97,17 @@ export class WorkerError extends ExecutionError {
   }
 }
 
+/**
+ * The engine that runs records is gone (a lost Dask scheduler, a dead bridge): the job stops, the
+ * journal keeps every finished record, and the same command resumes.
+ */
+export class ExecutorLost extends UserError {
+  override name = 'ExecutorLost';
+  constructor(message: string) {
+    super(`${message}; finished records are kept in the journal, and the same command (with either executor) resumes`);
+  }
+}
+
 /** A worker whose runtime (numerical profile, versions) is not the requested one: refused before any work. */
 export class RuntimeRefused extends UserError {
   override name = 'RuntimeRefused';

@@ -18,11 +18,17 @@ export const Request = z.discriminatedUnion('op', [
     files: FileHashes,
     mask: z.string(),
     reuse_shared_stage: z.boolean(),
+    /** Enforced where the record runs when the executor cannot do it here (the Dask bridge). */
+    timeout_seconds: z.number().positive().optional(),
   }),
-  z.strictObject({ op: z.literal('truth'), family: Family, folder: z.string(), files: FileHashes }),
+  z.strictObject({ op: z.literal('truth'), family: Family, folder: z.string(), files: FileHashes, timeout_seconds: z.number().positive().optional() }),
   z.strictObject({ op: z.literal('prepare'), recipe: z.string(), params: z.unknown(), raw: z.record(z.string(), z.string()), out: z.string() }),
   /** A template forks a fresh worker that connects to this Unix socket. */
   z.strictObject({ op: z.literal('fork'), socket: z.string() }),
+  /** The Dask bridge (workflows/cluster/bridge.py): the cluster's workers and their admission. */
+  z.strictObject({ op: z.literal('workers'), wait_seconds: z.number().positive() }),
+  z.strictObject({ op: z.literal('admit'), workers: z.array(z.string()), refused: z.record(z.string(), z.string()) }),
+  z.strictObject({ op: z.literal('describe') }),
 ]);
 export type Request = z.infer<typeof Request>;
 

@@ -122,10 +122,10 @@ interface Pending {
   reject: (error: Error) => void;
 }
 
-function spawnedTransport(env: Record<string, string>): Transport {
+function spawnedTransport(env: Record<string, string>, module: string, args: string[]): Transport {
   const python = pythonExecutable();
   if (!existsSync(python)) throw new UserError(`the pinned Python runtime is missing (${python}); run 'npm run setup' first`);
-  const child: ResultPromise = execa(python, ['-u', '-m', 'workflows.worker'], {
+  const child: ResultPromise = execa(python, ['-u', '-m', module, ...args], {
     cwd: ROOT,
     env,
     stdin: 'pipe',
@@ -180,9 +180,12 @@ export class PythonWorker {
   /** The isolation key of the records this worker has run (see RecordRequest.isolation). */
   isolation?: string;
 
-  /** A spawned worker; `env` is added to the inherited environment (pythonEnvironment() and test-only switches). */
-  static spawn(env: Record<string, string>): PythonWorker {
-    return new PythonWorker(spawnedTransport(env));
+  /**
+   * A spawned process running `module` (default the worker, workflows/worker.py); `env` is added to the
+   * inherited environment (pythonEnvironment() and test-only switches).
+   */
+  static spawn(env: Record<string, string>, module = 'workflows.worker', args: string[] = []): PythonWorker {
+    return new PythonWorker(spawnedTransport(env, module, args));
   }
 
   private constructor(transport: Transport) {
@@ -256,7 +259,7 @@ export class PythonWorker {
     return this.request(HelloResult, { op: 'hello' });
   }
 
-  run(family: FamilyName, input: InputFiles, mask: string, options: { reuseSharedStage?: boolean } = {}): Promise<RunResult> {
+  run(family: FamilyName, input: InputFiles, mask: string, options: { reuseSharedStage?: boolean; timeoutSeconds?: number } = {}): Promise<RunResult> {
     return this.request(RunResult, {
       op: 'run',
       family,
@@ -264,11 +267,23 @@ export class PythonWorker {
       files: { ...input.files },
       mask,
       reuse_shared_stage: options.reuseSharedStage ?? false,
+      ...(options.timeoutSeconds ? { timeout_seconds: options.timeoutSeconds } : {}),
     });
   }
 
-  truth(family: FamilyName, input: InputFiles): Promise<TruthResult> {
-    return this.request(TruthResult, { op: 'truth', family, folder: input.folder, files: { ...input.files } });
+  truth(family: FamilyName, input: InputFiles, options: { timeoutSeconds?: number } = {}): Promise<TruthResult> {
+    return this.request(TruthResult, {
+      op: 'truth',
+      family,
+      folder: input.folder,
+      files: { ...input.files },
+      ...(options.timeoutSeconds ? { timeout_seconds: options.timeoutSeconds } : {}),
+    });
+  }
+
+  /** Any other operation of the process (the Dask bridge's), its result checked by `schema`. */
+  call<T>(schema: z.ZodType<T>, body: Request): Promise<T> {
+    return this.request(schema, body);
   }
 
   prepare(recipe: string, params: unknown, raw: Record<string, string>, out: string): Promise<Record<string, unknown>> {

@@ -21,6 +21,7 @@ import type { Condition } from '../catalog/plan.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import { readReferenceManifest, referenceManifestPath, writeReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
 import { rebuild } from './rebuild.ts';
+import type { ExecutorChoice } from '../execution/executors.ts';
 import { tablePath } from '../references/tables.ts';
 
 export interface AddSourceOptions extends AcquireOptions {
@@ -29,6 +30,8 @@ export interface AddSourceOptions extends AcquireOptions {
   /** Rebuild a source already in the target folder; a changed plan is recorded as superseding. */
   force?: boolean;
   workers?: number;
+  /** What runs the records (default the local pool). */
+  executor?: ExecutorChoice;
   allowVersionDrift?: boolean;
   quiet?: boolean;
   log?: (line: string) => void;
@@ -325,6 +328,7 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
       allowVersionDrift: options.allowVersionDrift,
       quiet: options.quiet,
       log,
+      executor: options.executor,
     });
 
     // 3. Verify: the plan is still the frozen one, every record passed, every declaration held.

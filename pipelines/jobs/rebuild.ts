@@ -14,7 +14,7 @@ import { executeRecord } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type Executor, type PreparedInput } from '../execution/executor.ts';
 import { gitIdentity, versionDrift, workflowsSha256, type GitIdentity } from '../execution/identity.ts';
 import { Journal } from '../execution/journal.ts';
-import { LocalExecutor } from '../execution/local/local-executor.ts';
+import { executorRecord, openExecutor, type ExecutorChoice, type ExecutorRecord } from '../execution/executors.ts';
 import { numericsIdentity, platformDrift, recordNumerics, type NumericalProfile } from '../execution/numerics.ts';
 import type { HelloResult } from '../execution/protocol.ts';
 import { THREAD_ENV } from '../execution/python-worker.ts';
@@ -41,6 +41,8 @@ export interface RebuildOptions extends AcquireOptions {
   referencesDir?: string;
   /** Numerical profile of the execution workers (default: the configured one). */
   profile?: NumericalProfile;
+  /** What runs the records (default the local pool). */
+  executor?: ExecutorChoice;
 }
 
 export interface ConditionOutcome {
@@ -130,7 +132,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
   const git = await gitIdentity();
 
   const { runnable, unprepared } = await prepareInputs(catalog, selected, { ...options, workers }, log);
-  const executor: Executor = new LocalExecutor({ workers, profile: options.profile, allowVersionDrift: options.allowVersionDrift });
+  const executor: Executor = await openExecutor(options.executor ?? { kind: 'local' }, { workers, profile: options.profile, allowVersionDrift: options.allowVersionDrift, log });
   const onInterrupt = () => {
     executor.cancel();
     process.stderr.write('\ninterrupted: finished records are kept in the journal; run the same command to resume\n');
@@ -194,7 +196,8 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
     );
 
     // Step 6: tables, equivalence checks and the manifest.
-    const outcomes = await writeReferences(catalog, runnable, done, journals, { refDir, hello, code, git, profile: executor.profile });
+    const ran = executorRecord(executor, await executor.describe());
+    const outcomes = await writeReferences(catalog, runnable, done, journals, { refDir, hello, code, git, profile: executor.profile, executor: ran });
     for (const [source, error] of unprepared) {
       for (const c of selected.filter((s) => s.source === source)) {
         outcomes.push({ condition: c.id, records: 0, failed: 0, nativeSeconds: 0, violations: [], failures: [], error: `source ${source} not prepared: ${error}` });
@@ -226,9 +229,9 @@ async function writeReferences(
   runnable: CatalogCondition[],
   done: Map<string, Map<string, ReferenceRecord>>,
   journals: Map<string, Journal>,
-  context: { refDir: string; hello: HelloResult; code: string; git: GitIdentity; profile: NumericalProfile },
+  context: { refDir: string; hello: HelloResult; code: string; git: GitIdentity; profile: NumericalProfile; executor: ExecutorRecord },
 ): Promise<ConditionOutcome[]> {
-  const { refDir, hello, code, git, profile } = context;
+  const { refDir, hello, code, git, profile, executor } = context;
   const recordsOf = (id: string): ReferenceRecord[] | undefined => {
     const fresh = done.get(id);
     if (fresh) return allMasks(catalog.condition(id).dimensions).map((m) => fresh.get(m)!);
@@ -304,6 +307,7 @@ async function writeReferences(
         versions: hello.versions,
         threads: { environment: { ...THREAD_ENV }, threadpoolctl_limit: 1 },
         numerics: recordNumerics(profile, hello.numerics),
+        executor,
         conditions,
       };
       return { manifest, tables };

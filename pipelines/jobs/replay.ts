@@ -3,6 +3,7 @@
 // compare hash, utility, independent metric, warnings and the beat tolerance table; timing ratios are
 // reported (outliers and slowed conditions flagged), never failed.
 import { existsSync, readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { readReferenceTable } from '../references/tables.ts';
 import { loadPlanFile } from '../catalog/catalog.ts';
@@ -19,7 +20,7 @@ import { metricsAgree } from '../execution/metrics.ts';
 import { referencesDir, ROOT, sourcePreparedDir } from '../core/paths.ts';
 import { executeRecord } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type PreparedInput } from '../execution/executor.ts';
-import { LocalExecutor } from '../execution/local/local-executor.ts';
+import { openExecutor, type ExecutorChoice } from '../execution/executors.ts';
 import { Progress } from '../core/progress.ts';
 import type { CapturedWarning, NumericsReport } from '../execution/protocol.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
@@ -36,6 +37,8 @@ export interface ReplayOptions {
   timeoutSeconds?: number;
   /** Worker processes running records at the same time, each with one computation thread (default 1). */
   workers?: number;
+  /** What runs the records (default the local pool). */
+  executor?: ExecutorChoice;
   /** Extra environment for the worker (test-only switches such as WWREF_TEST_DELAY_SECONDS). */
   workerEnv?: Record<string, string>;
   quiet?: boolean;
@@ -61,6 +64,8 @@ export interface ReplayedRecord {
   recorded_wall_seconds: number | null;
   timing_ratio: number | null;
   timing_outlier: boolean;
+  /** The machine that replayed the record. */
+  host: string;
 }
 
 export interface ReplayReport {
@@ -69,6 +74,8 @@ export interface ReplayReport {
   all_passed: boolean;
   conditions: { condition: string; passed: number; total: number; median_timing_ratio: number | null; slowed: boolean }[];
   median_timing_ratio: number | null;
+  /** Timing per machine that replayed records (one entry on one machine; several on a cluster). */
+  hosts: { host: string; records: number; median_timing_ratio: number | null }[];
   timing_outliers: { condition: string; mask: string; ratio: number }[];
   /** Declared equivalences (inactive options, paired subcubes) violated by the replayed hashes. */
   equivalence_violations: string[];
@@ -230,7 +237,8 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
 
   // One executor for the whole replay; every condition gets fresh worker processes of its own (its
   // isolation key), forked from a template that has computed nothing.
-  const executor = new LocalExecutor({
+  const localHost = hostname();
+  const executor = await openExecutor(options.executor ?? { kind: 'local' }, {
     workers: options.workers ?? 1,
     env: options.workerEnv,
     expectedVersions: expected.versions,
@@ -260,8 +268,9 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
         const isolation = target.condition;
         const truth = executor.truth({ family: target.family, input: target.input, isolation }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS });
         truth.catch(() => {}); // awaited by every record, which reports its failure
-        const outcomes = target.records.map((stored) =>
-          executeRecord(
+        const outcomes = target.records.map((stored) => {
+          let host = localHost;
+          return executeRecord(
             executor,
             {
               condition: target.condition,
@@ -275,6 +284,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
               isolation,
             },
             truth,
+            (run) => (host = run.host ?? localHost),
           ).then((record) => {
             const { failures, relaxed } = compareWithStored(record, stored, tolerant);
             progress.tick(target.condition, failures.length === 0);
@@ -290,9 +300,10 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
               recorded_wall_seconds: stored.wall_seconds,
               timing_ratio: record.wall_seconds !== null && stored.wall_seconds ? record.wall_seconds / stored.wall_seconds : null,
               timing_outlier: false,
+              host,
             };
-          }),
-        );
+          });
+        });
         replayed.set(target.condition, await Promise.all(outcomes));
       }),
     );
@@ -329,6 +340,10 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     all_passed: passed === records.length && violations.length === 0,
     conditions: conditionSummaries,
     median_timing_ratio: median(records.flatMap((r) => (r.timing_ratio === null ? [] : [r.timing_ratio]))),
+    hosts: [...new Set(records.map((r) => r.host))].sort().map((host) => {
+      const mine = records.filter((r) => r.host === host);
+      return { host, records: mine.length, median_timing_ratio: median(mine.flatMap((r) => (r.timing_ratio === null ? [] : [r.timing_ratio]))) };
+    }),
     timing_outliers: records.filter((r) => r.timing_outlier).map((r) => ({ condition: r.condition, mask: r.mask, ratio: r.timing_ratio! })),
     equivalence_violations: violations,
     version_drift: drift,

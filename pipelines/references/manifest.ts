@@ -36,6 +36,16 @@ export const ReferenceManifest = z.strictObject({
   threads: z.strictObject({ environment: z.record(z.string(), z.string()), threadpoolctl_limit: z.literal(1) }),
   /** The numerical profile and the building worker's report (absent in manifests written before profiles). */
   numerics: RecordedNumerics.optional(),
+  /** What ran the records: executor kind, and the identity and profile of each worker. */
+  executor: z
+    .strictObject({
+      kind: z.string(),
+      worker_count: z.number().int(),
+      workers: z.array(
+        z.strictObject({ host: z.string(), pid: z.number().int(), cpu_model: z.string(), libc: z.string(), blas: z.array(z.string()), profile: z.string() }),
+      ),
+    })
+    .optional(),
   conditions: z.record(z.string(), ConditionEntry),
 });
 export type ReferenceManifest = z.infer<typeof ReferenceManifest>;

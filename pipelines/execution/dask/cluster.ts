@@ -1,0 +1,105 @@
+// Processes of a Dask cluster started by wwref: `wwref worker` (Dask worker processes running the
+// pinned runtime under the numerical profile, one computation thread each) and, for `--executor
+// dask-local` and the tests, a scheduler on 127.0.0.1. The scheduler is Dask's own; wwref adds nothing
+// to it.
+import { execa, type ResultPromise } from 'execa';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { UserError } from '../../core/errors.ts';
+import { pythonExecutable, ROOT } from '../../core/paths.ts';
+import { pythonEnvironment } from '../python-worker.ts';
+import type { NumericalProfile } from '../numerics.ts';
+
+/** How long a scheduler may take to write its address. */
+const SCHEDULER_START_SECONDS = 60;
+
+function python(): string {
+  const executable = pythonExecutable();
+  if (!existsSync(executable)) throw new UserError(`the pinned Python runtime is missing (${executable}); run 'npm run setup' first`);
+  return executable;
+}
+
+export interface WorkerOptions {
+  scheduler: string;
+  /** Worker processes on this machine (each one computation thread). */
+  nworkers: number;
+  profile?: NumericalProfile;
+  /** Interface to listen on; default 127.0.0.1 when the scheduler is local, else Dask's choice. */
+  host?: string;
+  /** Extra environment (test-only switches). */
+  env?: Record<string, string>;
+  /** Inherit stdio (the `wwref worker` command) instead of capturing it. */
+  inherit?: boolean;
+}
+
+/** `dask worker` processes (each under a nanny that restarts it) with the project's runtime and preload. */
+export function startWorkers(options: WorkerOptions): ResultPromise {
+  const host = options.host ?? (/^(tcp|tls):\/\/(127\.0\.0\.1|localhost)[:/]/.test(options.scheduler) ? '127.0.0.1' : undefined);
+  const args = ['-m', 'distributed.cli.dask_worker', options.scheduler, '--nworkers', String(options.nworkers), '--nthreads', '1',
+    '--preload', 'workflows.cluster.preload', '--no-dashboard', ...(host ? ['--host', host] : [])];
+  return execa(python(), args, {
+    cwd: ROOT,
+    env: { ...pythonEnvironment(options.profile), PYTHONPATH: ROOT, ...options.env },
+    stdio: options.inherit ? 'inherit' : 'pipe',
+    buffer: false,
+    reject: false,
+    cleanup: true,
+  });
+}
+
+export interface LocalScheduler {
+  address: string;
+  process: ResultPromise;
+  stop(): Promise<void>;
+}
+
+/** A Dask scheduler listening on 127.0.0.1 (a free port), without dashboard. */
+export async function startScheduler(): Promise<LocalScheduler> {
+  const dir = mkdtempSync(join(tmpdir(), 'wwref-scheduler-'));
+  const file = join(dir, 'scheduler.json');
+  const child = execa(python(), ['-m', 'distributed.cli.dask_scheduler', '--host', '127.0.0.1', '--port', '0', '--no-dashboard', '--scheduler-file', file], {
+    cwd: ROOT,
+    env: { ...pythonEnvironment(), PYTHONPATH: ROOT },
+    stdio: 'pipe',
+    buffer: false,
+    reject: false,
+    cleanup: true,
+  });
+  const stop = async () => {
+    child.kill('SIGTERM');
+    await child;
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const started = Date.now();
+  let exited = false;
+  void child.then(() => (exited = true));
+  while (!existsSync(file) || !readFileSync(file, 'utf8').includes('address')) {
+    if (exited || Date.now() - started > SCHEDULER_START_SECONDS * 1000) {
+      await stop();
+      throw new UserError(`the local Dask scheduler did not start within ${SCHEDULER_START_SECONDS} s`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const address = (JSON.parse(readFileSync(file, 'utf8')) as { address: string }).address;
+  return { address, process: child, stop };
+}
+
+export interface LocalCluster {
+  address: string;
+  stop(): Promise<void>;
+}
+
+/** A scheduler and `nworkers` worker processes on 127.0.0.1 (`--executor dask-local`). */
+export async function startLocalCluster(nworkers: number, options: { profile?: NumericalProfile; env?: Record<string, string> } = {}): Promise<LocalCluster> {
+  const scheduler = await startScheduler();
+  const workers = startWorkers({ scheduler: scheduler.address, nworkers, ...options });
+  return {
+    address: scheduler.address,
+    async stop() {
+      workers.kill('SIGTERM');
+      await workers;
+      await scheduler.stop();
+    },
+  };
+}

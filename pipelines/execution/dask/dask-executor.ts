@@ -1,0 +1,154 @@
+// The Dask executor: records run on the workers of a Dask cluster. A bridge process
+// (workflows/cluster/bridge.py, the pinned runtime under the numerical profile) speaks our protocol
+// here and Dask's client API to the scheduler, with many records in flight. Before any work, the
+// bridge and every worker are admitted by admission.ts, and refused workers are named and retired
+// from the cluster; workers joining later are admitted only with an admitted worker's identity.
+// Prepared inputs travel by content (read and hash-checked here, scattered once, checked again by
+// each worker). Timeouts are enforced by the bridge (the worker is restarted); a lost scheduler stops
+// the job with ExecutorLost, the journal keeping every finished record.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { checkFileHashes } from '../../core/hashing.ts';
+import { preparedDir } from '../../core/paths.ts';
+import { admissionProblems, type AdmissionRules } from '../admission.ts';
+import {
+  ExecutorLost,
+  RecordTimeout,
+  RuntimeRefused,
+  WorkerCrash,
+  WorkerError,
+  type Executor,
+  type ExecutorOptions,
+  type PreparedInput,
+  type RecordRequest,
+  type RunOptions,
+  type TruthRequest,
+} from '../executor.ts';
+import { pinnedVersions, workflowsSha256 } from '../identity.ts';
+import { activeProfile, type NumericalProfile } from '../numerics.ts';
+import { HelloResult, type RunResult, type TruthResult } from '../protocol.ts';
+import { pythonEnvironment, PythonWorker, type InputFiles } from '../python-worker.ts';
+
+/** How long to wait for the first worker to connect to the scheduler. */
+const WORKERS_WAIT_SECONDS = 60;
+
+const Workers = z.strictObject({ workers: z.record(z.string(), HelloResult) });
+const Admitted = z.strictObject({ admitted: z.array(z.string()) });
+const Described = z.strictObject({ admitted: z.array(HelloResult), refused: z.record(z.string(), z.string()) });
+
+export interface DaskExecutorOptions extends Omit<ExecutorOptions, 'workers'> {
+  /** Address of the scheduler, e.g. tcp://127.0.0.1:8786. */
+  scheduler: string;
+  /** Where prepared inputs are found (default prepared/). */
+  inputRoots?: string[];
+  /** Where refusals and cluster notes are reported (default stderr). */
+  log?: (line: string) => void;
+  /** Run after the bridge has closed (dask-local: stop the cluster started for the job). */
+  onClose?: () => Promise<void>;
+}
+
+export class DaskExecutor implements Executor {
+  readonly kind = 'dask';
+  readonly profile: NumericalProfile;
+  private readonly bridge: PythonWorker;
+  private readonly rules: AdmissionRules;
+  private readonly ready: Promise<void>;
+  private readonly inputRoots: string[];
+  private readonly verified = new Map<string, string>();
+  /** Workers refused so far: address -> why. */
+  readonly refused = new Map<string, string>();
+
+  constructor(private readonly options: DaskExecutorOptions) {
+    this.profile = options.profile ?? activeProfile();
+    this.rules = {
+      profile: this.profile,
+      expectedVersions: options.expectedVersions ?? pinnedVersions(),
+      allowVersionDrift: options.allowVersionDrift,
+      codeSha256: workflowsSha256(),
+    };
+    this.inputRoots = options.inputRoots ?? [preparedDir()];
+    this.bridge = PythonWorker.spawn({ ...pythonEnvironment(this.profile), ...options.env }, 'workflows.cluster.bridge', ['--scheduler', options.scheduler]);
+    this.ready = this.admit();
+    this.ready.catch(() => {}); // awaited by every call
+  }
+
+  /** Admits the bridge, then the cluster's workers; refuses the job when no worker is admitted. */
+  private async admit(): Promise<void> {
+    const log = this.options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+    const own = await this.lost(this.bridge.hello());
+    const problems = admissionProblems(own, this.rules);
+    if (problems.length) throw new RuntimeRefused(`the Dask bridge on this machine was refused: ${problems.join('; ')}`);
+    const { workers } = await this.lost(this.bridge.call(Workers, { op: 'workers', wait_seconds: WORKERS_WAIT_SECONDS }));
+    const accepted: string[] = [];
+    for (const [address, hello] of Object.entries(workers)) {
+      const why = admissionProblems(hello, this.rules);
+      if (why.length) this.refused.set(address, why.join('; '));
+      else accepted.push(address);
+    }
+    await this.lost(this.bridge.call(Admitted, { op: 'admit', workers: accepted, refused: Object.fromEntries(this.refused) }));
+    for (const [address, why] of this.refused) log(`Dask worker ${address} refused and retired: ${why}`);
+    if (!accepted.length) throw new RuntimeRefused(`no worker of the Dask scheduler ${this.options.scheduler} was admitted (${this.refused.size} refused)`);
+  }
+
+  /** The bridge's own failures, typed: its death or a lost scheduler end the job. */
+  private async lost<T>(pending: Promise<T>): Promise<T> {
+    try {
+      return await pending;
+    } catch (error) {
+      if (error instanceof WorkerCrash) throw new ExecutorLost(`the Dask bridge process stopped: ${error.message}`);
+      if (error instanceof WorkerError && error.type === 'SchedulerLost') throw new ExecutorLost(error.message);
+      if (error instanceof WorkerError && error.type === 'TimeoutError') throw new ExecutorLost(`${error.message}; start workers with 'wwref worker --scheduler ${this.options.scheduler}'`);
+      throw error;
+    }
+  }
+
+  /** A record's failure as the executor contract types it. */
+  private async typed<T>(pending: Promise<T>): Promise<T> {
+    try {
+      return await this.lost(pending);
+    } catch (error) {
+      if (error instanceof WorkerError && error.type === 'RecordTimeout') throw new RecordTimeout(error.message);
+      if (error instanceof WorkerError && error.type === 'WorkerCrash') throw new WorkerCrash(error.message);
+      throw error;
+    }
+  }
+
+  /** The local folder of a prepared input, once its files match the requested hashes. */
+  private local(input: PreparedInput): InputFiles {
+    const key = JSON.stringify([input.source, Object.entries(input.files).sort()]);
+    let folder = this.verified.get(key);
+    if (!folder) {
+      folder = join(this.inputRoots.find((root) => existsSync(join(root, input.source))) ?? preparedDir(), input.source);
+      checkFileHashes(folder, input.files, 'prepared input', `run 'wwref prepare --source ${input.source}'`);
+      this.verified.set(key, folder);
+    }
+    return { folder, files: input.files };
+  }
+
+  async describe(): Promise<HelloResult[]> {
+    await this.ready;
+    return (await this.lost(this.bridge.call(Described, { op: 'describe' }))).admitted;
+  }
+
+  async truth(request: TruthRequest, options: RunOptions): Promise<TruthResult['truth']> {
+    await this.ready;
+    return (await this.typed(this.bridge.truth(request.family, this.local(request.input), { timeoutSeconds: options.timeoutSeconds }))).truth;
+  }
+
+  async run(request: RecordRequest, options: RunOptions): Promise<RunResult> {
+    await this.ready;
+    const input = this.local(request.input);
+    return this.typed(this.bridge.run(request.family, input, request.mask, { reuseSharedStage: request.reuseSharedStage, timeoutSeconds: options.timeoutSeconds }));
+  }
+
+  cancel(): void {
+    this.bridge.kill();
+  }
+
+  async close(): Promise<void> {
+    await this.ready.catch(() => {});
+    await this.bridge.close();
+    await this.options.onClose?.();
+  }
+}

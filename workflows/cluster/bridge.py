@@ -1,0 +1,271 @@
+"""The bridge between the orchestrator and a Dask cluster (pipelines/execution/dask/dask-executor.ts).
+
+It reads the JSON-lines protocol of workflows/protocol.py on stdin and answers on stdout, out of order:
+many records are in flight on the cluster at once, each answered when its Dask future finishes.
+
+Operations:
+* ``hello``: the bridge's own runtime identity (the orchestrator admits the bridge first);
+* ``workers`` {wait_seconds}: the identity of every worker connected to the scheduler (waiting for one);
+* ``admit`` {workers, refused}: marks the workers the orchestrator accepted; refused ones are retired
+  from the cluster. A worker that joins later is admitted here when its identity fingerprint equals
+  an admitted worker's, else retired (``describe`` lists the reasons);
+* ``describe``: admitted workers' identities and the refusals so far;
+* ``run`` / ``truth`` {family, folder, files, mask, reuse_shared_stage, timeout_seconds}: the prepared
+  input's files are read here once, checked against their sha256 and scattered to the workers by
+  content; the record is submitted as a task. A task running longer than its timeout is cancelled
+  and its worker restarted (error type RecordTimeout); a task whose workers kept dying fails as
+  WorkerCrash; a lost scheduler fails everything pending as SchedulerLost.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from distributed import Client
+from distributed.client import FutureCancelledError
+from distributed.scheduler import KilledWorker
+
+from workflows import records
+from workflows.cluster import tasks
+from workflows.protocol import failure, success
+
+# How often the monitor looks at the cluster (new workers, running tasks, the scheduler link).
+MONITOR_SECONDS = 0.5
+# A scheduler unreachable this long is lost: pending requests fail, the orchestrator stops.
+SCHEDULER_LOST_SECONDS = 20.0
+
+
+def fingerprint(identity: dict[str, Any]) -> dict[str, Any]:
+    """What decides bits in a worker's identity: interpreter, packages, workflow code, families, C
+    library, BLAS kernels and NumPy's enabled SIMD targets, the numerics environment. The CPU model
+    and its full feature list may differ between machines that compute the same bits."""
+    numerics = identity["numerics"]
+    return {
+        "python": identity["python"],
+        "versions": identity["versions"],
+        "code_sha256": identity["code_sha256"],
+        "families": identity["families"],
+        "threadpools": sorted(json.dumps(p, sort_keys=True) for p in identity["threadpools"]),
+        "machine": numerics["machine"],
+        "libc": numerics["libc"],
+        "blas": [{k: lib[k] for k in ("package", "internal_api", "version", "architecture")} for lib in numerics["blas"]],
+        "numpy_simd": {k: numerics["numpy_simd"][k] for k in ("baseline", "dispatched")},
+        "environment": numerics["environment"],
+    }
+
+
+def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return [key for key in a if a[key] != b.get(key)]
+
+
+class Bridge:
+    def __init__(self, client: Client, output) -> None:
+        self.client = client
+        self.output = output
+        self.lock = threading.Lock()
+        self.inputs: dict[str, dict[str, Any]] = {}  # files sha256 (json) -> {name: scattered future}
+        self.admitted: dict[str, dict[str, Any]] = {}  # address -> identity
+        self.refused: dict[str, str] = {}  # address -> reason
+        self.fingerprints: list[dict[str, Any]] = []
+        self.pending: dict[str, dict[str, Any]] = {}  # task key -> {id, future, timeout, started, worker}
+        self.lost_since: float | None = None
+        self.closed = False
+
+    # -- responses ------------------------------------------------------------------------------
+    def send(self, data: bytes) -> None:
+        with self.lock:
+            self.output.write(data)
+            self.output.flush()
+
+    def fail(self, request_id: Any, type_name: str, message: str) -> None:
+        self.send(failure(request_id, RuntimeError(message), type_name))
+
+    # -- workers --------------------------------------------------------------------------------
+    def identities(self, addresses: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        return self.client.run(tasks.identity, workers=addresses, on_error="ignore")
+
+    def workers(self, request: dict) -> dict:
+        deadline = time.monotonic() + float(request.get("wait_seconds", 60))
+        while not self.client.scheduler_info(n_workers=-1)["workers"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no Dask worker connected to {self.client.scheduler.address} within {request.get('wait_seconds', 60)} s")
+            time.sleep(0.2)
+        return {"workers": self.identities()}
+
+    def admit(self, request: dict) -> dict:
+        accepted = list(request["workers"])
+        identities = self.identities(accepted)
+        for address in accepted:
+            if address in identities:
+                self.admitted[address] = identities[address]
+                self.fingerprints.append(fingerprint(identities[address]))
+        self.client.run(tasks.admit, workers=accepted, on_error="ignore")
+        self.retire(dict(request.get("refused", {})))
+        return {"admitted": sorted(self.admitted)}
+
+    def retire(self, refused: dict[str, str]) -> None:
+        if not refused:
+            return
+        self.refused.update(refused)
+        self.client.retire_workers(workers=list(refused), close_workers=True)
+
+    def describe(self, _: dict) -> dict:
+        return {"admitted": list(self.admitted.values()), "refused": self.refused}
+
+    def watch_workers(self) -> None:
+        """Admits a worker that joined later when its fingerprint is an admitted one's, else retires it."""
+        current = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        for address in list(self.admitted):
+            if address not in current:
+                del self.admitted[address]
+        new = sorted(current - set(self.admitted) - set(self.refused))
+        if not new or not self.fingerprints:
+            return
+        accepted, refused = [], {}
+        for address, identity in self.identities(new).items():
+            mine = fingerprint(identity)
+            if mine in self.fingerprints:
+                accepted.append(address)
+                self.admitted[address] = identity
+            else:
+                refused[address] = f"its identity differs from the admitted workers' in {', '.join(differences(mine, self.fingerprints[0]))}"
+        if accepted:
+            self.client.run(tasks.admit, workers=accepted, on_error="ignore")
+        self.retire(refused)
+
+    # -- records --------------------------------------------------------------------------------
+    def scattered(self, folder: str, files: dict[str, str]) -> dict[str, Any]:
+        key = json.dumps(files, sort_keys=True)
+        if key not in self.inputs:
+            by_hash = {}
+            for name, expected in files.items():
+                data = (Path(folder) / name).read_bytes()
+                actual = hashlib.sha256(data).hexdigest()
+                if actual != expected:
+                    raise ValueError(f"prepared input {Path(folder) / name} has sha256 {actual}, not the requested {expected}")
+                by_hash[f"wwref-input-{expected}"] = data
+            # Keyed by content; broadcast, so that every worker holds a copy and losing one loses no input.
+            futures = self.client.scatter(by_hash, broadcast=True)
+            self.inputs[key] = {name: futures[f"wwref-input-{sha}"] for name, sha in files.items()}
+        return self.inputs[key]
+
+    def submit(self, request: dict, function, *args) -> None:
+        contents = self.scattered(request["folder"], request["files"])
+        key = f"wwref-{request['op']}-{request['id']}-{uuid.uuid4().hex[:8]}"
+        future = self.client.submit(function, *args[:2], contents, *args[2:], key=key, pure=False)
+        self.pending[key] = {"id": request["id"], "future": future, "timeout": float(request.get("timeout_seconds") or 0), "started": None, "worker": None}
+        future.add_done_callback(lambda f: self.finished(key, f))
+
+    def finished(self, key: str, future) -> None:
+        entry = self.pending.pop(key, None)
+        if entry is None:  # already answered (timeout, lost scheduler)
+            return
+        request_id = entry["id"]
+        try:
+            result = future.result()
+        except KilledWorker as error:
+            self.fail(request_id, "WorkerCrash", f"the workers running it died: {error}")
+        except FutureCancelledError as error:
+            if self.client.status != "running":
+                self.fail(request_id, "SchedulerLost", f"the connection to the Dask scheduler {self.client.scheduler.address} was lost")
+            else:
+                self.fail(request_id, "WorkerCrash", f"the task was cancelled: {error}")
+        except Exception as error:  # the workflow raised: the record fails, the worker goes on
+            self.send(failure(request_id, error))
+        else:
+            try:
+                self.send(success(request_id, result))
+            except Exception as error:  # e.g. a NaN in the result
+                self.send(failure(request_id, error))
+
+    def run(self, request: dict) -> None:
+        self.submit(request, tasks.run, request["family"], request["files"], request["mask"], bool(request.get("reuse_shared_stage")))
+
+    def truth(self, request: dict) -> None:
+        self.submit(request, tasks.truth, request["family"], request["files"])
+
+    def watch_tasks(self) -> None:
+        """Starts each task's clock when a worker takes it; stops tasks over their timeout."""
+        now = time.monotonic()
+        processing = self.client.processing()
+        for worker, keys in processing.items():
+            for key in keys:
+                entry = self.pending.get(key)
+                if entry is not None and entry["worker"] != worker:
+                    entry["worker"], entry["started"] = worker, now
+        for key, entry in list(self.pending.items()):
+            if entry["timeout"] and entry["started"] is not None and now - entry["started"] > entry["timeout"]:
+                if self.pending.pop(key, None) is None:
+                    continue
+                entry["future"].cancel()
+                self.client.restart_workers([entry["worker"]], raise_for_error=False)
+                self.fail(entry["id"], "RecordTimeout", f"exceeded the {entry['timeout']:g} s timeout; Dask worker {entry['worker']} was restarted")
+
+    def watch_scheduler(self) -> None:
+        if self.client.status == "running":
+            self.lost_since = None
+            return
+        self.lost_since = self.lost_since or time.monotonic()
+        if time.monotonic() - self.lost_since > SCHEDULER_LOST_SECONDS:
+            for key, entry in list(self.pending.items()):
+                if self.pending.pop(key, None) is not None:
+                    self.fail(entry["id"], "SchedulerLost", f"the Dask scheduler {self.client.scheduler.address} has been unreachable for {SCHEDULER_LOST_SECONDS:g} s")
+
+    def monitor(self) -> None:
+        while not self.closed:
+            try:
+                self.watch_scheduler()
+                if self.lost_since is None:
+                    self.watch_workers()
+                    self.watch_tasks()
+            except Exception as error:  # the monitor keeps going; the next round retries
+                print(f"bridge monitor: {type(error).__name__}: {error}", file=sys.stderr)
+            time.sleep(MONITOR_SECONDS)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scheduler", required=True, help="address of the Dask scheduler, e.g. tcp://127.0.0.1:8786")
+    args = parser.parse_args()
+    protocol = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    client = Client(args.scheduler, timeout=30, set_as_default=False)
+    bridge = Bridge(client, protocol)
+    immediate = {"hello": lambda _: records.hello(), "workers": bridge.workers, "admit": bridge.admit, "describe": bridge.describe}
+    deferred = {"run": bridge.run, "truth": bridge.truth}
+    threading.Thread(target=bridge.monitor, daemon=True).start()
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            request_id = None
+            try:
+                request = json.loads(line)
+                request_id = request.get("id")
+                op = request.get("op")
+                if op == "shutdown":
+                    break
+                if op in deferred:
+                    deferred[op](request)
+                elif op in immediate:
+                    bridge.send(success(request_id, immediate[op](request)))
+                else:
+                    raise ValueError(f"unknown operation {op!r}")
+            except Exception as error:
+                bridge.send(failure(request_id, error))
+    finally:
+        bridge.closed = True
+        client.close()
+
+
+if __name__ == "__main__":
+    main()

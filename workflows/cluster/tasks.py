@@ -1,0 +1,67 @@
+"""What a Dask worker runs for wwref. A worker computes records only after the bridge has admitted
+its runtime identity; a task that reaches a worker not (yet) admitted is rescheduled elsewhere before
+it computes anything. Prepared inputs arrive as bytes (scattered once per content hash and kept by
+Dask on the workers, no shared filesystem), are checked against their sha256, decoded once per worker
+process and frozen (workflows/container.py), so records share no state through them."""
+from __future__ import annotations
+
+import json
+import platform
+from collections import OrderedDict
+from typing import Any
+
+from distributed import Reschedule, get_worker
+
+from workflows import records
+from workflows.container import load_prepared_bytes
+from workflows.families import FAMILIES
+
+# Decoded inputs a worker keeps (most recently used first out last); a catalog run touches one or two
+# conditions at a time.
+KEEP_INPUTS = 4
+_inputs: OrderedDict[str, Any] = OrderedDict()
+_stages: dict[str, Any] = {}
+
+
+def identity(dask_worker) -> dict[str, Any]:
+    """This worker's runtime identity (records.hello); client.run passes the worker."""
+    return records.hello()
+
+
+def admit(dask_worker) -> None:
+    """Run by the bridge on a worker whose identity it accepted (client.run passes the worker)."""
+    dask_worker.wwref_admitted = True
+
+
+def _require_admission() -> None:
+    if not getattr(get_worker(), "wwref_admitted", False):
+        raise Reschedule()
+
+
+def _data(files: dict[str, str], contents: dict[str, bytes]) -> tuple[str, Any]:
+    key = json.dumps(files, sort_keys=True)
+    if key in _inputs:
+        _inputs.move_to_end(key)
+        return key, _inputs[key]
+    _inputs[key] = load_prepared_bytes(contents, files)
+    while len(_inputs) > KEEP_INPUTS:
+        old, _ = _inputs.popitem(last=False)
+        _stages.pop(old, None)
+    return key, _inputs[key]
+
+
+def run(family: str, files: dict[str, str], contents: dict[str, bytes], mask: str, reuse_shared_stage: bool) -> dict[str, Any]:
+    _require_admission()
+    key, data = _data(files, contents)
+    stage = None
+    shared = getattr(FAMILIES[family], "SharedStage", None)
+    if reuse_shared_stage and shared is not None:
+        if key not in _stages:
+            _stages[key] = shared(data)
+        stage = _stages[key]
+    return {**records.run_record(family, data, mask, stage), "host": platform.node()}
+
+
+def truth(family: str, files: dict[str, str], contents: dict[str, bytes]) -> dict[str, Any]:
+    _require_admission()
+    return records.truth(family, _data(files, contents)[1])
