@@ -20,11 +20,11 @@ import { pinnedVersions } from '../../pipelines/execution/identity.ts';
 import { profileProblems } from '../../pipelines/execution/numerics.ts';
 import { readReferenceTable } from '../../pipelines/references/tables.ts';
 
-export type ExecutorFactory = (options: ExecutorOptions) => Executor;
+export type ExecutorFactory = (options: ExecutorOptions) => Executor | Promise<Executor>;
 
 /** Runs `body` with a fresh executor and always closes it. */
 async function using<T>(make: ExecutorFactory, options: ExecutorOptions, body: (executor: Executor) => Promise<T>): Promise<T> {
-  const executor = make(options);
+  const executor = await make(options);
   try {
     return await body(executor);
   } finally {
@@ -58,20 +58,6 @@ export function executorContract(make: ExecutorFactory, input: () => PreparedInp
         expect([asRebuild.prediction_sha256, asRebuild.utility]).toEqual([stored.prediction_sha256, stored.utility]);
         expect([asReplay.prediction_sha256, asReplay.utility]).toEqual([stored.prediction_sha256, stored.utility]);
       }
-    });
-  });
-
-  it('runs requests of another isolation key in a fresh worker process, and those of the same key in one', async () => {
-    await using(make, { workers: 1 }, async (executor) => {
-      const run = (mask: string, isolation: string) => executor.run({ ...request(mask), isolation }, { timeoutSeconds: 60 });
-      await run('0000', 'a');
-      const afterA = (await executor.describe()).length;
-      await run('0001', 'a');
-      expect((await executor.describe()).length).toBe(afterA);
-      await run('0000', 'b');
-      const hellos = await executor.describe();
-      expect(hellos.length).toBe(afterA + 1);
-      expect(new Set(hellos.map((h) => h.pid)).size).toBe(hellos.length);
     });
   });
 

@@ -39,6 +39,8 @@ from workflows.protocol import failure, success
 
 # How often the monitor looks at the cluster (new workers, running tasks, the scheduler link).
 MONITOR_SECONDS = 0.5
+# How often a record is sent again after every copy of its input was lost with its workers.
+INPUT_ATTEMPTS = 3
 # A scheduler unreachable this long is lost: pending requests fail, the orchestrator stops.
 SCHEDULER_LOST_SECONDS = 20.0
 
@@ -157,11 +159,12 @@ class Bridge:
             self.inputs[key] = {name: futures[f"wwref-input-{sha}"] for name, sha in files.items()}
         return self.inputs[key]
 
-    def submit(self, request: dict, function, *args) -> None:
+    def submit(self, request: dict, function, *args, attempt: int = 1) -> None:
         contents = self.scattered(request["folder"], request["files"])
         key = f"wwref-{request['op']}-{request['id']}-{uuid.uuid4().hex[:8]}"
         future = self.client.submit(function, *args[:2], contents, *args[2:], key=key, pure=False)
-        self.pending[key] = {"id": request["id"], "future": future, "timeout": float(request.get("timeout_seconds") or 0), "started": None, "worker": None}
+        self.pending[key] = {"id": request["id"], "future": future, "timeout": float(request.get("timeout_seconds") or 0), "started": None,
+                             "worker": None, "resubmit": lambda: self.submit(request, function, *args, attempt=attempt + 1), "attempt": attempt}
         future.add_done_callback(lambda f: self.finished(key, f))
 
     def finished(self, key: str, future) -> None:
@@ -174,7 +177,11 @@ class Bridge:
         except KilledWorker as error:
             self.fail(request_id, "WorkerCrash", f"the workers running it died: {error}")
         except FutureCancelledError as error:
-            if self.client.status != "running":
+            if "lost dependencies" in str(error) and entry["attempt"] < INPUT_ATTEMPTS:
+                # Every copy of the scattered input was lost (its workers died): send it again.
+                self.inputs.clear()
+                entry["resubmit"]()
+            elif self.client.status != "running":
                 self.fail(request_id, "SchedulerLost", f"the connection to the Dask scheduler {self.client.scheduler.address} was lost")
             else:
                 self.fail(request_id, "WorkerCrash", f"the task was cancelled: {error}")

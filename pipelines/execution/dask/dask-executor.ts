@@ -126,9 +126,12 @@ export class DaskExecutor implements Executor {
     return { folder, files: input.files };
   }
 
+  /** The admitted workers' identities; refusals (also of workers that joined later) land in `refused`. */
   async describe(): Promise<HelloResult[]> {
     await this.ready;
-    return (await this.lost(this.bridge.call(Described, { op: 'describe' }))).admitted;
+    const { admitted, refused } = await this.lost(this.bridge.call(Described, { op: 'describe' }));
+    for (const [address, why] of Object.entries(refused)) this.refused.set(address, why);
+    return admitted;
   }
 
   async truth(request: TruthRequest, options: RunOptions): Promise<TruthResult['truth']> {

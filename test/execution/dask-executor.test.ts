@@ -1,0 +1,140 @@
+// The Dask executor on real local clusters (a `dask scheduler` and `dask worker` processes on
+// 127.0.0.1, started and stopped here): the executor contract, tables identical to the local pool's,
+// a worker killed mid-run losing nothing, a worker of another runtime refused, a lost scheduler
+// stopping the job with its journal kept for the resume.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Catalog } from '../../pipelines/catalog/catalog.ts';
+import { ROOT } from '../../pipelines/core/paths.ts';
+import { startScheduler, startWorkers, type LocalScheduler } from '../../pipelines/execution/dask/cluster.ts';
+import { DaskExecutor } from '../../pipelines/execution/dask/dask-executor.ts';
+import { ExecutorLost } from '../../pipelines/execution/executor.ts';
+import { openExecutor } from '../../pipelines/execution/executors.ts';
+import { rebuild } from '../../pipelines/jobs/rebuild.ts';
+import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
+import { readReferenceTable } from '../../pipelines/references/tables.ts';
+import { readManifest } from '../../pipelines/sources/prepare.ts';
+import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { executorContract } from './executor-contract.ts';
+
+const catalog = Catalog.load();
+const committed = (id: string) => readReferenceTable(join(ROOT, 'outputs', 'references', `${id}.arrow`)).records;
+const essentials = (records: ReturnType<typeof committed>) => records.map((r) => [r.mask, r.status, r.prediction_sha256, r.utility]);
+
+/** Committed prepared inputs are used as they are (prepared/ is set up before the tests run). */
+let ws: Workspace;
+beforeAll(() => {
+  ws = useTempWorkspace();
+  delete process.env.WWREF_PREPARED_DIR;
+  delete process.env.WWREF_MANIFESTS_DIR;
+});
+afterAll(() => ws.dispose());
+
+describe('Dask executor: the executor contract, each case on a cluster of its own (dask-local)', () => {
+  executorContract((options) => openExecutor({ kind: 'dask-local' }, options), () => ({ source: 'nile', files: readManifest('nile').prepared_files }));
+});
+
+describe('Dask executor on a two-worker cluster', () => {
+  let scheduler: LocalScheduler;
+  let workers: ReturnType<typeof startWorkers>;
+  beforeAll(async () => {
+    scheduler = await startScheduler();
+    workers = startWorkers({ scheduler: scheduler.address, nworkers: 2 });
+  });
+  afterAll(async () => {
+    workers.kill('SIGTERM');
+    await workers;
+    await scheduler.stop();
+  });
+
+  it('rebuilds conditions of four families into tables identical to the local pool\'s, and records the executor', async () => {
+    const conditions = ['nile', 'wine__d6', 'graph_lesmis__d6', 'mitdb_100__d6'];
+    const summary = await rebuild(catalog, { conditions, workers: 2, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
+    expect(summary.failed).toBe(0);
+    for (const id of conditions) expect(essentials(readReferenceTable(join(ws.references, `${id}.arrow`)).records), id).toEqual(essentials(committed(id)));
+    const manifest = readReferenceManifest(ws.references)!;
+    expect(manifest.executor?.kind).toBe('dask');
+    expect(manifest.executor?.workers.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(manifest.executor?.workers.map((w) => w.profile))).toEqual(new Set(['x86-64-v3']));
+  });
+
+  it('a worker process killed mid-run loses nothing: its records run elsewhere, none lost or doubled', async () => {
+    const id = 'spambase__d6';
+    const journal = join(ws.cache, 'journal', `${id}.jsonl`);
+    const executor = new DaskExecutor({ scheduler: scheduler.address });
+    const [victim] = await executor.describe();
+    await executor.close();
+    const run = rebuild(catalog, { conditions: [id], workers: 2, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
+    // Kill one worker process (its nanny starts a new one) once some records are in the journal.
+    const lines = () => (existsSync(journal) ? readFileSync(journal, 'utf8').split('\n').filter(Boolean).length : 0);
+    while (lines() < 8) await new Promise((resolve) => setTimeout(resolve, 50));
+    process.kill(victim!.pid, 'SIGKILL');
+    const summary = await run;
+    expect(summary.failed).toBe(0);
+    const table = readReferenceTable(join(ws.references, `${id}.arrow`)).records;
+    expect(table.map((r) => r.mask)).toEqual(committed(id).map((r) => r.mask));
+    expect(essentials(table)).toEqual(essentials(committed(id)));
+  });
+
+  it('refuses and names a worker of another runtime, retires it, and computes on the others', async () => {
+    const odd = startWorkers({ scheduler: scheduler.address, nworkers: 1, env: { OPENBLAS_CORETYPE: 'Prescott' } });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('the odd worker did not register within 60 s')), 60_000);
+        odd.stderr!.on('data', (chunk: Buffer) => {
+          if (chunk.toString().includes('Registered to')) {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
+      });
+      const notes: string[] = [];
+      const executor = new DaskExecutor({ scheduler: scheduler.address, log: (line) => notes.push(line) });
+      try {
+        const admitted = await executor.describe();
+        expect(admitted.length).toBe(2);
+        expect(admitted.every((h) => h.numerics.blas.every((b) => b.architecture === 'Haswell'))).toBe(true);
+        expect(executor.refused.size).toBe(1);
+        expect([...executor.refused.values()][0]).toMatch(/Katmai kernels, the profile requires Haswell/);
+        expect(notes.join('\n')).toMatch(/Dask worker tcp:\/\/127\.0\.0\.1:\d+ refused and retired: .*Katmai/);
+        const input = { source: 'nile', files: readManifest('nile').prepared_files };
+        const result = await executor.run({ family: 'forecasting', input, mask: '0101' }, { timeoutSeconds: 60 });
+        expect(result.prediction_sha256).toBe(committed('nile').find((r) => r.mask === '0101')!.prediction_sha256);
+      } finally {
+        await executor.close();
+      }
+      // Retired: the odd worker's processes end.
+      const ended = await Promise.race([odd.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 30_000))]);
+      expect(ended).toBe(true);
+    } finally {
+      odd.kill('SIGKILL');
+    }
+  });
+});
+
+describe('Dask executor: a lost scheduler', () => {
+  it('stops the rebuild with a clear message; the journal keeps the finished records and the local executor resumes', async () => {
+    const id = 'spambase__d6';
+    const journal = join(ws.cache, 'journal', `${id}.jsonl`);
+    const scheduler = await startScheduler();
+    const workers = startWorkers({ scheduler: scheduler.address, nworkers: 1 });
+    try {
+      const run = rebuild(catalog, { conditions: [id], workers: 1, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
+      const lines = () => (existsSync(journal) ? readFileSync(journal, 'utf8').split('\n').filter(Boolean).length : 0);
+      while (lines() < 8) await new Promise((resolve) => setTimeout(resolve, 50));
+      scheduler.process.kill('SIGKILL');
+      const error = await run.then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(ExecutorLost);
+      expect((error as Error).message).toMatch(/scheduler .* (lost|unreachable).*journal.*resumes/);
+      const kept = lines();
+      expect(kept).toBeGreaterThanOrEqual(8);
+      const resumed = await rebuild(catalog, { conditions: [id], workers: 1, quiet: true, log: () => {} });
+      expect(resumed.resumed).toBe(kept);
+      expect(essentials(readReferenceTable(join(ws.references, `${id}.arrow`)).records)).toEqual(essentials(committed(id)));
+    } finally {
+      workers.kill('SIGKILL');
+      await scheduler.stop();
+    }
+  });
+});
