@@ -5,16 +5,23 @@
 //               seconds, and the 2-worker wall against the 1-worker wall), rebuild with 1 worker
 //   throughput  records/s with 1 and 2 workers on one condition of each family, slowest conditions
 //   profile     cost of the portable numerical profile: the same records under `native` and the default
-//   npx tsx scripts/bench.ts [--section overhead,throughput,profile] [--condition C ...] [--workers 1,2]
-// Default sections: overhead, throughput, profile (catalog takes ~15 min on 2 cores; ask for it).
+//   dask        the same records on the local pool (2 workers) and on a 2-worker Dask cluster of this
+//               machine (wall ratio), and the Dask path's per-record dispatch overhead from 2,080 small
+//               records (nile's 16 masks, 130 times)
+//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,catalog] [--condition C ...] [--workers 1,2]
+// Default sections: overhead, throughput, profile, dask (catalog takes ~10 min on 2 cores; ask for it).
 // Prepared inputs come from prepared/ (run `npx wwref prepare` first); rebuilds write to a temporary
 // folder and replays read outputs/references, which is never written.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Catalog } from '../pipelines/catalog/catalog.ts';
 import { DEFAULT_PROFILE, profileByName, type NumericalProfile } from '../pipelines/execution/numerics.ts';
+import { startLocalCluster } from '../pipelines/execution/dask/cluster.ts';
+import { DaskExecutor } from '../pipelines/execution/dask/dask-executor.ts';
+import type { ExecutorChoice } from '../pipelines/execution/executors.ts';
 import { rebuild, type RebuildSummary } from '../pipelines/jobs/rebuild.ts';
+import { readManifest } from '../pipelines/sources/prepare.ts';
 import { replay, type ReplayReport } from '../pipelines/jobs/replay.ts';
 
 const THROUGHPUT = ['scifact', 'wine', 'spambase', 'concrete', 'co2', 'astronaut', 'mitdb_100__d6', 'graph_lesmis__d6'];
@@ -29,21 +36,28 @@ function arg(name: string): string[] {
   return values;
 }
 
-const sections = new Set((arg('section')[0] ?? 'overhead,throughput,profile').split(','));
+const sections = new Set((arg('section')[0] ?? 'overhead,throughput,profile,dask').split(','));
 const workerCounts = (arg('workers')[0] ?? '1,2').split(',').map(Number);
 const catalog = Catalog.load();
 
-async function rebuildInTemp(conditions: string[] | undefined, workers: number, profile?: NumericalProfile): Promise<RebuildSummary> {
+async function rebuildInTemp(conditions: string[] | undefined, workers: number, profile?: NumericalProfile, executor?: ExecutorChoice): Promise<RebuildSummary> {
   const dir = mkdtempSync(join(tmpdir(), 'wwref-bench-'));
   process.env.WWREF_REFERENCES_DIR = join(dir, 'references');
   process.env.WWREF_CACHE_DIR = join(dir, 'cache');
   try {
-    return await rebuild(catalog, { conditions, workers, profile, quiet: true, fresh: true, log: () => {} });
+    return await rebuild(catalog, { conditions, workers, profile, executor, quiet: true, fresh: true, log: () => {} });
   } finally {
     delete process.env.WWREF_REFERENCES_DIR;
     delete process.env.WWREF_CACHE_DIR;
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** User + system CPU seconds a process has used so far (Linux /proc). */
+function cpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return Number.NaN;
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
 }
 
 /** Orchestration milliseconds per record: the wall time all workers spent beyond their computation. */
@@ -118,5 +132,46 @@ if (sections.has('profile')) {
   for (const c of portable.conditions) {
     const n = nativeBy.get(c.condition)!;
     console.log(`    ${c.condition.padEnd(22)} ${n.toFixed(3)} s -> ${c.nativeSeconds.toFixed(3)} s  (${(c.nativeSeconds / n).toFixed(2)}x)`);
+  }
+}
+
+if (sections.has('dask')) {
+  const conditions = arg('condition').length ? arg('condition') : THROUGHPUT;
+  console.log(`Dask executor, 2 workers, ${conditions.join(', ')}:`);
+  const local = await rebuildInTemp(conditions, 2);
+  describeRebuild('local pool  ', local);
+  const cluster = await startLocalCluster(2);
+  try {
+    const dask = await rebuildInTemp(conditions, 2, undefined, { kind: 'dask', scheduler: cluster.address });
+    describeRebuild('dask cluster', dask);
+    console.log(`  wall, dask / local pool: ${(dask.wallSeconds / local.wallSeconds).toFixed(3)}`);
+
+    // Dispatch: many small records in flight through the bridge and the scheduler.
+    const executor = new DaskExecutor({ scheduler: cluster.address });
+    const input = { source: 'nile', files: readManifest('nile').prepared_files };
+    const masks = Array.from({ length: 16 }, (_, i) => i.toString(2).padStart(4, '0'));
+    const requests = Array.from({ length: 130 }, () => masks).flat();
+    await executor.run({ family: 'forecasting', input, mask: '0000' }, { timeoutSeconds: 60 }); // input scattered, workers warm
+    const cpuBefore = [cpuSeconds(cluster.schedulerPid), cpuSeconds(executor.bridgePid), process.cpuUsage()] as const;
+    const started = performance.now();
+    const runs = await Promise.all(requests.map((mask) => executor.run({ family: 'forecasting', input, mask }, { timeoutSeconds: 60 })));
+    const wall = (performance.now() - started) / 1000;
+    const native = runs.reduce((sum, r) => sum + r.wall_seconds, 0);
+    const perRecord = (seconds: number) => ((seconds / runs.length) * 1000).toFixed(2);
+    const cpu = {
+      scheduler: cpuSeconds(cluster.schedulerPid) - cpuBefore[0],
+      bridge: cpuSeconds(executor.bridgePid) - cpuBefore[1],
+      orchestrator: (() => { const u = process.cpuUsage(cpuBefore[2]); return (u.user + u.system) / 1e6; })(),
+    };
+    await executor.close();
+    console.log(
+      `  dispatch: ${runs.length} records of ${((native / runs.length) * 1000).toFixed(2)} ms in ${wall.toFixed(2)} s on 2 workers: ` +
+        `overhead ${overheadMs(wall, 2, native, runs.length)} ms/record, ${(runs.length / wall).toFixed(0)} records/s`,
+    );
+    console.log(
+      `  CPU per record on the serial path: scheduler ${perRecord(cpu.scheduler)} ms, bridge ${perRecord(cpu.bridge)} ms, orchestrator ${perRecord(cpu.orchestrator)} ms`,
+    );
+  } finally {
+    await cluster.stop();
   }
 }

@@ -85,6 +85,10 @@ class FrozenDict(dict):
 
     __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
 
+    def __reduce__(self):
+        # Pickled (Dask sends results between processes) and rebuilt through dict.__init__, still frozen.
+        return (FrozenDict, (dict(self),))
+
 
 def freeze(value: Any) -> Any:
     """Read-only arrays; JSON lists as tuples and objects as FrozenDict, recursively."""

@@ -3,6 +3,7 @@
 // a worker killed mid-run losing nothing, a worker of another runtime refused, a lost scheduler
 // stopping the job with its journal kept for the resume.
 import { existsSync, readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
@@ -12,6 +13,7 @@ import { DaskExecutor } from '../../pipelines/execution/dask/dask-executor.ts';
 import { ExecutorLost } from '../../pipelines/execution/executor.ts';
 import { openExecutor } from '../../pipelines/execution/executors.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
+import { replay, replayTargets, storedFromReference } from '../../pipelines/jobs/replay.ts';
 import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
 import { readReferenceTable } from '../../pipelines/references/tables.ts';
 import { readManifest } from '../../pipelines/sources/prepare.ts';
@@ -57,6 +59,22 @@ describe('Dask executor on a two-worker cluster', () => {
     expect(manifest.executor?.kind).toBe('dask');
     expect(manifest.executor?.workers.length).toBeGreaterThanOrEqual(2);
     expect(new Set(manifest.executor?.workers.map((w) => w.profile))).toEqual(new Set(['x86-64-v3']));
+  });
+
+  it('replays through Dask with every check, reporting timing per worker host', async () => {
+    const report = await replay({ conditions: ['nile', 'graph_dolphins__d6'], referencesDir: join(ROOT, 'outputs', 'references'), quiet: true, executor: { kind: 'dask', scheduler: scheduler.address } });
+    expect(report.all_passed).toBe(true);
+    expect(report.passed).toBe(80);
+    expect(report.hosts.map((h) => h.host)).toEqual([hostname()]);
+    expect(report.hosts[0]!.records).toBe(80);
+    // The checks are the same ones: a changed utility fails through Dask too.
+    const tampered = await replayTargets(
+      [{ condition: 'nile', family: 'forecasting', input: { source: 'nile', files: readManifest('nile').prepared_files }, records: committed('nile').map(storedFromReference).map((r, i) => (i === 3 ? { ...r, utility: r.utility! + 1e-12 } : r)) }],
+      { versions: readReferenceManifest(join(ROOT, 'outputs', 'references'))!.versions, numerics: 'unrecorded' },
+      { quiet: true, executor: { kind: 'dask', scheduler: scheduler.address } },
+    );
+    expect(tampered.passed).toBe(15);
+    expect(tampered.records.find((r) => !r.passed)!.failures.map((f) => f.check)).toEqual(['utility']);
   });
 
   it('a worker process killed mid-run loses nothing: its records run elsewhere, none lost or doubled', async () => {

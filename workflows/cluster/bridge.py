@@ -19,9 +19,11 @@ Operations:
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import json
 import os
+import queue
 import sys
 import threading
 import time
@@ -29,7 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from distributed import Client
+from distributed import Client, as_completed
 from distributed.client import FutureCancelledError
 from distributed.scheduler import KilledWorker
 
@@ -39,6 +41,8 @@ from workflows.protocol import failure, success
 
 # How often the monitor looks at the cluster (new workers, running tasks, the scheduler link).
 MONITOR_SECONDS = 0.5
+# Tasks kept on the cluster per admitted worker (one computing, the next ones ready to start).
+IN_FLIGHT_PER_WORKER = 3
 # How often a record is sent again after every copy of its input was lost with its workers.
 INPUT_ATTEMPTS = 3
 # A scheduler unreachable this long is lost: pending requests fail, the orchestrator stops.
@@ -80,6 +84,11 @@ class Bridge:
         self.pending: dict[str, dict[str, Any]] = {}  # task key -> {id, future, timeout, started, worker}
         self.lost_since: float | None = None
         self.closed = False
+        # Results are fetched concurrently by Dask's event loop and handed over here in batches.
+        self.completed = as_completed(loop=client.loop, with_results=True, raise_errors=False)
+        self.submitted = threading.Event()
+        self.incoming: queue.Queue = queue.Queue()
+        self.wakeup = threading.Event()
 
     # -- responses ------------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -160,20 +169,70 @@ class Bridge:
         return self.inputs[key]
 
     def submit(self, request: dict, function, *args, attempt: int = 1) -> None:
-        contents = self.scattered(request["folder"], request["files"])
-        key = f"wwref-{request['op']}-{request['id']}-{uuid.uuid4().hex[:8]}"
-        future = self.client.submit(function, *args[:2], contents, *args[2:], key=key, pure=False)
-        self.pending[key] = {"id": request["id"], "future": future, "timeout": float(request.get("timeout_seconds") or 0), "started": None,
-                             "worker": None, "resubmit": lambda: self.submit(request, function, *args, attempt=attempt + 1), "attempt": attempt}
-        future.add_done_callback(lambda f: self.finished(key, f))
+        """Queues a task. The submitter keeps a few tasks per admitted worker on the cluster and the
+        rest here, in the orchestrator's order (largest first): Dask would otherwise assign every
+        task to a worker at once, by count rather than by cost."""
+        self.incoming.put((request, function, args, attempt))
+        self.wakeup.set()
 
-    def finished(self, key: str, future) -> None:
+    def submitter(self) -> None:
+        backlog: collections.deque = collections.deque()
+        while not self.closed:
+            while True:
+                try:
+                    backlog.append(self.incoming.get_nowait())
+                except queue.Empty:
+                    break
+            room = IN_FLIGHT_PER_WORKER * max(len(self.admitted), 1) - len(self.pending)
+            batch = [backlog.popleft() for _ in range(min(max(room, 0), len(backlog)))]
+            for function in {item[1] for item in batch}:
+                self.submit_batch([item for item in batch if item[1] is function])
+            if not batch:
+                self.wakeup.wait(0.05)
+                self.wakeup.clear()
+
+    def submit_batch(self, batch: list) -> None:
+        ready = []
+        for request, function, args, attempt in batch:
+            try:
+                contents = self.scattered(request["folder"], request["files"])
+            except Exception as error:  # a changed or missing input fails its request only
+                self.send(failure(request["id"], error))
+                continue
+            ready.append((request, function, (*args[:2], contents, *args[2:]), attempt))
+        if not ready:
+            return
+        keys = [f"wwref-{request['op']}-{request['id']}-{uuid.uuid4().hex[:8]}" for request, *_ in ready]
+        columns = list(zip(*(arguments for _, _, arguments, _ in ready)))
+        futures = self.client.map(ready[0][1], *columns, key=keys, pure=False)
+        for key, future, (request, function, arguments, attempt) in zip(keys, futures, ready):
+            retry = (request, function, (*arguments[:2], *arguments[3:]), attempt + 1)
+            self.pending[key] = {"id": request["id"], "future": future, "timeout": float(request.get("timeout_seconds") or 0),
+                                 "started": None, "worker": None, "resubmit": lambda item=retry: self.incoming.put(item), "attempt": attempt}
+        self.completed.update(futures)
+        self.submitted.set()
+
+    def collect(self) -> None:
+        """Answers each request as its task finishes."""
+        while not self.closed:
+            try:
+                batch = self.completed.next_batch(block=True)
+            except StopIteration:  # nothing in flight
+                self.submitted.wait(0.1)
+                self.submitted.clear()
+                continue
+            for future, result in batch:
+                self.finished(future.key, future, result)
+
+    def finished(self, key: str, future, fetched: Any) -> None:
         entry = self.pending.pop(key, None)
+        self.wakeup.set()
         if entry is None:  # already answered (timeout, lost scheduler)
             return
         request_id = entry["id"]
         try:
-            result = future.result()
+            # A finished task's result was fetched by as_completed; errors and cancellations raise here.
+            result = fetched if future.status == "finished" else future.result()
         except KilledWorker as error:
             self.fail(request_id, "WorkerCrash", f"the workers running it died: {error}")
         except FutureCancelledError as error:
@@ -250,6 +309,8 @@ def main() -> None:
     immediate = {"hello": lambda _: records.hello(), "workers": bridge.workers, "admit": bridge.admit, "describe": bridge.describe}
     deferred = {"run": bridge.run, "truth": bridge.truth}
     threading.Thread(target=bridge.monitor, daemon=True).start()
+    threading.Thread(target=bridge.collect, daemon=True).start()
+    threading.Thread(target=bridge.submitter, daemon=True).start()
     try:
         for line in sys.stdin:
             if not line.strip():

@@ -87,6 +87,8 @@ export async function startScheduler(): Promise<LocalScheduler> {
 
 export interface LocalCluster {
   address: string;
+  /** The scheduler's process id (benchmarks read its CPU time). */
+  schedulerPid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -96,6 +98,7 @@ export async function startLocalCluster(nworkers: number, options: { profile?: N
   const workers = startWorkers({ scheduler: scheduler.address, nworkers, ...options });
   return {
     address: scheduler.address,
+    schedulerPid: scheduler.process.pid,
     async stop() {
       workers.kill('SIGTERM');
       await workers;

@@ -126,6 +126,11 @@ export class DaskExecutor implements Executor {
     return { folder, files: input.files };
   }
 
+  /** The bridge's process id (benchmarks read its CPU time). */
+  get bridgePid(): number | undefined {
+    return this.bridge.pid;
+  }
+
   /** The admitted workers' identities; refusals (also of workers that joined later) land in `refused`. */
   async describe(): Promise<HelloResult[]> {
     await this.ready;
