@@ -2,4 +2,5 @@
 // Entry point of the `wwref` command: runs the TypeScript CLI through tsx, so there is no build step.
 import { register } from 'tsx/esm/api';
 register();
-await import('../pipelines/cli/main.ts');
+const { cliProcess } = await import('../pipelines/cli/main.ts');
+await cliProcess();

@@ -8,7 +8,7 @@
 // utilities before scoring: measured cells are authoritative, only the rest is prediction.
 // An observed list is a JSON array of masks or text with masks separated by commas/whitespace/lines
 // (an optional `mask` header line is ignored).
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
 import { splitCsvLine } from '../core/csv.ts';
 import { UserError } from '../core/errors.ts';
@@ -38,8 +38,12 @@ interface Entry {
 
 function readText(file: string, what: string): string {
   try {
+    // a FIFO or a device would be waited on or read without end: only regular files are read
+    const stats = statSync(file, { throwIfNoEntry: false });
+    if (stats && !stats.isFile()) throw new UserError(`${what} ${file} is not a regular file`);
     return readFileSync(file, 'utf8');
   } catch (error) {
+    if (error instanceof UserError) throw error;
     throw new UserError(`cannot read ${what} ${file}: ${(error as Error).message}`);
   }
 }

@@ -28,11 +28,12 @@ export interface CatalogCondition {
 export function loadPlanFile(file: string): LoadedPlan {
   let text: string;
   // a plan file named by a manifest could be a FIFO or a device: refused unread, never waited on
-  const stats = statSync(file, { throwIfNoEntry: false });
-  if (stats && !stats.isFile()) throw new UserError(`construction plan ${file} is not a regular file`);
   try {
+    const stats = statSync(file, { throwIfNoEntry: false });
+    if (stats && !stats.isFile()) throw new UserError(`construction plan ${file} is not a regular file`);
     text = readFileSync(file, 'utf8');
-  } catch {
+  } catch (error) {
+    if (error instanceof UserError) throw error;
     throw new UserError(`construction plan not found: ${file}`);
   }
   const rel = relative(ROOT, file);

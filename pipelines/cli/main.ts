@@ -14,10 +14,13 @@ import { formatSeconds } from '../core/progress.ts';
 import { rebuild } from '../jobs/rebuild.ts';
 import { replay, replayTargets, writeReplayReport } from '../jobs/replay.ts';
 import { exportPack, readPack } from '../jobs/wwb.ts';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { accessSync, constants, existsSync, lstatSync, statSync, type Stats } from 'node:fs';
 import { manifestsDir, preparedDir, referencesDir, ROOT } from '../core/paths.ts';
 import { isInside } from '../core/containment.ts';
 import { readConfig } from '../core/config.ts';
+import { EXECUTOR_KINDS, type ExecutorChoice, type ExecutorKind } from '../execution/executors.ts';
+import { activeProfile } from '../execution/numerics.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
 /** The values of a repeatable option; an empty one (`--condition=`) is a mistake, not "everything". */
@@ -32,13 +35,46 @@ function protectedDirs(): string[] {
   return [referencesDir(), join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), preparedDir(), manifestsDir()];
 }
 
-/** An output path given by the user, refused inside a protected folder (after resolving `..` and symlinks). */
-function outputPath(path: string, flag: string): string {
+/** The stats of `target` (links followed unless `link`), or undefined when nothing is there (a parent being a file included). */
+function statOrNothing(target: string, flag: string, path: string, link = false): Stats | undefined {
+  try {
+    return (link ? lstatSync : statSync)(target, { throwIfNoEntry: false });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOTDIR') return undefined;
+    throw new UserError(`--${flag} ${path} cannot be written: ${code ?? (error as Error).message}`);
+  }
+}
+
+/**
+ * An output path given by the user, refused inside a protected folder (after resolving `..` and
+ * symlinks), and refused before any work when it cannot be written: a file output that is a folder,
+ * a symbolic link, a device, FIFO or socket, a parent that is a file, or a nearest existing folder
+ * that is not writable.
+ */
+function outputPath(path: string, flag: string, kind: 'file' | 'folder' = 'file'): string {
   if (path.trim() === '') throw new UserError(`--${flag} needs a path`);
   for (const dir of protectedDirs()) {
     if (isInside(path, dir)) throw new UserError(`--${flag} ${path} is inside ${dir}, which only wwref itself writes; choose another path`);
   }
-  return resolve(path);
+  const target = resolve(path);
+  if (kind === 'file' && statOrNothing(target, flag, path, true)?.isSymbolicLink()) {
+    throw new UserError(`--${flag} ${path} is a symbolic link; name the file itself (wwref replaces its outputs, it does not write through links)`);
+  }
+  const stats = statOrNothing(target, flag, path);
+  if (stats?.isDirectory() && kind === 'file') throw new UserError(`--${flag} ${path} is a directory; name a file`);
+  // an atomic write renames a new file over the path: never over a device, FIFO or socket
+  if (stats && !stats.isDirectory() && !stats.isFile()) throw new UserError(`--${flag} ${path} is not a regular file (a device, FIFO or socket); name a file`);
+  if (stats && !stats.isDirectory() && kind === 'folder') throw new UserError(`--${flag} ${path} is a file; name a folder`);
+  let existing = stats && kind === 'folder' ? target : dirname(target);
+  while (!existsSync(existing) && dirname(existing) !== existing) existing = dirname(existing);
+  if (!statOrNothing(existing, flag, path)?.isDirectory()) throw new UserError(`--${flag} ${path} cannot be written: ${existing} is a file, not a folder`);
+  try {
+    accessSync(existing, constants.W_OK);
+  } catch (error) {
+    throw new UserError(`--${flag} ${path} cannot be written: ${existing} is not writable (${(error as NodeJS.ErrnoException).code})`);
+  }
+  return target;
 }
 
 /** Hard ceiling on worker processes, whatever --workers-max says. */
@@ -55,22 +91,35 @@ function withReferences<T>(y: Argv<T>) {
 function withTables<T>(y: Argv<T>) {
   return withReferences(y.option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' }));
 }
-function withWorkers<T>(y: Argv<T>) {
+function withWorkers<T>(y: Argv<T>, byDefault = availableParallelism()) {
   return y
-    .option('workers', { type: 'number', default: availableParallelism(), describe: 'Python worker processes (at most the number of cores, unless --workers-max)' })
+    .option('workers', { type: 'number', default: byDefault, describe: 'Python worker processes, one computation thread each (at most the number of cores, unless --workers-max)' })
     .option('workers-max', { type: 'number', describe: `allow up to this many workers (at most ${WORKERS_CEILING})` });
 }
 
-async function main(): Promise<number> {
+/** --executor and --scheduler, for the commands that execute records. */
+function withExecutor<T>(y: Argv<T>) {
+  return y
+    .option('executor', { choices: EXECUTOR_KINDS, default: 'local' as const, describe: 'local: worker processes here; dask: the workers of a Dask scheduler (--scheduler); dask-local: a Dask cluster of --workers processes started here for the job' })
+    .option('scheduler', { type: 'string', describe: 'Dask scheduler address for --executor dask, e.g. tcp://10.0.0.5:8786' });
+}
+
+function executorChoice(argv: { executor: ExecutorKind; scheduler?: string }): ExecutorChoice {
+  if (argv.scheduler !== undefined && argv.executor !== 'dask') throw new UserError('--scheduler is for --executor dask');
+  if (argv.executor === 'dask' && !argv.scheduler) throw new UserError('--executor dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)');
+  return { kind: argv.executor, scheduler: argv.scheduler };
+}
+
+async function main(args: string[]): Promise<number> {
   let exitCode = 0;
   readConfig(ROOT); // a malformed wwref.config.json is reported by every command, not only by those that read it
 
-  await yargs(hideBin(process.argv))
+  await yargs(args)
     .scriptName('wwref')
     .usage('$0 <command> [options]\n\nNative-execution reference pipeline for the WhatWorkedBench catalog.')
     .middleware((argv) => {
       // `--condition=` or a bare `--condition` reaches yargs as "no value", which would select everything.
-      const raw = hideBin(process.argv);
+      const raw = args;
       raw.forEach((arg, i) => {
         const bare = /^--(condition|source|family|mirror)$/.exec(arg);
         if (/^--(condition|source|family|mirror)=$/.test(arg) || (bare && (raw[i + 1] === undefined || raw[i + 1]!.startsWith('-')))) {
@@ -144,7 +193,7 @@ async function main(): Promise<number> {
       'rebuild',
       'execute every configuration and write outputs/references/<condition>.arrow and manifest.json',
       (y) =>
-        withWorkers(withMirror(withReferences(y)))
+        withExecutor(withWorkers(withMirror(withReferences(y))))
           .option('condition', { type: 'string', array: true, describe: 'condition(s); default the whole catalog' })
           .option('fresh', { type: 'boolean', default: false, describe: 'ignore journals of interrupted runs' })
           .option('reuse-shared-stage', { type: 'boolean', default: false, describe: 'reuse expensive per-input stages across masks (retrieval term counts); bit-identical to the cold path' })
@@ -158,6 +207,7 @@ async function main(): Promise<number> {
           fresh: argv.fresh,
           allowVersionDrift: argv.allowVersionDrift,
           reuseSharedStage: argv.reuseSharedStage,
+          executor: executorChoice(argv),
         });
         for (const c of summary.conditions) {
           const status = c.error ? `NOT BUILT: ${c.error}` : `${c.records - c.failed}/${c.records} ok`;
@@ -175,9 +225,9 @@ async function main(): Promise<number> {
     )
     .command(
       'replay',
-      'cold-replay reference tables with one worker and one thread; verify hashes, utilities, metrics, warnings, timings',
+      'cold-replay reference tables (one thread per worker, fresh workers per condition); verify hashes, utilities, metrics, warnings, timings',
       (y) =>
-        withTables(y)
+        withExecutor(withWorkers(withTables(y), 1))
           .option('report', { type: 'string', default: join(ROOT, 'outputs', 'reports', 'replay.json'), describe: 'JSON report path' })
           .option('format', { choices: ['wwref', 'wwb'] as const, default: 'wwref' as const, describe: "reference layout: ours, or a published WhatWorkedBench pack (--references PACK)" })
           .option('allow-version-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when installed versions differ from the manifest' })
@@ -189,6 +239,8 @@ async function main(): Promise<number> {
           referencesDir: argv.references,
           allowVersionDrift: argv.allowVersionDrift,
           allowPlatformDrift: argv.allowPlatformDrift,
+          workers: argv.workers,
+          executor: executorChoice(argv),
         };
         let report;
         if (argv.format === 'wwb') {
@@ -220,7 +272,7 @@ async function main(): Promise<number> {
           `${report.conditions.filter((c) => c.passed === c.total).length}/${report.conditions.length} conditions passed, ` +
             `${report.passed}/${report.total} records; wall ${report.wall_seconds.toFixed(1)} s; ` +
             `native ${report.replayed_native_seconds.toFixed(1)} s replayed vs ${report.recorded_native_seconds.toFixed(1)} s recorded; ` +
-            `median timing ratio ${report.median_timing_ratio?.toFixed(2) ?? '-'}; ${report.timing_outliers.length} timing outlier(s); report ${argv.report}`,
+            `median timing ratio ${report.median_timing_ratio?.toFixed(2) ?? '-'}; ${report.timing_outliers.length} timing outlier(s); ${report.workers} worker(s); report ${argv.report}`,
         );
         if (!report.all_passed) exitCode = 1;
       },
@@ -251,7 +303,7 @@ async function main(): Promise<number> {
           .option('out', { type: 'string', demandOption: true, describe: 'output directory' }),
       async (argv) => {
         const { analyzeReferences, summaryLines, writeEffects } = await import('../analysis/effects.ts');
-        const { files, summary } = writeEffects(analyzeReferences(list(argv.condition, 'condition'), argv.references), outputPath(argv.out, 'out'));
+        const { files, summary } = writeEffects(analyzeReferences(list(argv.condition, 'condition'), argv.references), outputPath(argv.out, 'out', 'folder'));
         for (const line of summaryLines(summary)) out(line);
         out(`${files.length} files written to ${argv.out}`);
       },
@@ -288,7 +340,7 @@ async function main(): Promise<number> {
       'add-source <plan>',
       'add a new source from its construction plan: validate, freeze (sha256), acquire, prepare, execute every mask, verify, append its references',
       (y) =>
-        withWorkers(withMirror(y))
+        withExecutor(withWorkers(withMirror(y)))
           .positional('plan', { type: 'string', demandOption: true, describe: 'construction plan (JSON, see sources/plan.schema.json)' })
           .option('references', { type: 'string', describe: 'target reference folder (default outputs/references)' })
           .option('force', { type: 'boolean', default: false, describe: 'rebuild a source already added; a changed plan is recorded as superseding the old hash' })
@@ -296,7 +348,14 @@ async function main(): Promise<number> {
           .option('allow-version-drift', { type: 'boolean', default: false, describe: 'run even if installed versions differ from the pins' }),
       async (argv) => {
         const { addSource, addSourceLines, checkAddSource } = await import('../jobs/add-source.ts');
-        const options = { referencesDir: argv.references, force: argv.force, workers: argv.workers, mirrors: list(argv.mirror, 'mirror'), allowVersionDrift: argv.allowVersionDrift };
+        const options = {
+          referencesDir: argv.references,
+          force: argv.force,
+          workers: argv.workers,
+          mirrors: list(argv.mirror, 'mirror'),
+          allowVersionDrift: argv.allowVersionDrift,
+          executor: executorChoice(argv),
+        };
         if (argv.dryRun) {
           for (const line of checkAddSource(argv.plan!, options)) out(line);
           return;
@@ -327,7 +386,7 @@ async function main(): Promise<number> {
           .option('format', { choices: ['csv', 'wwb'] as const, default: 'csv' as const, describe: 'csv: one file; wwb: a WhatWorkedBench pack folder' })
           .option('out', { type: 'string', demandOption: true, describe: 'output file (csv) or folder (wwb)' }),
       (argv) => {
-        const target = outputPath(argv.out, 'out');
+        const target = outputPath(argv.out, 'out', argv.format === 'wwb' ? 'folder' : 'file');
         const conditions = list(argv.condition, 'condition');
         const count = argv.format === 'wwb' ? exportPack(target, conditions) : exportCsv(target, conditions);
         out(`${count} records written to ${argv.out}`);
@@ -339,6 +398,32 @@ async function main(): Promise<number> {
       (y) => y.option('family', { type: 'string', array: true, describe: 'family name(s); default all' }),
       (argv) => {
         for (const line of familyLines(list(argv.family, 'family'))) out(line);
+      },
+    )
+    .command(
+      'worker',
+      'start Dask worker processes for a scheduler: the pinned runtime, the numerical profile, one computation thread each',
+      (y) =>
+        y
+          .option('scheduler', { type: 'string', describe: 'Dask scheduler address, e.g. tcp://10.0.0.5:8786' })
+          .option('nworkers', { type: 'number', default: 1, describe: 'worker processes on this machine' })
+          .option('host', { type: 'string', describe: 'interface to listen on (default 127.0.0.1 for a local scheduler, else chosen by Dask)' })
+          .option('print-env', { type: 'boolean', default: false, describe: 'print the environment Dask workers of this project need (for job scripts) and exit' }),
+      async (argv) => {
+        if (argv.printEnv) {
+          const { pythonEnvironment } = await import('../execution/python-worker.ts');
+          for (const [name, value] of Object.entries({ ...pythonEnvironment(), PYTHONPATH: ROOT })) out(`export ${name}='${value}'`);
+          return;
+        }
+        if (!argv.scheduler) throw new UserError('wwref worker needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)');
+        if (!Number.isInteger(argv.nworkers) || argv.nworkers < 1 || argv.nworkers > WORKERS_CEILING) throw new UserError(`--nworkers takes a whole number from 1 to ${WORKERS_CEILING}`);
+        if (!/^(tcp|tls|ucx|inproc):\/\/\S+$/.test(argv.scheduler)) throw new UserError(`--scheduler ${argv.scheduler} is not a Dask address (e.g. tcp://10.0.0.5:8786)`);
+        const { startWorkers } = await import('../execution/dask/cluster.ts');
+        out(`starting ${argv.nworkers} Dask worker process(es) for ${argv.scheduler} (numerical profile ${activeProfile().name}, one thread each); Ctrl-C stops them`);
+        const workers = startWorkers({ scheduler: argv.scheduler, nworkers: argv.nworkers, host: argv.host, inherit: true });
+        process.once('SIGINT', () => workers.kill('SIGTERM'));
+        const result = await workers;
+        if (result.exitCode) exitCode = 1;
       },
     )
     .command(
@@ -356,20 +441,44 @@ async function main(): Promise<number> {
     .strict()
     .help()
     .fail((message, error) => {
-      throw error ?? new UserError(message);
+      // yargs spreads some messages over lines ("Invalid values:\n  Argument: ..."): one line here
+      throw error ?? new UserError(message.replace(/\s*\n\s*/g, ' '));
     })
     .parseAsync();
   return exitCode;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
+const ESCAPES: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/**
+ * A user error as one line (and the `  - ` items listing several problems, each on its own line):
+ * control characters inside it, as in a file name given on the command line, are shown escaped.
+ */
+function oneLine(message: string): string {
+  return message
+    .split(/\n(?= {2}- )/)
+    .map((part) => part.replace(/[\u0000-\u001f\u007f]/g, (c) => ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`))
+    .join('\n');
+}
+
+/**
+ * Runs the command line on `args` (without `node` and the script) and returns the exit status: a
+ * UserError is printed as one line (status 2); anything else is an internal error with its stack (1).
+ */
+export async function runCli(args: string[]): Promise<number> {
+  try {
+    return await main(args);
+  } catch (error) {
     if (error instanceof UserError) {
-      process.stderr.write(`wwref: ${error.message}\n`);
-      process.exit(2);
+      process.stderr.write(`wwref: ${oneLine(error.message)}\n`);
+      return 2;
     }
     process.stderr.write(`wwref: internal error: ${(error as Error).stack ?? String(error)}\n`);
-    process.exit(1);
-  },
-);
+    return 1;
+  }
+}
+
+/** `node bin/wwref.mjs ...`: runs the command line and exits with its status. */
+export async function cliProcess(): Promise<never> {
+  process.exit(await runCli(hideBin(process.argv)));
+}

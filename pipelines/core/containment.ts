@@ -30,6 +30,17 @@ function within(path: string, folder: string): boolean {
   return path === folder || path.startsWith(folder.endsWith(sep) ? folder : folder + sep);
 }
 
+/** Whether something is at `path` (not following a final link); a parent that is a file means nothing is. */
+function exists(path: string): boolean {
+  try {
+    return lstatSync(path, { throwIfNoEntry: false }) !== undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOTDIR') return false;
+    throw new UserError(`cannot look at ${path}: ${code ?? (error as Error).message}`);
+  }
+}
+
 /**
  * The path with symbolic links resolved: the path itself when it exists, else its deepest existing
  * ancestor with the remaining names appended. A dangling or looping link is refused.
@@ -38,7 +49,7 @@ export function realPath(path: string): string {
   let head = resolve(path);
   const tail: string[] = [];
   for (;;) {
-    if (lstatSync(head, { throwIfNoEntry: false })) break;
+    if (exists(head)) break;
     if (dirname(head) === head) break;
     tail.unshift(basename(head));
     head = dirname(head);
@@ -86,7 +97,7 @@ function kind(stats: Stats): string {
  * blocking, and checked again on the open descriptor. Returns the descriptor and the size.
  */
 export function openRegularFile(path: string, what: string): { fd: number; size: number } {
-  const before = lstatSync(path, { throwIfNoEntry: false });
+  const before = exists(path) ? lstatSync(path) : undefined;
   if (!before) throw new UserError(`${what} ${path} does not exist`);
   if (!before.isFile()) throw new UserError(`${what} ${path} is ${kind(before)}, not a regular file; refused`);
   let fd: number;

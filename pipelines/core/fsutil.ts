@@ -1,8 +1,8 @@
 // File-system writes and reads as every stage does them: atomic writes (a temporary sibling, then a
 // rename, so a reader never sees half a file), appends that never follow a symlink, and file-system
 // failures turned into one-line user errors that name the file.
-import { closeSync, constants, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { closeSync, constants, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
 import { UserError } from './errors.ts';
 
 const FS_HINTS: Record<string, string> = {
@@ -19,8 +19,15 @@ const FS_HINTS: Record<string, string> = {
 
 /** A file-system failure as a UserError naming the file; other errors pass unchanged. */
 export function fsError(error: unknown, action: string, path: string): Error {
+  if (error instanceof UserError) return error;
   const code = (error as NodeJS.ErrnoException).code;
   if (code && FS_HINTS[code]) return new UserError(`cannot ${action} ${path}: ${FS_HINTS[code]} (${code})`);
+  // any other system error of the file system (ENOENT under /proc, EEXIST, EIO, ...): still one line
+  if (typeof code === 'string' && /^E[A-Z0-9]+$/.test(code) && typeof (error as NodeJS.ErrnoException).syscall === 'string') {
+    // "ENOENT: no such file or directory, open '<temporary file>'": the description, not the temporary name
+    const description = /^E[A-Z0-9]+: ([^,]+)/.exec((error as Error).message)?.[1] ?? (error as NodeJS.ErrnoException).syscall;
+    return new UserError(`cannot ${action} ${path}: ${description} (${code})`);
+  }
   return error as Error;
 }
 
@@ -34,15 +41,35 @@ function injectedFailure(path: string): void {
   }
 }
 
+/**
+ * Creates `dir` and its missing parents one level at a time (Node's recursive mkdir retries forever
+ * where mkdir fails with ENOENT on an existing parent, as under /proc).
+ */
+export function makeDirs(dir: string): void {
+  const missing: string[] = [];
+  for (let d = resolve(dir); !existsSync(d) && dirname(d) !== d; d = dirname(d)) missing.unshift(d);
+  for (const d of missing) {
+    try {
+      mkdirSync(d);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
+}
+
 export function writeFileAtomic(path: string, data: string | Uint8Array): void {
   const tmp = `${path}.${process.pid}.${Date.now()}.tmp`;
   try {
-    mkdirSync(dirname(path), { recursive: true });
+    makeDirs(dirname(path));
     injectedFailure(path);
     writeFileSync(tmp, data, { flag: 'wx' });
     renameSync(tmp, path);
   } catch (error) {
-    rmSync(tmp, { force: true });
+    try {
+      rmSync(tmp, { force: true });
+    } catch {
+      // nothing to remove: the temporary file could not have been created (e.g. a parent is a file)
+    }
     throw fsError(error, 'write', path);
   }
 }
@@ -56,7 +83,7 @@ export function writeJsonAtomic(path: string, value: unknown): void {
 export function appendNoFollow(path: string, text: string): void {
   let fd: number | undefined;
   try {
-    mkdirSync(dirname(path), { recursive: true });
+    makeDirs(dirname(path));
     fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o644);
     writeSync(fd, text);
   } catch (error) {

@@ -4,12 +4,12 @@
 //   <pack>/references/<cond>.json   one table per condition (three published layouts, see below)
 //   <pack>/inputs/<source>/         arrays.npz + metadata.json.gz
 // Reading turns a pack into replay targets; writing exports our tables in that layout.
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import type { FamilyName } from '../catalog/families.ts';
 import { FAMILY_NAMES } from '../catalog/families.ts';
-import { writeJsonAtomic } from '../core/fsutil.ts';
+import { fsError, makeDirs, writeJsonAtomic } from '../core/fsutil.ts';
 import { checkFileHashes, digest, fileSha256, sha256Hex } from '../core/hashing.ts';
 import { REPLAY_PACKAGES } from '../execution/identity.ts';
 import { loadAllRecords } from '../references/export.ts';
@@ -97,10 +97,17 @@ export function exportPack(out: string, conditions: readonly string[] = [], dir 
   const manifest = requireReferenceManifest(dir);
   const files: Record<string, string> = {};
   let count = 0;
-  for (const [id, entry] of selectEntries(manifest, dir, conditions)) {
+  const selected = selectEntries(manifest, dir, conditions);
+  // Every table, source manifest and prepared file is read and checked before anything is written:
+  // a corrupt one is refused, never sealed into a pack, and no partial pack is left behind.
+  const inputs = selected.map(([id, entry]) => {
     const source = readManifest(entry.source);
-    const sourceBlock = { instance: entry.source, family: entry.family, plan_sha256: entry.plan_sha256, ...source.facts };
     const records = loadAllRecords([id], dir);
+    checkFileHashes(sourcePreparedDir(entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
+    return { id, entry, source, records };
+  });
+  for (const { id, entry, source, records } of inputs) {
+    const sourceBlock = { instance: entry.source, family: entry.family, plan_sha256: entry.plan_sha256, ...source.facts };
     const outcomes: Record<string, Record<string, unknown>> = {};
     for (const r of records) {
       // The record keys of the published layouts: four-option, paired six-option, beat/graph.
@@ -123,12 +130,16 @@ export function exportPack(out: string, conditions: readonly string[] = [], dir 
     const tablePath = join(out, 'references', `${id}.json`);
     writeJsonAtomic(tablePath, table);
     files[`references/${id}.json`] = sha256Hex(readFileSync(tablePath));
-    // The prepared files must still be the ones the tables were built from before they are sealed.
+    // The prepared files must still be the ones the tables were built from when they are sealed.
     checkFileHashes(sourcePreparedDir(entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
-    mkdirSync(join(out, 'inputs', entry.source), { recursive: true });
     for (const name of PREPARED_FILES) {
       const target = join(out, 'inputs', entry.source, name);
-      copyFileSync(join(sourcePreparedDir(entry.source), name), target);
+      try {
+        makeDirs(dirname(target));
+        copyFileSync(join(sourcePreparedDir(entry.source), name), target);
+      } catch (error) {
+        throw fsError(error, 'write', target);
+      }
       files[`inputs/${entry.source}/${name}`] = sha256Hex(readFileSync(target));
     }
   }

@@ -1,0 +1,45 @@
+// The pinned Python runtime, created on first use. Every place that starts the project's interpreter
+// asks ensurePythonRuntime() for it: when .venv does not exist yet, scripts/setup-python (the script
+// `npm run setup` runs) creates it, with a progress line on stderr, so that `npm ci && npx wwref rebuild`
+// works on a fresh clone. A runtime that exists is used as it is (the workers' hello checks its
+// versions); an interpreter named by WWREF_PYTHON is never created, only checked.
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { UserError } from './errors.ts';
+import { pythonExecutable, ROOT } from './paths.ts';
+
+export const SETUP_SCRIPT = join(ROOT, 'scripts', 'setup-python');
+
+/** Lock file that serialises concurrent first uses (two commands started at once on a fresh clone). */
+function lockFile(): string {
+  return join(tmpdir(), `wwref-setup-${createHash('sha256').update(ROOT).digest('hex').slice(0, 16)}.lock`);
+}
+
+/** Whether `flock` (util-linux) is on the PATH; without it the set-up runs unlocked. */
+function hasFlock(): boolean {
+  return spawnSync('flock', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+/**
+ * The interpreter of the pinned runtime, created first if it does not exist. Blocks while the
+ * runtime is set up (a few minutes, once); the set-up's own lines go to stderr, so standard output
+ * stays the command's (JSON of `wwref grade`, for instance).
+ */
+export function ensurePythonRuntime(log: (line: string) => void = (line) => process.stderr.write(`${line}\n`)): string {
+  const python = pythonExecutable();
+  if (existsSync(python)) return python;
+  if (process.env.WWREF_PYTHON) throw new UserError(`WWREF_PYTHON names ${python}, which does not exist; unset it to use (or create) the pinned runtime in .venv`);
+  log(`wwref: creating the pinned Python runtime in ${join(ROOT, '.venv')} (first use; takes a few minutes, once; 'npm run setup' does the same)…`);
+  const command = hasFlock() ? ['flock', lockFile(), 'bash', SETUP_SCRIPT] : ['bash', SETUP_SCRIPT];
+  // stdout of the set-up goes to our stderr (fd 2)
+  const result = spawnSync(command[0]!, command.slice(1), { cwd: ROOT, stdio: ['ignore', 2, 2] });
+  if (result.error) throw new UserError(`cannot run ${SETUP_SCRIPT}: ${result.error.message}`);
+  if (result.status !== 0 || !existsSync(python)) {
+    throw new UserError(`the pinned Python runtime could not be created (scripts/setup-python exited with status ${result.status ?? result.signal}); see its message above, then run 'npm run setup'`);
+  }
+  log(`wwref: pinned Python runtime ready (${python})`);
+  return python;
+}

@@ -1,0 +1,223 @@
+// Hardening of the reference store under `wwref rebuild` (pipelines/references/commit.ts), through the
+// real command line with real workers:
+// - concurrent rebuilds of different conditions into one folder: every run succeeds and afterwards the
+//   manifest names every condition with the sha256 of its table (no lost update), round after round;
+// - a second writer waits for the folder's lock (and gives up with a clear message), a dead writer's
+//   lock is replaced;
+// - a full disk while the manifest is written: exit 2 with one line, the good table and manifest are
+//   byte-identical, nothing half-written is left, and the next run resumes from the journal;
+// - a worker killed in the middle of a record: exit 1, the failure is reported, the good table and
+//   manifest are byte-identical, and the next run resumes the finished records.
+// Every file is under a temporary root; the committed folders are checked unchanged.
+import { execa, type Result, type ResultPromise } from 'execa';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { UserError } from '../../pipelines/core/errors.ts';
+import { sha256Hex } from '../../pipelines/core/hashing.ts';
+import { ROOT } from '../../pipelines/core/paths.ts';
+import { commitReferences } from '../../pipelines/references/commit.ts';
+import { readReferenceManifest, type ReferenceManifest } from '../../pipelines/references/manifest.ts';
+import { deadPid, guardRepository } from '../sources/hardening-support.ts';
+import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+
+const BIN = join(ROOT, 'bin', 'wwref.mjs');
+/** Cheap 16-mask conditions of four different sources (wine and seeds are the issue's reproduction). */
+const CONCURRENT = ['wine', 'seeds', 'nile', 'yacht'];
+
+let ws: Workspace;
+let guard: ReturnType<typeof guardRepository>;
+beforeAll(() => {
+  guard = guardRepository();
+  ws = useTempWorkspace();
+});
+afterAll(() => {
+  ws.dispose();
+  guard.check();
+});
+
+function wwref(args: string[], env: Record<string, string> = {}): ResultPromise<{ reject: false }> {
+  return execa('node', [BIN, ...args], { cwd: ws.root, env, reject: false });
+}
+
+const rebuildArgs = (refs: string, condition: string, ...extra: string[]) => ['rebuild', '--condition', condition, '--workers', '1', '--references', refs, ...extra];
+
+/** The lines of stderr that are wwref's own messages (progress and preparation lines aside). */
+const messages = (result: Result): string[] => String(result.stderr).split('\n').filter((l) => l.startsWith('wwref:'));
+
+function noStack(result: Result): void {
+  expect(String(result.stderr)).not.toMatch(/\n\s+at /);
+  expect(String(result.stderr)).not.toMatch(/internal error/);
+}
+
+/** Each manifest entry's table exists and has the recorded sha256; returns the hashes by condition. */
+function manifestMatchesTables(refs: string): Record<string, string> {
+  const manifest = readReferenceManifest(refs)!;
+  const hashes: Record<string, string> = {};
+  for (const [id, entry] of Object.entries(manifest.conditions)) {
+    expect(sha256Hex(readFileSync(join(refs, entry.table))), `${id}: manifest hash of ${entry.table}`).toBe(entry.table_sha256);
+    hashes[id] = entry.table_sha256;
+  }
+  return hashes;
+}
+
+/** The folder holds exactly these tables and the manifest: no lock, no .new/.old/.tmp leftovers. */
+function onlyTables(refs: string, conditions: string[]): void {
+  expect(readdirSync(refs).sort()).toEqual([...conditions.map((c) => `${c}.arrow`), 'manifest.json'].sort());
+}
+
+function snapshot(refs: string, condition: string): { table: Buffer; manifest: Buffer } {
+  return { table: readFileSync(join(refs, `${condition}.arrow`)), manifest: readFileSync(join(refs, 'manifest.json')) };
+}
+
+function unchanged(refs: string, condition: string, before: { table: Buffer; manifest: Buffer }): void {
+  const after = snapshot(refs, condition);
+  expect(after.table.equals(before.table), `${condition}.arrow must be byte-identical`).toBe(true);
+  expect(after.manifest.equals(before.manifest), 'manifest.json must be byte-identical').toBe(true);
+}
+
+describe('concurrent rebuilds into one reference folder', () => {
+  it(`${CONCURRENT.length} parallel rebuilds of different conditions, 3 rounds: all exit 0 and the manifest matches every table`, async () => {
+    const refs = join(ws.root, 'concurrent');
+    let previous: Record<string, string> = {};
+    for (let round = 1; round <= 3; round++) {
+      const results = await Promise.all(CONCURRENT.map((c) => wwref(rebuildArgs(refs, c))));
+      results.forEach((result, i) => {
+        expect(result.exitCode, `round ${round}, ${CONCURRENT[i]}: ${result.stderr}`).toBe(0);
+        expect(result.stdout).toMatch(new RegExp(`^${CONCURRENT[i]}\\s+16/16 ok`, 'm'));
+        noStack(result);
+      });
+      const manifest = readReferenceManifest(refs)!;
+      expect(Object.keys(manifest.conditions).sort(), `round ${round}`).toEqual([...CONCURRENT].sort());
+      const hashes = manifestMatchesTables(refs);
+      onlyTables(refs, CONCURRENT);
+      // every entry is this round's (wall times differ from run to run, so do the table bytes)
+      for (const c of CONCURRENT) if (previous[c]) expect(hashes[c], `round ${round}, ${c} was not updated`).not.toBe(previous[c]);
+      previous = hashes;
+    }
+  });
+});
+
+describe("the reference folder's lock", () => {
+  const manifestWith = (id: string): ReferenceManifest => ({
+    manifest_version: 1,
+    generator: 'hardening test',
+    code: { git_commit: null, git_dirty: null, workflows_sha256: sha256Hex('workflows') },
+    python: '3.12',
+    versions: {},
+    threads: { environment: {}, threadpoolctl_limit: 1 },
+    conditions: {
+      [id]: {
+        source: id,
+        family: 'forecasting',
+        dimensions: 4,
+        records: 1,
+        failed: 0,
+        table: `${id}.arrow`,
+        table_sha256: sha256Hex(`table ${id}`),
+        plan_file: `sources/${id}.plan.json`,
+        plan_sha256: sha256Hex('plan'),
+        prepared_files: {},
+        published: { comparable: false, prepared_match: 'not_published' },
+        equivalence_violations: [],
+        native_seconds: 0,
+      },
+    },
+  });
+  const change = (id: string) => (current: ReferenceManifest | undefined) => {
+    const next = manifestWith(id);
+    return { manifest: { ...next, conditions: { ...current?.conditions, ...next.conditions } }, tables: new Map([[`${id}.arrow`, new TextEncoder().encode(`table ${id}`)]]) };
+  };
+
+  it('a writer refuses, after waiting, while a live process holds the lock, naming it; a dead holder is replaced', async () => {
+    const refs = join(ws.root, 'locked');
+    await commitReferences(refs, change('first'));
+    const before = readFileSync(join(refs, 'manifest.json'));
+    const lock = join(refs, '.wwref.lock');
+    writeFileSync(lock, JSON.stringify({ pid: process.pid, since: new Date().toISOString(), argv: ['rebuild'] }));
+    const started = Date.now();
+    const error = await commitReferences(refs, change('second'), { waitSeconds: 1 }).catch((e: unknown) => e);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+    expect(error).toBeInstanceOf(UserError);
+    expect((error as Error).message).toMatch(new RegExp(`is being written by another wwref process \\(pid ${process.pid}, lock .*\\.wwref\\.lock\\)`));
+    expect(readFileSync(join(refs, 'manifest.json')).equals(before)).toBe(true);
+    expect(existsSync(join(refs, 'second.arrow'))).toBe(false);
+    expect(existsSync(lock)).toBe(true); // another process's lock is not taken away
+
+    writeFileSync(lock, JSON.stringify({ pid: deadPid(), since: new Date().toISOString(), argv: ['rebuild'] }));
+    const written = await commitReferences(refs, change('second'), { waitSeconds: 1 });
+    expect(Object.keys(written.conditions).sort()).toEqual(['first', 'second']);
+    expect(existsSync(lock)).toBe(false);
+    manifestMatchesTables(refs);
+  });
+
+  it('a rebuild from the command line waits for the lock and commits once it is released', async () => {
+    const refs = join(ws.root, 'waiting');
+    const good = await wwref(rebuildArgs(refs, 'nile'));
+    expect(good.exitCode, String(good.stderr)).toBe(0);
+    const before = snapshot(refs, 'nile');
+    const lock = join(refs, '.wwref.lock');
+    writeFileSync(lock, JSON.stringify({ pid: process.pid, since: new Date().toISOString(), argv: ['rebuild'] }));
+    const child = wwref(rebuildArgs(refs, 'nile', '--fresh'));
+    // every record is done (journal complete) well before the lock is released
+    const journal = join(ws.cache, 'journal', 'nile.jsonl');
+    const lines = () => (existsSync(journal) ? readFileSync(journal, 'utf8').trim().split('\n').filter(Boolean).length : 0);
+    const deadline = Date.now() + 60_000;
+    while (lines() < 16 && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(lines(), `journal of the waiting rebuild (exit ${child.exitCode})`).toBe(16);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(child.exitCode, 'the rebuild must wait while the lock is held').toBeNull();
+    unchanged(refs, 'nile', before);
+    rmSync(lock); // the holder is done
+    const result = await child;
+    expect(result.exitCode, String(result.stderr)).toBe(0);
+    expect(readFileSync(join(refs, 'nile.arrow')).equals(before.table)).toBe(false);
+    manifestMatchesTables(refs);
+    onlyTables(refs, ['nile']);
+  });
+});
+
+describe('a failed rebuild leaves the good table and manifest byte-identical', () => {
+  it('a full disk while the manifest is written: exit 2 with one line; table and manifest as before; the next run resumes', async () => {
+    const refs = join(ws.root, 'disk-full');
+    const good = await wwref(rebuildArgs(refs, 'nile'));
+    expect(good.exitCode, String(good.stderr)).toBe(0);
+    const before = snapshot(refs, 'nile');
+
+    const full = await wwref(rebuildArgs(refs, 'nile', '--fresh'), { WWREF_TEST_FAIL_WRITE: 'manifest.json' });
+    expect(full.exitCode).toBe(2);
+    noStack(full);
+    expect(messages(full)).toHaveLength(1);
+    expect(messages(full)[0]).toMatch(/^wwref: cannot write .*disk-full\/manifest\.json: the disk is full \(ENOSPC\)$/);
+    unchanged(refs, 'nile', before);
+    onlyTables(refs, ['nile']); // the new table was put back aside and removed, no temporary file left
+
+    const again = await wwref(rebuildArgs(refs, 'nile'));
+    expect(again.exitCode, String(again.stderr)).toBe(0);
+    expect(again.stdout).toMatch(/16 records in 1 tables \(0 failed, 16 resumed from the journal\)/);
+    manifestMatchesTables(refs);
+    expect(readFileSync(join(refs, 'nile.arrow')).equals(before.table)).toBe(false); // the fresh records replaced the old table only now
+  });
+
+  it('a worker killed in the middle of a record: exit 1, the failure reported, table and manifest as before; the next run resumes', async () => {
+    const refs = join(ws.root, 'killed');
+    const good = await wwref(rebuildArgs(refs, 'nile'));
+    expect(good.exitCode, String(good.stderr)).toBe(0);
+    const before = snapshot(refs, 'nile');
+
+    const killed = await wwref(rebuildArgs(refs, 'nile', '--fresh'), { WWREF_TEST_EXIT_ON_MASK: '0011' });
+    expect(killed.exitCode, String(killed.stderr)).toBe(1);
+    noStack(killed);
+    expect(killed.stdout).toMatch(/^nile\s+15\/16 ok/m);
+    expect(killed.stdout).toMatch(/FAILED 0011: WorkerCrash/);
+    expect(killed.stdout).toMatch(/table and manifest entry left as they were/);
+    expect(killed.stdout).toMatch(/16 records in 1 tables \(1 failed/);
+    unchanged(refs, 'nile', before);
+    onlyTables(refs, ['nile']);
+
+    const again = await wwref(rebuildArgs(refs, 'nile'));
+    expect(again.exitCode, String(again.stderr)).toBe(0);
+    expect(again.stdout).toMatch(/\(0 failed, 15 resumed from the journal\)/);
+    manifestMatchesTables(refs);
+  });
+});
