@@ -61,9 +61,12 @@ def success(request_id: Any, result: Any) -> bytes:
 
 def failure(request_id: Any, error: BaseException, type_name: str | None = None) -> bytes:
     """An error response naming the exception type (or ``type_name``) and its message."""
-    text = json.dumps({"id": request_id, "ok": False, "error": {
-        "type": type_name or type(error).__name__, "message": str(error),
-        "traceback": "".join(traceback.format_exception(error))}})
+    return reported_failure(request_id, type_name or type(error).__name__, str(error), "".join(traceback.format_exception(error)))
+
+
+def reported_failure(request_id: Any, type_name: str, message: str, trace: str) -> bytes:
+    """An error response for an error raised elsewhere (a Dask worker), as it was reported there."""
+    text = json.dumps({"id": request_id, "ok": False, "error": {"type": type_name, "message": message, "traceback": trace}})
     return (text + "\n").encode("utf-8")
 
 

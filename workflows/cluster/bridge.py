@@ -37,14 +37,18 @@ from distributed.scheduler import KilledWorker
 
 from workflows import records
 from workflows.cluster import tasks
-from workflows.protocol import failure, success
+from workflows.protocol import failure, reported_failure, success
 
 # How often the monitor looks at the cluster (new workers, running tasks, the scheduler link).
 MONITOR_SECONDS = 0.5
 # Tasks kept on the cluster per admitted worker (one computing, the next ones ready to start).
 IN_FLIGHT_PER_WORKER = 3
+# Records of one input grouped into one task at most, and how far down the queue to look for them.
+MAX_BATCH = 16
+BATCH_LOOKAHEAD = 256
 # How often a record is sent again after every copy of its input was lost with its workers.
-INPUT_ATTEMPTS = 3
+INPUT_ATTEMPTS = 5
+INPUT_RETRY_SECONDS = 1.0
 # A scheduler unreachable this long is lost: pending requests fail, the orchestrator stops.
 SCHEDULER_LOST_SECONDS = 20.0
 
@@ -83,6 +87,7 @@ class Bridge:
         self.fingerprints: list[dict[str, Any]] = []
         self.pending: dict[str, dict[str, Any]] = {}  # task key -> {id, future, timeout, started, worker}
         self.lost_since: float | None = None
+        self.lost = False
         self.closed = False
         # Results are fetched concurrently by Dask's event loop and handed over here in batches.
         self.completed = as_completed(loop=client.loop, with_results=True, raise_errors=False)
@@ -168,11 +173,11 @@ class Bridge:
             self.inputs[key] = {name: futures[f"wwref-input-{sha}"] for name, sha in files.items()}
         return self.inputs[key]
 
-    def submit(self, request: dict, function, *args, attempt: int = 1) -> None:
-        """Queues a task. The submitter keeps a few tasks per admitted worker on the cluster and the
-        rest here, in the orchestrator's order (largest first): Dask would otherwise assign every
+    def submit(self, request: dict, attempt: int = 1, solo: bool = False) -> None:
+        """Queues a request. The submitter keeps a few tasks per admitted worker on the cluster and
+        the rest here, in the orchestrator's order (largest first): Dask would otherwise assign every
         task to a worker at once, by count rather than by cost."""
-        self.incoming.put((request, function, args, attempt))
+        self.incoming.put({"request": request, "attempt": attempt, "solo": solo})
         self.wakeup.set()
 
     def submitter(self) -> None:
@@ -183,33 +188,58 @@ class Bridge:
                     backlog.append(self.incoming.get_nowait())
                 except queue.Empty:
                     break
-            room = IN_FLIGHT_PER_WORKER * max(len(self.admitted), 1) - len(self.pending)
-            batch = [backlog.popleft() for _ in range(min(max(room, 0), len(backlog)))]
-            for function in {item[1] for item in batch}:
-                self.submit_batch([item for item in batch if item[1] is function])
-            if not batch:
+            if self.lost:
+                self.fail_items(list(backlog), "SchedulerLost", f"the Dask scheduler {self.client.scheduler.address} has been unreachable for {SCHEDULER_LOST_SECONDS:g} s")
+                backlog.clear()
+            workers = max(len(self.admitted), 1)
+            room = IN_FLIGHT_PER_WORKER * workers - len(self.pending)
+            submitted = False
+            while room > 0 and backlog:
+                self.submit_task(self.take_task(backlog, workers))
+                room -= 1
+                submitted = True
+            if not submitted:
                 self.wakeup.wait(0.05)
                 self.wakeup.clear()
 
-    def submit_batch(self, batch: list) -> None:
-        ready = []
-        for request, function, args, attempt in batch:
-            try:
-                contents = self.scattered(request["folder"], request["files"])
-            except Exception as error:  # a changed or missing input fails its request only
-                self.send(failure(request["id"], error))
-                continue
-            ready.append((request, function, (*args[:2], contents, *args[2:]), attempt))
-        if not ready:
+    @staticmethod
+    def take_task(backlog: collections.deque, workers: int) -> list[dict]:
+        """The next task's items: the first queued request and, for a record, up to a batch of the
+        records queued behind it on the same input. Batches shrink as the queue drains (about two
+        batches per worker remain), so the last tasks stay small and the workers finish together."""
+        first = backlog.popleft()
+        items = [first]
+        request = first["request"]
+        if request["op"] != "run" or first["solo"]:
+            return items
+        size = max(1, min(MAX_BATCH, len(backlog) // (2 * workers)))
+        same = (request["family"], json.dumps(request["files"], sort_keys=True), request.get("reuse_shared_stage"))
+        for item in list(backlog)[:BATCH_LOOKAHEAD]:
+            if len(items) >= size:
+                break
+            other = item["request"]
+            if other["op"] == "run" and not item["solo"] and (other["family"], json.dumps(other["files"], sort_keys=True), other.get("reuse_shared_stage")) == same:
+                backlog.remove(item)
+                items.append(item)
+        return items
+
+    def submit_task(self, items: list[dict]) -> None:
+        request = items[0]["request"]
+        try:
+            contents = self.scattered(request["folder"], request["files"])
+        except Exception as error:  # a changed or missing input fails its requests only
+            for item in items:
+                self.send(failure(item["request"]["id"], error))
             return
-        keys = [f"wwref-{request['op']}-{request['id']}-{uuid.uuid4().hex[:8]}" for request, *_ in ready]
-        columns = list(zip(*(arguments for _, _, arguments, _ in ready)))
-        futures = self.client.map(ready[0][1], *columns, key=keys, pure=False)
-        for key, future, (request, function, arguments, attempt) in zip(keys, futures, ready):
-            retry = (request, function, (*arguments[:2], *arguments[3:]), attempt + 1)
-            self.pending[key] = {"id": request["id"], "future": future, "timeout": float(request.get("timeout_seconds") or 0),
-                                 "started": None, "worker": None, "resubmit": lambda item=retry: self.incoming.put(item), "attempt": attempt}
-        self.completed.update(futures)
+        key = f"wwref-{request['op']}-{request['id']}-{uuid.uuid4().hex[:8]}"
+        if request["op"] == "run":
+            masks = [item["request"]["mask"] for item in items]
+            future = self.client.submit(tasks.run, request["family"], request["files"], contents, masks, bool(request.get("reuse_shared_stage")), key=key, pure=False)
+        else:
+            future = self.client.submit(tasks.truth, request["family"], request["files"], contents, key=key, pure=False)
+        timeout = float(request.get("timeout_seconds") or 0) * len(items)
+        self.pending[key] = {"items": items, "future": future, "timeout": timeout, "started": None, "worker": None}
+        self.completed.add(future)
         self.submitted.set()
 
     def collect(self) -> None:
@@ -224,42 +254,68 @@ class Bridge:
             for future, result in batch:
                 self.finished(future.key, future, result)
 
+    def fail_items(self, items: list[dict], type_name: str, message: str) -> None:
+        for item in items:
+            self.fail(item["request"]["id"], type_name, message)
+
+    def again(self, items: list[dict], next_attempt: bool = False, delay: float = 0.0) -> None:
+        """Sends requests again, one task each, so that a record that fails does so alone."""
+        def resend() -> None:
+            for item in items:
+                self.submit(item["request"], item["attempt"] + (1 if next_attempt else 0), solo=True)
+        if delay:
+            threading.Timer(delay, resend).start()
+        else:
+            resend()
+
     def finished(self, key: str, future, fetched: Any) -> None:
         entry = self.pending.pop(key, None)
         self.wakeup.set()
         if entry is None:  # already answered (timeout, lost scheduler)
             return
-        request_id = entry["id"]
+        items = entry["items"]
         try:
             # A finished task's result was fetched by as_completed; errors and cancellations raise here.
             result = fetched if future.status == "finished" else future.result()
         except KilledWorker as error:
-            self.fail(request_id, "WorkerCrash", f"the workers running it died: {error}")
-        except FutureCancelledError as error:
-            if "lost dependencies" in str(error) and entry["attempt"] < INPUT_ATTEMPTS:
-                # Every copy of the scattered input was lost (its workers died): send it again.
-                self.inputs.clear()
-                entry["resubmit"]()
-            elif self.client.status != "running":
-                self.fail(request_id, "SchedulerLost", f"the connection to the Dask scheduler {self.client.scheduler.address} was lost")
+            if len(items) > 1:
+                self.again(items)
             else:
-                self.fail(request_id, "WorkerCrash", f"the task was cancelled: {error}")
-        except Exception as error:  # the workflow raised: the record fails, the worker goes on
-            self.send(failure(request_id, error))
+                self.fail_items(items, "WorkerCrash", f"the workers running it died: {error}")
+        except FutureCancelledError as error:
+            if "lost dependencies" in str(error) and items[0]["attempt"] < INPUT_ATTEMPTS:
+                # Every copy of the scattered input was lost (its workers died): send it again once
+                # the restarted workers have had time to join.
+                self.inputs.clear()
+                self.again(items, next_attempt=True, delay=INPUT_RETRY_SECONDS * items[0]["attempt"])
+            elif self.client.status != "running":
+                self.fail_items(items, "SchedulerLost", f"the connection to the Dask scheduler {self.client.scheduler.address} was lost")
+            else:
+                self.fail_items(items, "WorkerCrash", f"the task was cancelled: {error}")
+        except Exception as error:  # the task raised outside the records (e.g. its input did not verify)
+            for item in items:
+                self.send(failure(item["request"]["id"], error))
         else:
-            try:
-                self.send(success(request_id, result))
-            except Exception as error:  # e.g. a NaN in the result
-                self.send(failure(request_id, error))
+            outcomes = result if items[0]["request"]["op"] == "run" else [{"ok": result}]
+            for item, outcome in zip(items, outcomes):
+                request_id = item["request"]["id"]
+                if "error" in outcome:
+                    self.send(reported_failure(request_id, *outcome["error"]))
+                    continue
+                try:
+                    self.send(success(request_id, outcome["ok"]))
+                except Exception as error:  # e.g. a NaN in the result
+                    self.send(failure(request_id, error))
 
     def run(self, request: dict) -> None:
-        self.submit(request, tasks.run, request["family"], request["files"], request["mask"], bool(request.get("reuse_shared_stage")))
+        self.submit(request)
 
     def truth(self, request: dict) -> None:
-        self.submit(request, tasks.truth, request["family"], request["files"])
+        self.submit(request)
 
     def watch_tasks(self) -> None:
-        """Starts each task's clock when a worker takes it; stops tasks over their timeout."""
+        """Starts each task's clock when a worker takes it; stops tasks over their timeout. A batch
+        over its time is sent again record by record, so that the slow record meets its own timeout."""
         now = time.monotonic()
         processing = self.client.processing()
         for worker, keys in processing.items():
@@ -273,7 +329,11 @@ class Bridge:
                     continue
                 entry["future"].cancel()
                 self.client.restart_workers([entry["worker"]], raise_for_error=False)
-                self.fail(entry["id"], "RecordTimeout", f"exceeded the {entry['timeout']:g} s timeout; Dask worker {entry['worker']} was restarted")
+                if len(entry["items"]) > 1:
+                    self.again(entry["items"])
+                else:
+                    per_record = entry["timeout"]
+                    self.fail_items(entry["items"], "RecordTimeout", f"exceeded the {per_record:g} s timeout; Dask worker {entry['worker']} was restarted")
 
     def watch_scheduler(self) -> None:
         if self.client.status == "running":
@@ -283,7 +343,8 @@ class Bridge:
         if time.monotonic() - self.lost_since > SCHEDULER_LOST_SECONDS:
             for key, entry in list(self.pending.items()):
                 if self.pending.pop(key, None) is not None:
-                    self.fail(entry["id"], "SchedulerLost", f"the Dask scheduler {self.client.scheduler.address} has been unreachable for {SCHEDULER_LOST_SECONDS:g} s")
+                    self.fail_items(entry["items"], "SchedulerLost", f"the Dask scheduler {self.client.scheduler.address} has been unreachable for {SCHEDULER_LOST_SECONDS:g} s")
+            self.lost = True  # the submitter fails what never reached the cluster
 
     def monitor(self) -> None:
         while not self.closed:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import platform
+import traceback
 from collections import OrderedDict
 from typing import Any
 
@@ -50,7 +51,10 @@ def _data(files: dict[str, str], contents: dict[str, bytes]) -> tuple[str, Any]:
     return key, _inputs[key]
 
 
-def run(family: str, files: dict[str, str], contents: dict[str, bytes], mask: str, reuse_shared_stage: bool) -> dict[str, Any]:
+def run(family: str, files: dict[str, str], contents: dict[str, bytes], masks: list[str], reuse_shared_stage: bool) -> list[dict[str, Any]]:
+    """Records of one input, one after the other (the bridge groups small records into one task to
+    spare the scheduler). Each outcome is ``{"ok": result}`` or ``{"error": [type, message, traceback]}``:
+    a record that raises fails alone."""
     _require_admission()
     key, data = _data(files, contents)
     stage = None
@@ -59,7 +63,13 @@ def run(family: str, files: dict[str, str], contents: dict[str, bytes], mask: st
         if key not in _stages:
             _stages[key] = shared(data)
         stage = _stages[key]
-    return {**records.run_record(family, data, mask, stage), "host": platform.node()}
+    outcomes = []
+    for mask in masks:
+        try:
+            outcomes.append({"ok": {**records.run_record(family, data, mask, stage), "host": platform.node()}})
+        except Exception as error:
+            outcomes.append({"error": [type(error).__name__, str(error), traceback.format_exc()]})
+    return outcomes
 
 
 def truth(family: str, files: dict[str, str], contents: dict[str, bytes]) -> dict[str, Any]:
