@@ -27,8 +27,9 @@ export interface RecordRequest {
   /** Let the family reuse its expensive per-input stage across masks (bit-identical; see README). */
   reuseSharedStage?: boolean;
   /**
-   * Requests with different isolation keys never share a worker process: the first request of a key
-   * gets a fresh one (replay uses the condition, so nothing a process holds crosses conditions).
+   * Local executor: requests with different isolation keys never share a worker process, the first
+   * request of a key gets a fresh one (replay uses the condition, so nothing a process holds crosses
+   * conditions). Dask's workers are long-lived and ignore it (README, "Growing past one machine").
    */
   isolation?: string;
 }
