@@ -46,6 +46,17 @@ describe('replay', () => {
     expect(readdirSync(ws.references).map((f) => [f, statSync(join(ws.references, f)).mtimeMs])).toEqual(before);
   });
 
+  it('with two workers: the same records replayed, the same checks, fresh workers per condition', async () => {
+    const one = await replay({ quiet: true, workers: 1 });
+    const two = await replay({ quiet: true, workers: 2 });
+    expect(two.workers).toBe(2);
+    expect(two.all_passed).toBe(true);
+    expect(two.records.map((r) => [r.mask, r.prediction_sha256, r.utility])).toEqual(one.records.map((r) => [r.mask, r.prediction_sha256, r.utility]));
+    const tampered = await replay({ quiet: true, workers: 2, referencesDir: tamperedCopy('two-workers', (r) => (r.utility = r.utility! + 1e-12)) });
+    expect(tampered.passed).toBe(15);
+    expect(tampered.records.find((r) => !r.passed)!.failures.map((f) => f.check)).toEqual(['utility']);
+  });
+
   it('names a flipped byte in a stored prediction hash', async () => {
     const dir = tamperedCopy('flipped-hash', (r) => {
       const h = r.prediction_sha256!;
