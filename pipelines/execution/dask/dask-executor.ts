@@ -6,11 +6,7 @@
 // Prepared inputs travel by content (read and hash-checked here, scattered once, checked again by
 // each worker). Timeouts are enforced by the bridge (the worker is restarted); a lost scheduler stops
 // the job with ExecutorLost, the journal keeping every finished record.
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { z } from 'zod';
-import { checkFileHashes } from '../../core/hashing.ts';
-import { preparedDir } from '../../core/paths.ts';
 import { admissionProblems, type AdmissionRules } from '../admission.ts';
 import {
   ExecutorLost,
@@ -28,7 +24,8 @@ import {
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
 import { activeProfile, type NumericalProfile } from '../numerics.ts';
 import { HelloResult, type RunResult, type TruthResult } from '../protocol.ts';
-import { pythonEnvironment, PythonWorker, type InputFiles } from '../python-worker.ts';
+import { LocalInputs } from '../inputs.ts';
+import { pythonEnvironment, PythonWorker } from '../python-worker.ts';
 
 /** How long to wait for the first worker to connect to the scheduler. */
 const WORKERS_WAIT_SECONDS = 60;
@@ -54,8 +51,7 @@ export class DaskExecutor implements Executor {
   private readonly bridge: PythonWorker;
   private readonly rules: AdmissionRules;
   private readonly ready: Promise<void>;
-  private readonly inputRoots: string[];
-  private readonly verified = new Map<string, string>();
+  private readonly inputs: LocalInputs;
   /** Workers refused so far: address -> why. */
   readonly refused = new Map<string, string>();
 
@@ -67,7 +63,7 @@ export class DaskExecutor implements Executor {
       allowVersionDrift: options.allowVersionDrift,
       codeSha256: workflowsSha256(),
     };
-    this.inputRoots = options.inputRoots ?? [preparedDir()];
+    this.inputs = new LocalInputs(options.inputRoots);
     this.bridge = PythonWorker.spawn({ ...pythonEnvironment(this.profile), ...options.env }, 'workflows.cluster.bridge', ['--scheduler', options.scheduler]);
     this.ready = this.admit();
     this.ready.catch(() => {}); // awaited by every call
@@ -114,18 +110,6 @@ export class DaskExecutor implements Executor {
     }
   }
 
-  /** The local folder of a prepared input, once its files match the requested hashes. */
-  private local(input: PreparedInput): InputFiles {
-    const key = JSON.stringify([input.source, Object.entries(input.files).sort()]);
-    let folder = this.verified.get(key);
-    if (!folder) {
-      folder = join(this.inputRoots.find((root) => existsSync(join(root, input.source))) ?? preparedDir(), input.source);
-      checkFileHashes(folder, input.files, 'prepared input', `run 'wwref prepare --source ${input.source}'`);
-      this.verified.set(key, folder);
-    }
-    return { folder, files: input.files };
-  }
-
   /** The bridge's process id (benchmarks read its CPU time). */
   get bridgePid(): number | undefined {
     return this.bridge.pid;
@@ -141,12 +125,12 @@ export class DaskExecutor implements Executor {
 
   async truth(request: TruthRequest, options: RunOptions): Promise<TruthResult['truth']> {
     await this.ready;
-    return (await this.typed(this.bridge.truth(request.family, this.local(request.input), { timeoutSeconds: options.timeoutSeconds }))).truth;
+    return (await this.typed(this.bridge.truth(request.family, this.inputs.resolve(request.input), { timeoutSeconds: options.timeoutSeconds }))).truth;
   }
 
   async run(request: RecordRequest, options: RunOptions): Promise<RunResult> {
     await this.ready;
-    const input = this.local(request.input);
+    const input = this.inputs.resolve(request.input);
     return this.typed(this.bridge.run(request.family, input, request.mask, { reuseSharedStage: request.reuseSharedStage, timeoutSeconds: options.timeoutSeconds }));
   }
 
