@@ -14,7 +14,7 @@ import { UserError } from '../core/errors.ts';
 import { loadAllRecords } from '../references/export.ts';
 import { enabledCount, maskIndex, maskString, optionBit, optionLetter } from '../catalog/masks.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
-import { fsum } from '../execution/metrics.ts';
+import { fsum } from '../execution/verification/metrics.ts';
 import { referencesDir } from '../core/paths.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 

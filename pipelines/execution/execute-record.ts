@@ -6,7 +6,7 @@ import { UserError } from '../core/errors.ts';
 import { RecordTimeout, WorkerError, type Executor, type PreparedInput } from './executor.ts';
 import type { RunResult } from './protocol.ts';
 import type { ReferenceRecord } from './records.ts';
-import { verifyRun, type Truth } from './verify.ts';
+import { verifyRun, type Truth } from './verification/verify.ts';
 
 /** Everything that identifies one record and how to run it. */
 export interface RecordTask {

@@ -1,34 +1,89 @@
 // Code and runtime identity recorded in manifests and journals.
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { simpleGit } from 'simple-git';
+import { UserError } from '../core/errors.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
-import { ROOT, WORKFLOWS_DIR } from '../core/paths.ts';
+import { activeRuntime, declaredRuntimes, ROOT, WORKFLOWS_DIR, type RuntimeDeclaration } from '../core/paths.ts';
 
-function requirementLines(): string[] {
-  return readFileSync(join(WORKFLOWS_DIR, 'requirements.txt'), 'utf8').split('\n');
+function requirementLines(file = join(WORKFLOWS_DIR, 'requirements.txt')): string[] {
+  return readFileSync(file, 'utf8').split('\n');
 }
 
-/** Exact versions of workflows/requirements.txt (name -> version). */
-export function pinnedVersions(): Record<string, string> {
+/** Exact pins of a requirements file (name -> version). */
+function pinsOf(file: string): Record<string, string> {
   const pins: Record<string, string> = {};
-  for (const line of requirementLines()) {
+  for (const line of requirementLines(file)) {
     const match = /^\s*([A-Za-z0-9_.-]+)==([^\s#]+)/.exec(line);
     if (match) pins[match[1]!.toLowerCase()] = match[2]!;
   }
   return pins;
 }
 
-/** The packages whose versions decide the bits of a record: marked "decides bits" in workflows/requirements.txt. */
+/**
+ * Exact versions of the active runtime (name -> version): workflows/requirements.txt for `pinned`,
+ * the runtime's own requirements file for `--runtime NAME` (wwref.config.json).
+ */
+export function pinnedVersions(runtime: RuntimeDeclaration = activeRuntime()): Record<string, string> {
+  return pinsOf(runtime.requirements);
+}
+
+/**
+ * The packages whose versions decide the bits of a record: marked "decides bits" in
+ * workflows/requirements.txt. The worker reads the marks from that file whatever its runtime, so every
+ * runtime's requirements file marks the same packages (test/jobs/runtime.test.ts).
+ */
 export const REPLAY_PACKAGES: readonly string[] = requirementLines()
   .filter((line) => line.includes('==') && line.includes('# decides bits'))
   .map((line) => line.split('==')[0]!.trim().toLowerCase());
 
-/** Installed versions that differ from the pins, as readable lines. */
+/**
+ * The declared runtime whose bit-deciding pins are exactly these versions (a reference manifest's
+ * `versions` name the runtime that built it), or undefined when none matches.
+ */
+export function runtimeOfVersions(versions: Readonly<Record<string, string>>): string | undefined {
+  return declaredRuntimes().find((r) => {
+    const pins = pinsOf(r.requirements);
+    return REPLAY_PACKAGES.every((p) => versions[p] === undefined || pins[p] === versions[p]) && REPLAY_PACKAGES.some((p) => versions[p] !== undefined);
+  })?.name;
+}
+
+/**
+ * Refuses to write into a reference folder built under another declared runtime (e.g.
+ * `rebuild --runtime current` into outputs/references, which holds the pinned references): references
+ * of another runtime go into their own folder (--references DIR). A folder without a manifest, or
+ * whose versions match no declared runtime, is left to the usual version checks.
+ */
+export function checkRuntimeTarget(dir: string, runtime: RuntimeDeclaration = activeRuntime()): void {
+  const file = join(dir, 'manifest.json');
+  // only a regular file is read (a FIFO would block); anything else is left to the command's own checks
+  if (!existsSync(file) || !statSync(file).isFile()) return;
+  let versions: Record<string, string> | undefined;
+  try {
+    versions = (JSON.parse(readFileSync(file, 'utf8')) as { versions?: Record<string, string> }).versions;
+  } catch {
+    return; // a malformed manifest is reported by the command itself
+  }
+  const built = versions ? runtimeOfVersions(versions) : undefined;
+  if (built && built !== runtime.name) {
+    throw new UserError(`${dir} holds references of runtime '${built}'; runtime '${runtime.name}' writes its references into a folder of its own (pass --references DIR, e.g. outputs/${runtime.name})`);
+  }
+}
+
+/**
+ * Installed versions that differ from the expected ones, as readable lines. When the expected
+ * versions are the pins of another declared runtime (references built under `--runtime current`,
+ * replayed without it), a last line says which runtime to pass.
+ */
 export function versionDrift(installed: Record<string, string>, expected: Record<string, string>): string[] {
-  return REPLAY_PACKAGES.filter((p) => expected[p] !== undefined && installed[p] !== expected[p]).map(
+  const drift = REPLAY_PACKAGES.filter((p) => expected[p] !== undefined && installed[p] !== expected[p]).map(
     (p) => `${p}: expected ${expected[p]}, installed ${installed[p] ?? 'none'}`,
   );
+  if (!drift.length) return drift;
+  const wanted = runtimeOfVersions(expected);
+  const running = runtimeOfVersions(installed);
+  if (wanted && wanted !== running) drift.push(`the expected versions are runtime '${wanted}' (wwref.config.json): pass --runtime ${wanted}`);
+  return drift;
 }
 
 function pythonFiles(dir: string): string[] {

@@ -3,15 +3,15 @@
 // answered its hello and never runs anything. Forking takes milliseconds instead of the second the
 // imports take, so a fresh worker per condition (replay) or per crashed worker costs almost nothing.
 import { execa, type ResultPromise } from 'execa';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { z } from 'zod';
-import { UserError } from '../core/errors.ts';
 import type { FamilyName } from '../catalog/families.ts';
-import { pythonExecutable, ROOT } from '../core/paths.ts';
+import { ROOT } from '../core/paths.ts';
+import { ensurePythonRuntime } from '../core/runtime.ts';
 import { HELLO_TIMEOUT_SECONDS, WorkerCrash, WorkerError } from './executor.ts';
 import { activeProfile, profileEnvironment, type NumericalProfile } from './numerics.ts';
 import { HelloResult, PrepareResult, Request, Response, RunResult, TruthResult } from './protocol.ts';
@@ -123,8 +123,7 @@ interface Pending {
 }
 
 function spawnedTransport(env: Record<string, string>, module: string, args: string[]): Transport {
-  const python = pythonExecutable();
-  if (!existsSync(python)) throw new UserError(`the pinned Python runtime is missing (${python}); run 'npm run setup' first`);
+  const python = ensurePythonRuntime();
   const child: ResultPromise = execa(python, ['-u', '-m', module, ...args], {
     cwd: ROOT,
     env,

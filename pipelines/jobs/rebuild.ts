@@ -19,7 +19,7 @@ import { numericsIdentity, platformDrift, recordNumerics, type NumericalProfile 
 import type { HelloResult } from '../execution/protocol.ts';
 import { THREAD_ENV } from '../execution/python-worker.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import type { Truth } from '../execution/verify.ts';
+import type { Truth } from '../execution/verification/verify.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import { readReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
 import { commitReferences } from '../references/commit.ts';

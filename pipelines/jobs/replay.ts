@@ -16,7 +16,7 @@ import { writeJsonAtomic } from '../core/fsutil.ts';
 import { checkFileHashes } from '../core/hashing.ts';
 import { versionDrift } from '../execution/identity.ts';
 import { platformDrift, platformNotes, type RecordedNumerics } from '../execution/numerics.ts';
-import { metricsAgree } from '../execution/metrics.ts';
+import { metricsAgree } from '../execution/verification/metrics.ts';
 import { referencesDir, ROOT, sourcePreparedDir } from '../core/paths.ts';
 import { executeRecord } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type PreparedInput } from '../execution/executor.ts';

@@ -12,14 +12,14 @@
 // The cases run in this process through runCli, what bin/wwref.mjs runs (test/support/cli.ts); every
 // 15th also runs as a real process right after, and must give the same status and message.
 import { execFileSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
 import { cliInProcess, cliProcess } from '../support/cli.ts';
-import { guardRepository } from '../sources/hardening-support.ts';
+import { guardRepository, listing } from '../sources/hardening-support.ts';
 import { seededRandom, type Random } from '../support/random.ts';
 
 const CASES = 200;
@@ -34,17 +34,6 @@ let repository: () => string[];
 let savedEnv: Record<string, string | undefined>;
 let known: Set<string>;
 
-/** Names, sizes and modification times of everything under `dir` (links not followed). */
-function listing(dir: string): string[] {
-  if (!existsSync(dir)) return [];
-  return readdirSync(dir, { recursive: true })
-    .map(String)
-    .sort()
-    .map((name) => {
-      const stats = lstatSync(join(dir, name));
-      return `${name} ${stats.isDirectory() ? 'dir' : `${stats.size} ${stats.mtimeMs}`}`;
-    });
-}
 
 beforeAll(async () => {
   guard = guardRepository();

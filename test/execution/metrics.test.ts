@@ -1,4 +1,4 @@
-// Checks pipelines/execution/metrics.ts against the real scikit-learn / scipy / math.fsum in the pinned venv.
+// Checks pipelines/execution/verification/metrics.ts against the real scikit-learn / scipy / math.fsum in the pinned venv.
 // All Python reference values come from one batched Python process for the whole file.
 import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -18,7 +18,7 @@ import {
   rocAucConcordance,
   roundHalfEven,
   type EventCounts,
-} from '../../pipelines/execution/metrics.ts';
+} from '../../pipelines/execution/verification/metrics.ts';
 
 const PYTHON = pythonExecutable();
 

@@ -19,7 +19,7 @@ import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { MANIFESTS_DIR, ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
 import { readReferenceManifest, writeReferenceManifest, type ConditionEntry } from '../../pipelines/references/manifest.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
-import { deadPid, filesUnder, guardRepository, victim } from '../sources/hardening-support.ts';
+import { deadPid, filesUnder, guardRepository, placeholderManifest, victim } from '../sources/hardening-support.ts';
 
 const EXAMPLES = join(SOURCES_DIR, 'examples');
 const camera = JSON.parse(readFileSync(join(EXAMPLES, 'camera.plan.json'), 'utf8'));
@@ -75,18 +75,7 @@ function writeTarget(dir: string, entries: Record<string, { source: string; tabl
       ...e,
     };
   }
-  writeReferenceManifest(
-    {
-      manifest_version: 1,
-      generator: 'hardening test',
-      code: { git_commit: null, git_dirty: null, workflows_sha256: sha256Hex('workflows') },
-      python: '3.12',
-      versions: {},
-      threads: { environment: {}, threadpoolctl_limit: 1 },
-      conditions,
-    },
-    dir,
-  );
+  writeReferenceManifest(placeholderManifest(conditions), dir);
 }
 
 function refused(run: () => unknown): string {

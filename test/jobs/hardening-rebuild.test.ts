@@ -12,32 +12,22 @@
 import { execa, type Result, type ResultPromise } from 'execa';
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { commitReferences } from '../../pipelines/references/commit.ts';
 import { readReferenceManifest, type ReferenceManifest } from '../../pipelines/references/manifest.ts';
-import { deadPid, guardRepository } from '../sources/hardening-support.ts';
-import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { deadPid, placeholderManifest, useGuardedWorkspace } from '../sources/hardening-support.ts';
 
 const BIN = join(ROOT, 'bin', 'wwref.mjs');
 /** Cheap 16-mask conditions of four different sources (wine and seeds are the issue's reproduction). */
 const CONCURRENT = ['wine', 'seeds', 'nile', 'yacht'];
 
-let ws: Workspace;
-let guard: ReturnType<typeof guardRepository>;
-beforeAll(() => {
-  guard = guardRepository();
-  ws = useTempWorkspace();
-});
-afterAll(() => {
-  ws.dispose();
-  guard.check();
-});
+const workspace = useGuardedWorkspace();
 
 function wwref(args: string[], env: Record<string, string> = {}): ResultPromise<{ reject: false }> {
-  return execa('node', [BIN, ...args], { cwd: ws.root, env, reject: false });
+  return execa('node', [BIN, ...args], { cwd: workspace().root, env, reject: false });
 }
 
 const rebuildArgs = (refs: string, condition: string, ...extra: string[]) => ['rebuild', '--condition', condition, '--workers', '1', '--references', refs, ...extra];
@@ -78,7 +68,7 @@ function unchanged(refs: string, condition: string, before: { table: Buffer; man
 
 describe('concurrent rebuilds into one reference folder', () => {
   it(`${CONCURRENT.length} parallel rebuilds of different conditions, 3 rounds: all exit 0 and the manifest matches every table`, async () => {
-    const refs = join(ws.root, 'concurrent');
+    const refs = join(workspace().root, 'concurrent');
     let previous: Record<string, string> = {};
     for (let round = 1; round <= 3; round++) {
       const results = await Promise.all(CONCURRENT.map((c) => wwref(rebuildArgs(refs, c))));
@@ -99,14 +89,8 @@ describe('concurrent rebuilds into one reference folder', () => {
 });
 
 describe("the reference folder's lock", () => {
-  const manifestWith = (id: string): ReferenceManifest => ({
-    manifest_version: 1,
-    generator: 'hardening test',
-    code: { git_commit: null, git_dirty: null, workflows_sha256: sha256Hex('workflows') },
-    python: '3.12',
-    versions: {},
-    threads: { environment: {}, threadpoolctl_limit: 1 },
-    conditions: {
+  const manifestWith = (id: string): ReferenceManifest =>
+    placeholderManifest({
       [id]: {
         source: id,
         family: 'forecasting',
@@ -122,15 +106,14 @@ describe("the reference folder's lock", () => {
         equivalence_violations: [],
         native_seconds: 0,
       },
-    },
-  });
+    });
   const change = (id: string) => (current: ReferenceManifest | undefined) => {
     const next = manifestWith(id);
     return { manifest: { ...next, conditions: { ...current?.conditions, ...next.conditions } }, tables: new Map([[`${id}.arrow`, new TextEncoder().encode(`table ${id}`)]]) };
   };
 
   it('a writer refuses, after waiting, while a live process holds the lock, naming it; a dead holder is replaced', async () => {
-    const refs = join(ws.root, 'locked');
+    const refs = join(workspace().root, 'locked');
     await commitReferences(refs, change('first'));
     const before = readFileSync(join(refs, 'manifest.json'));
     const lock = join(refs, '.wwref.lock');
@@ -152,7 +135,7 @@ describe("the reference folder's lock", () => {
   });
 
   it('a rebuild from the command line waits for the lock and commits once it is released', async () => {
-    const refs = join(ws.root, 'waiting');
+    const refs = join(workspace().root, 'waiting');
     const good = await wwref(rebuildArgs(refs, 'nile'));
     expect(good.exitCode, String(good.stderr)).toBe(0);
     const before = snapshot(refs, 'nile');
@@ -160,7 +143,7 @@ describe("the reference folder's lock", () => {
     writeFileSync(lock, JSON.stringify({ pid: process.pid, since: new Date().toISOString(), argv: ['rebuild'] }));
     const child = wwref(rebuildArgs(refs, 'nile', '--fresh'));
     // every record is done (journal complete) well before the lock is released
-    const journal = join(ws.cache, 'journal', 'nile.jsonl');
+    const journal = join(workspace().cache, 'journal', 'nile.jsonl');
     const lines = () => (existsSync(journal) ? readFileSync(journal, 'utf8').trim().split('\n').filter(Boolean).length : 0);
     const deadline = Date.now() + 60_000;
     while (lines() < 16 && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
@@ -179,7 +162,7 @@ describe("the reference folder's lock", () => {
 
 describe('a failed rebuild leaves the good table and manifest byte-identical', () => {
   it('a full disk while the manifest is written: exit 2 with one line; table and manifest as before; the next run resumes', async () => {
-    const refs = join(ws.root, 'disk-full');
+    const refs = join(workspace().root, 'disk-full');
     const good = await wwref(rebuildArgs(refs, 'nile'));
     expect(good.exitCode, String(good.stderr)).toBe(0);
     const before = snapshot(refs, 'nile');
@@ -200,7 +183,7 @@ describe('a failed rebuild leaves the good table and manifest byte-identical', (
   });
 
   it('a worker killed in the middle of a record: exit 1, the failure reported, table and manifest as before; the next run resumes', async () => {
-    const refs = join(ws.root, 'killed');
+    const refs = join(workspace().root, 'killed');
     const good = await wwref(rebuildArgs(refs, 'nile'));
     expect(good.exitCode, String(good.stderr)).toBe(0);
     const before = snapshot(refs, 'nile');

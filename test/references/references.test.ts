@@ -10,7 +10,7 @@ import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { checkDeclared, checkPaired } from '../../pipelines/references/equivalences.ts';
 import { allMasks } from '../../pipelines/catalog/masks.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
-import { metricsAgree } from '../../pipelines/execution/metrics.ts';
+import { metricsAgree } from '../../pipelines/execution/verification/metrics.ts';
 import { DEFAULT_PROFILE, profileByName, profileProblems } from '../../pipelines/execution/numerics.ts';
 import { MANIFESTS_DIR, ROOT } from '../../pipelines/core/paths.ts';
 import { hasPublished, publishedConditions, publishedRecords } from '../../pipelines/catalog/published.ts';

@@ -13,20 +13,10 @@ import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { manifestPath, prepareSources } from '../../pipelines/sources/prepare.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import { mirrorDirs } from '../../pipelines/core/paths.ts';
-import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
-import { deadPid, filesUnder, guardRepository, victim } from './hardening-support.ts';
+import { deadPid, filesUnder, useGuardedWorkspace, victim } from './hardening-support.ts';
 
 const nile = Catalog.load().source('nile');
-let ws: Workspace;
-let guard: ReturnType<typeof guardRepository>;
-beforeAll(() => {
-  guard = guardRepository();
-  ws = useTempWorkspace();
-});
-afterAll(() => {
-  ws.dispose();
-  guard.check();
-});
+const workspace = useGuardedWorkspace();
 
 describe('stale staging folders of a killed prepare', () => {
   let sleeper: ChildProcess;
@@ -36,31 +26,31 @@ describe('stale staging folders of a killed prepare', () => {
 
   it('are removed by the next prepare of the source (dead processes only), without following links', async () => {
     // what a killed prepare leaves, plus links that a careless cleaner would follow
-    const outside = join(ws.root, 'outside');
+    const outside = join(workspace().root, 'outside');
     const kept = victim(join(outside, 'keep.txt'));
     const [dead1, dead2, dead3] = [deadPid(), deadPid(), deadPid()];
-    const staging = join(ws.prepared, `nile.staging-${dead1}`);
+    const staging = join(workspace().prepared, `nile.staging-${dead1}`);
     mkdirSync(staging, { recursive: true });
     writeFileSync(join(staging, 'arrays.npz'), 'half written');
     symlinkSync(outside, join(staging, 'link-to-outside')); // inside the stale folder
-    const old = join(ws.prepared, `nile.old-${dead2}`);
+    const old = join(workspace().prepared, `nile.old-${dead2}`);
     mkdirSync(old);
     writeFileSync(join(old, 'metadata.json.gz'), 'old');
-    const linkStaging = join(ws.prepared, `nile.staging-${dead3}`);
+    const linkStaging = join(workspace().prepared, `nile.staging-${dead3}`);
     symlinkSync(outside, linkStaging); // the stale entry itself is a link
     // a prepare still running in another process: its staging folder must stay
     sleeper = spawn('sleep', ['120'], { stdio: 'ignore' });
-    const live = join(ws.prepared, `nile.staging-${sleeper.pid}`);
+    const live = join(workspace().prepared, `nile.staging-${sleeper.pid}`);
     mkdirSync(live);
     writeFileSync(join(live, 'arrays.npz'), 'in progress');
     // another source's staging folder is not this prepare's business
-    const other = join(ws.prepared, `wine.staging-${dead1}`);
+    const other = join(workspace().prepared, `wine.staging-${dead1}`);
     mkdirSync(other);
 
     const [outcome] = await prepareSources([nile], { workers: 1, online: false, mirrors: [] });
     expect(outcome!.ok, outcome!.error).toBe(true);
     expect(existsSync(manifestPath('nile'))).toBe(true);
-    expect(filesUnder(join(ws.prepared, 'nile'))).toEqual(['arrays.npz', 'metadata.json.gz']);
+    expect(filesUnder(join(workspace().prepared, 'nile'))).toEqual(['arrays.npz', 'metadata.json.gz']);
 
     expect(existsSync(staging)).toBe(false);
     expect(existsSync(old)).toBe(false);
@@ -69,7 +59,7 @@ describe('stale staging folders of a killed prepare', () => {
     expect(readdirSync(outside)).toEqual(['keep.txt']);
     expect(filesUnder(live)).toEqual(['arrays.npz']);
     expect(existsSync(other)).toBe(true);
-    expect(readdirSync(ws.prepared).sort()).toEqual(['nile', `nile.staging-${sleeper.pid}`, `wine.staging-${dead1}`].sort());
+    expect(readdirSync(workspace().prepared).sort()).toEqual(['nile', `nile.staging-${sleeper.pid}`, `wine.staging-${dead1}`].sort());
   });
 });
 
@@ -79,7 +69,7 @@ describe('the Python recipes refuse names that are paths (real worker)', () => {
   let pool: WorkerPool;
   let pyTmp: string;
   beforeAll(() => {
-    pyTmp = join(ws.root, 'pytmp');
+    pyTmp = join(workspace().root, 'pytmp');
     mkdirSync(pyTmp, { recursive: true });
     // the worker's temporary folders (tempfile) go under the test root, so an escape would land there
     pool = new WorkerPool(1, { env: { TMPDIR: pyTmp } });
@@ -95,14 +85,14 @@ describe('the Python recipes refuse names that are paths (real worker)', () => {
     );
 
   it.skipIf(!mitdb)('mitdb_ecg: a record name with ../ or an absolute path is refused before any link is made', async () => {
-    const out = join(ws.root, 'ecg-out');
+    const out = join(workspace().root, 'ecg-out');
     mkdirSync(out, { recursive: true });
     const files = (record: string) => Object.fromEntries(['hea', 'dat', 'atr'].map((ext) => [`${record}.${ext}`, join(mitdb!, 'mitbih_arrhythmia', `100.${ext}`)]));
     const params = (record: string) => ({ record, channels: ['MLII'], samples: 1000, qrs_codes: [1] });
 
     const climbing = await prepare('mitdb_ecg', params('../escaped'), files('../escaped'), out);
     expect(climbing).toMatch(/raw file name: '\.\.\/escaped\.(hea|dat|atr)' climbs out of its folder/);
-    const absolute = join(ws.root, 'abs-escaped');
+    const absolute = join(workspace().root, 'abs-escaped');
     expect(await prepare('mitdb_ecg', params(absolute), files(absolute), out)).toMatch(/raw file name: '.*abs-escaped\.(hea|dat|atr)' is an absolute path/);
     // the record parameter on its own (raw names that are plain, a record that is not)
     const plain = files('100');
@@ -120,9 +110,9 @@ describe('the Python recipes refuse names that are paths (real worker)', () => {
   });
 
   it('every recipe refuses a raw file name that climbs out or is absolute', async () => {
-    const out = join(ws.root, 'tab-out');
+    const out = join(workspace().root, 'tab-out');
     mkdirSync(out, { recursive: true });
-    const csv = join(ws.root, 'table.csv');
+    const csv = join(workspace().root, 'table.csv');
     writeFileSync(csv, 'a,b\n1,2\n');
     const params = { file: '../table.csv', columns: ['a'], fill: 'none', cut_fraction: 0.5 };
     expect(await prepare('statsmodels_series', params, { '../table.csv': csv }, out)).toMatch(/statsmodels_series: raw file name: '\.\.\/table\.csv' climbs out/);

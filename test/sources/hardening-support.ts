@@ -4,13 +4,17 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
+import type { ReferenceManifest } from '../../pipelines/references/manifest.ts';
+import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
 /** Committed folders a hardening test must never touch (the other generated folders are busy with other work). */
 const GUARDED = ['manifests', 'sources', 'outputs/examples'];
 
-function listing(dir: string): string[] {
+/** Names, sizes and modification times of everything under `dir` (links not followed). */
+export function listing(dir: string): string[] {
   if (!existsSync(dir)) return [];
   return readdirSync(dir, { recursive: true })
     .map(String)
@@ -19,6 +23,37 @@ function listing(dir: string): string[] {
       const stats = lstatSync(join(dir, name));
       return `${name} ${stats.isDirectory() ? 'dir' : `${stats.size} ${stats.mtimeMs}`}`;
     });
+}
+
+/**
+ * A temporary workspace for the file's tests, with the repository guard around it: `workspace()`
+ * gives the workspace once the tests run; after them it is removed and the guard checked.
+ */
+export function useGuardedWorkspace(): () => Workspace {
+  let ws: Workspace;
+  let guard: ReturnType<typeof guardRepository>;
+  beforeAll(() => {
+    guard = guardRepository();
+    ws = useTempWorkspace();
+  });
+  afterAll(() => {
+    ws.dispose();
+    guard.check();
+  });
+  return () => ws;
+}
+
+/** A reference manifest with the given condition entries and placeholder runtime fields (lock and namespace tests). */
+export function placeholderManifest(conditions: ReferenceManifest['conditions']): ReferenceManifest {
+  return {
+    manifest_version: 1,
+    generator: 'hardening test',
+    code: { git_commit: null, git_dirty: null, workflows_sha256: sha256Hex('workflows') },
+    python: '3.12',
+    versions: {},
+    threads: { environment: {}, threadpoolctl_limit: 1 },
+    conditions,
+  };
 }
 
 /** Snapshot of the guarded folders; `check()` asserts that they are unchanged. */

@@ -7,7 +7,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
-import { pythonExecutable, ROOT } from '../../core/paths.ts';
+import { ROOT } from '../../core/paths.ts';
+import { ensurePythonRuntime } from '../../core/runtime.ts';
 import { pythonEnvironment } from '../python-worker.ts';
 import type { NumericalProfile } from '../numerics.ts';
 
@@ -15,9 +16,7 @@ import type { NumericalProfile } from '../numerics.ts';
 const SCHEDULER_START_SECONDS = 60;
 
 function python(): string {
-  const executable = pythonExecutable();
-  if (!existsSync(executable)) throw new UserError(`the pinned Python runtime is missing (${executable}); run 'npm run setup' first`);
-  return executable;
+  return ensurePythonRuntime();
 }
 
 export interface WorkerOptions {

@@ -1,9 +1,9 @@
 // Verification of one native run on the TypeScript side: the prediction is decoded, hashed here by
 // the family's rule (docs/records.md) and compared with the worker's hash, and the native metric is
 // recomputed from the prediction and the held-out truth by the independent implementation.
-import type { FamilyName } from '../catalog/families.ts';
-import { FAMILIES } from '../catalog/families.ts';
-import { digest, sha256Hex, type JsonValue } from '../core/hashing.ts';
+import type { FamilyName } from '../../catalog/families.ts';
+import { FAMILIES } from '../../catalog/families.ts';
+import { digest, sha256Hex, type JsonValue } from '../../core/hashing.ts';
 import {
   balancedAccuracy,
   eventF1,
@@ -14,7 +14,7 @@ import {
   pixelRmse,
   rocAucConcordance,
 } from './metrics.ts';
-import type { Encoded, RunResult } from './protocol.ts';
+import type { Encoded, RunResult } from '../protocol.ts';
 
 type Decoded = Float64Array | Float32Array | BigInt64Array | Int32Array | Int16Array | Int8Array | Uint8Array | Uint32Array;
 
