@@ -6,8 +6,10 @@
 //
 //   npx tsx scripts/check-report.ts REPORT.html [--png FILE] [--condition C …] [--height PX]
 //
-// Expected conditions default to every condition of the reference manifest (outputs/references,
-// or WWREF_REFERENCES_DIR). Chromium is /usr/bin/chromium unless CHROMIUM names another binary.
+// Expected conditions default to the ones the report names (<meta name="wwref-conditions">, written by
+// `wwref report` for the conditions it was asked for: any number of them), else every condition of the
+// reference manifest (outputs/references, or WWREF_REFERENCES_DIR). Chromium is /usr/bin/chromium
+// unless CHROMIUM names another binary.
 // Exits 0 when every check passes, 1 otherwise (each failed check is printed).
 import { execa } from 'execa';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -141,6 +143,12 @@ export async function checkReport(options: CheckOptions): Promise<CheckResult> {
   return { ok: problems.length === 0, problems, png, sections };
 }
 
+/** The conditions a report says it holds (its wwref-conditions meta tag), or undefined for a page without one. */
+export function reportConditions(html: string): string[] | undefined {
+  const match = /<meta name="wwref-conditions" content="([^"]*)">/.exec(html);
+  return match ? match[1]!.split(/\s+/).filter(Boolean) : undefined;
+}
+
 async function main(argv: string[]): Promise<number> {
   const html = argv.find((a, k) => !a.startsWith('--') && !(argv[k - 1] ?? '').startsWith('--'));
   const value = (flag: string) => argv.flatMap((a, k) => (a === flag && argv[k + 1] ? [argv[k + 1]!] : []));
@@ -149,6 +157,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   let conditions = value('--condition');
+  if (!conditions.length && existsSync(html)) conditions = reportConditions(readFileSync(html, 'utf8')) ?? [];
   if (!conditions.length) {
     const { readReferenceManifest } = await import('../pipelines/references/manifest.ts');
     conditions = Object.keys(readReferenceManifest()?.conditions ?? {});

@@ -1,6 +1,9 @@
 // `wwref report`: one self-contained HTML page (inline CSS and SVG, no script, no external resource)
 // with the catalog summary and, per condition, the response surface (utility per mask, in mask order)
 // and the heat map of conditional effects (options × backgrounds). Deterministic: no timestamps.
+// The page names its conditions in <meta name="wwref-conditions"> (what scripts/check-report.ts
+// expects to find rendered). With a figure folder, the same figures are also written as SVG and PNG
+// files by matplotlib (figures.ts).
 import { UserError } from '../core/errors.ts';
 import {
   ABSOLUTE_FLOOR,
@@ -13,6 +16,7 @@ import {
 import { writeFileAtomic } from '../core/fsutil.ts';
 import { maskIndex, maskString } from '../catalog/masks.ts';
 import { referencesDir } from '../core/paths.ts';
+import { writeFigures } from './figures.ts';
 import { readReferenceManifest } from '../references/manifest.ts';
 
 const esc = (s: string | number): string =>
@@ -209,6 +213,7 @@ export function renderReport(analyses: readonly ConditionAnalysis[], context: Re
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="wwref-conditions" content="${esc(analyses.map((a) => a.condition).join(' '))}">
 <title>${esc(title)}</title>
 <style>${STYLE}</style>
 </head>
@@ -224,11 +229,28 @@ ${analyses.map(conditionSection).join('\n')}
 
 /** `wwref report`: analyse the selected reference tables and write the page; returns the summary. */
 export function writeReport(out: string, conditions: readonly string[] = [], dir = referencesDir()): CatalogSummary {
-  const analyses = analyzeReferences(conditions, dir);
+  return writeReportFiles({ out, conditions, dir }).summary;
+}
+
+export interface ReportFiles {
+  /** The HTML page (optional when figures are asked for). */
+  out?: string;
+  /** Folder of the figure files: <condition>.surface.svg/.png and <condition>.effects.svg/.png. */
+  figures?: string;
+  conditions?: readonly string[];
+  dir?: string;
+}
+
+/** The page and/or the figure files of the selected conditions, from one analysis. */
+export function writeReportFiles(options: ReportFiles): { summary: CatalogSummary; figures: string[] } {
+  const dir = options.dir ?? referencesDir();
+  if (!options.out && !options.figures) throw new UserError('wwref report needs --out FILE (the HTML page), --figures DIR (SVG and PNG files), or both');
+  const analyses = analyzeReferences(options.conditions ?? [], dir);
   if (!analyses.length) throw new UserError(`no reference tables to report in ${dir}`);
   const manifest = readReferenceManifest(dir);
   const commit = manifest?.code.git_commit;
   const provenance = `${analyses.length} reference table(s) from ${manifest?.generator ?? 'wwref'}${commit ? `, code ${commit.slice(0, 12)}${manifest?.code.git_dirty ? ' (dirty)' : ''}` : ''}.`;
-  writeFileAtomic(out, renderReport(analyses, { provenance }));
-  return summarize(analyses);
+  if (options.out) writeFileAtomic(options.out, renderReport(analyses, { provenance }));
+  const figures = options.figures ? writeFigures(options.figures, analyses) : [];
+  return { summary: summarize(analyses), figures };
 }

@@ -79,6 +79,10 @@ export type Condition = z.infer<typeof Condition>;
 export const Plan = z
   .strictObject({
     $schema: z.string().optional().describe('path or URL of this JSON Schema (sources/plan.schema.json), for editors'),
+    $comment: z
+      .union([z.string(), z.array(z.string())])
+      .optional()
+      .describe('notes for the people editing the plan (wwref new-source writes the family options and what it detected here); read by no stage'),
     plan_version: z.literal(1).describe('format version of the construction plan'),
     source: Identifier.describe('source identity: unique name, also the folder prepared/<source>/ and manifests/<source>.json'),
     title: z.string().min(1),

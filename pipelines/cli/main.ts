@@ -4,23 +4,24 @@ import { availableParallelism } from 'node:os';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { acquirePlan } from '../sources/acquire.ts';
-import { auditCatalog, auditFailed } from '../jobs/audit.ts';
+import { auditCatalog, auditFailed, auditNeeds, replayNeeds } from '../jobs/audit.ts';
 import { Catalog } from '../catalog/catalog.ts';
-import { familyLines } from '../catalog/families.ts';
+import { familyLines, FAMILY_NAMES } from '../catalog/families.ts';
 import { UserError } from '../core/errors.ts';
 import { exportCsv } from '../references/export.ts';
-import { prepareSources } from '../sources/prepare.ts';
+import { prepareMissing, prepareSources } from '../sources/prepare.ts';
 import { formatSeconds } from '../core/progress.ts';
 import { rebuild } from '../jobs/rebuild.ts';
 import { replay, replayTargets, writeReplayReport } from '../jobs/replay.ts';
 import { exportPack, readPack } from '../jobs/wwb.ts';
 import { dirname, join, resolve } from 'node:path';
 import { accessSync, constants, existsSync, lstatSync, statSync, type Stats } from 'node:fs';
-import { manifestsDir, preparedDir, referencesDir, ROOT } from '../core/paths.ts';
+import { manifestsDir, preparedDir, referencesDir, ROOT, useRuntime } from '../core/paths.ts';
 import { isInside } from '../core/containment.ts';
 import { readConfig } from '../core/config.ts';
 import { EXECUTOR_KINDS, type ExecutorChoice, type ExecutorKind } from '../execution/executors.ts';
 import { activeProfile } from '../execution/numerics.ts';
+import { checkRuntimeTarget } from '../execution/identity.ts';
 
 const out = (line = '') => process.stdout.write(`${line}\n`);
 /** The values of a repeatable option; an empty one (`--condition=`) is a mistake, not "everything". */
@@ -97,9 +98,14 @@ function withWorkers<T>(y: Argv<T>, byDefault = availableParallelism()) {
     .option('workers-max', { type: 'number', describe: `allow up to this many workers (at most ${WORKERS_CEILING})` });
 }
 
+/** --runtime: the named Python runtime of wwref.config.json that executes records (default `pinned`). */
+function withRuntime<T>(y: Argv<T>) {
+  return y.option('runtime', { type: 'string', describe: "Python runtime of wwref.config.json that executes the records (default 'pinned'; another is created in .venv-NAME on first use)" });
+}
+
 /** --executor and --scheduler, for the commands that execute records. */
 function withExecutor<T>(y: Argv<T>) {
-  return y
+  return withRuntime(y)
     .option('executor', { choices: EXECUTOR_KINDS, default: 'local' as const, describe: 'local: worker processes here; dask: the workers of a Dask scheduler (--scheduler); dask-local: a Dask cluster of --workers processes started here for the job' })
     .option('scheduler', { type: 'string', describe: 'Dask scheduler address for --executor dask, e.g. tcp://10.0.0.5:8786' });
 }
@@ -133,12 +139,21 @@ async function main(args: string[]): Promise<number> {
         if (!Number.isInteger(n) || n < 1) throw new UserError('--workers takes a whole number of at least 1');
         if (n > max) throw new UserError(`--workers ${n} is more than ${max} (the cores of this machine); pass --workers-max ${n} to allow it`);
       }
+      // --runtime reaches every process wwref starts (workers, scripts/setup-python) as WWREF_RUNTIME.
+      if (argv.runtime !== undefined) {
+        if (typeof argv.runtime !== 'string' || argv.runtime.trim() === '') throw new UserError('--runtime needs a name (see runtimes in wwref.config.json)');
+        useRuntime(argv.runtime.trim()); // an undeclared name is refused here, before any work
+      } else if (process.env.WWREF_RUNTIME) {
+        useRuntime(process.env.WWREF_RUNTIME.trim());
+      }
       // One meaning of --references for every command that reads the catalog or the references: the
       // folder whose manifest also names added sources (add-source's --references is its target).
       if (typeof argv.references === 'string' && argv._[0] !== 'add-source') {
         if (argv.references.trim() === '') throw new UserError('--references needs a folder');
         process.env.WWREF_REFERENCES_DIR = resolve(argv.references);
       }
+      // the references of one runtime are never replaced by another's
+      if (argv._[0] === 'rebuild' || argv._[0] === 'add-source') checkRuntimeTarget(typeof argv.references === 'string' ? resolve(argv.references) : referencesDir());
     })
     .command(
       'list',
@@ -254,6 +269,8 @@ async function main(args: string[]): Promise<number> {
           });
           report = await replayTargets(targets, pack.expected, options);
         } else {
+          // prepared inputs that are missing are made first and checked against the manifest
+          await prepareMissing(replayNeeds(argv.references ?? referencesDir(), options.conditions), { log: (line) => out(line) });
           report = await replay(options);
         }
         writeReplayReport(reportPath, report);
@@ -281,8 +298,11 @@ async function main(args: string[]): Promise<number> {
       'audit',
       'check source manifests against themselves, their plans, the raw cache, the prepared files and the published facts',
       (y) => withReferences(y).option('source', { type: 'string', array: true, describe: 'source(s); default all' }).option('verbose', { type: 'boolean', default: false }),
-      (argv) => {
-        const audits = auditCatalog(Catalog.load(), list(argv.source, 'source'));
+      async (argv) => {
+        const catalog = Catalog.load();
+        // prepared inputs that are missing are made first and checked against their source manifests
+        await prepareMissing(auditNeeds(catalog, list(argv.source, 'source')), { log: (line) => out(line) });
+        const audits = auditCatalog(catalog, list(argv.source, 'source'));
         out(`${'source'.padEnd(20)} ${['manifest', 'plan', 'raw', 'prepared', 'published', 'equivalences'].map((h) => h.padEnd(10)).join(' ')}`);
         for (const a of audits) {
           out(`${a.source.padEnd(20)} ${Object.values(a.checks).map((v) => v.padEnd(10)).join(' ')}`);
@@ -327,13 +347,50 @@ async function main(args: string[]): Promise<number> {
     )
     .command(
       'report',
-      'write a self-contained HTML report: response surfaces and conditional-effect heat maps per condition',
+      'write a self-contained HTML report and/or figure files: response surfaces and conditional-effect heat maps per condition',
       (y) =>
-        withTables(y).option('out', { type: 'string', demandOption: true, describe: 'HTML file' }),
+        withTables(y)
+          .option('out', { type: 'string', describe: 'HTML file' })
+          .option('figures', { type: 'string', describe: 'folder for each condition\'s surface and heat map as SVG and PNG (drawn by matplotlib)' }),
       async (argv) => {
-        const { writeReport } = await import('../analysis/report.ts');
-        const summary = writeReport(outputPath(argv.out, 'out'), list(argv.condition, 'condition'), argv.references);
-        out(`report of ${summary.conditions} condition(s) written to ${argv.out}`);
+        const { writeReportFiles } = await import('../analysis/report.ts');
+        const { summary, figures } = writeReportFiles({
+          out: argv.out === undefined ? undefined : outputPath(argv.out, 'out'),
+          figures: argv.figures === undefined ? undefined : outputPath(argv.figures, 'figures', 'folder'),
+          conditions: list(argv.condition, 'condition'),
+          dir: argv.references,
+        });
+        if (argv.out !== undefined) out(`report of ${summary.conditions} condition(s) written to ${argv.out}`);
+        if (argv.figures !== undefined) out(`${figures.length} figure file(s) of ${summary.conditions} condition(s) written to ${argv.figures}`);
+      },
+    )
+    .command(
+      'diff <a> <b>',
+      'compare two sets of references (folders, or a folder and a WhatWorkedBench pack): changed hashes, utilities, statuses, best masks, sign reversals, conditional effects, equivalence classes',
+      (y) =>
+        y
+          .positional('a', { type: 'string', demandOption: true, describe: 'reference folder (or pack) A, e.g. outputs/references' })
+          .positional('b', { type: 'string', demandOption: true, describe: 'reference folder (or pack) B, e.g. outputs/current' })
+          .option('condition', { type: 'string', array: true, describe: 'condition(s); default every condition of both' })
+          .option('json', { type: 'string', describe: 'also write the whole diff as JSON to this file' })
+          .option('html', { type: 'string', describe: 'also write an HTML page: the diff table and the surfaces of A and B side by side for the conditions that changed most' })
+          .option('all', { type: 'boolean', default: false, describe: 'list unchanged conditions too' }),
+      async (argv) => {
+        const { diffLines, diffReferencesWithSides, writeDiffJson } = await import('../analysis/diff.ts');
+        const json = argv.json === undefined ? undefined : outputPath(argv.json, 'json');
+        const html = argv.html === undefined ? undefined : outputPath(argv.html, 'html');
+        const { report, a, b } = diffReferencesWithSides(argv.a!, argv.b!, list(argv.condition, 'condition'));
+        for (const line of diffLines(report, { all: argv.all })) out(line);
+        if (json) {
+          writeDiffJson(json, report);
+          out(`diff written to ${argv.json}`);
+        }
+        if (html) {
+          const { renderDiffPage, surfacesOf } = await import('../analysis/diff-html.ts');
+          const { writeFileAtomic } = await import('../core/fsutil.ts');
+          writeFileAtomic(html, renderDiffPage(report, surfacesOf(report, a.conditions, b.conditions)));
+          out(`diff page written to ${argv.html}`);
+        }
       },
     )
     .command(
@@ -363,6 +420,38 @@ async function main(args: string[]): Promise<number> {
         const result = await addSource(argv.plan!, { ...options, log: (line) => out(line) });
         for (const line of addSourceLines(result)) out(line);
         if (!result.written) exitCode = 1;
+      },
+    )
+    .command(
+      'new-source',
+      'write a construction-plan skeleton from a family and raw files: identities, detected columns, conditions, inactive rules; licence and citation to fill',
+      (y) =>
+        withMirror(y)
+          .option('family', { choices: FAMILY_NAMES, demandOption: true, describe: 'workflow family (wwref families)' })
+          .option('file', { type: 'string', array: true, describe: 'raw file by path (repeatable; the first file given is the main one)' })
+          .option('package', { type: 'string', array: true, describe: 'raw file inside a pinned Python package, DISTRIBUTION:PATH, e.g. scikit-learn:sklearn/datasets/data/iris.csv (repeatable; before --file)' })
+          .option('source', { type: 'string', describe: 'source id (default: from the first file name)' })
+          .option('title', { type: 'string', describe: 'readable title' })
+          .option('out', { type: 'string', describe: 'plan file to write (default ./<source>.plan.json)' })
+          .option('force', { type: 'boolean', default: false, describe: 'overwrite an existing plan file' }),
+      async (argv) => {
+        const { defaultPlanFile, newSourcePlan } = await import('../sources/scaffold.ts');
+        const { plan, notes } = newSourcePlan({
+          family: argv.family,
+          files: list(argv.file, 'file'),
+          packages: list(argv.package, 'package'),
+          source: argv.source,
+          title: argv.title,
+          mirrors: list(argv.mirror, 'mirror'),
+        });
+        const target = outputPath(argv.out ?? defaultPlanFile(plan), 'out');
+        if (dirname(target) === resolve(ROOT, 'sources')) throw new UserError(`--out ${argv.out}: sources/ holds the published catalog; write the plan elsewhere (e.g. sources/examples/ or your own folder)`);
+        if (existsSync(target) && !argv.force) throw new UserError(`--out ${target} exists; pass --force to overwrite it`);
+        const { writeFileAtomic } = await import('../core/fsutil.ts');
+        writeFileAtomic(target, `${JSON.stringify(plan, null, 2)}\n`);
+        for (const note of notes) out(`- ${note}`);
+        out(`plan skeleton written to ${target}: fill licence and citation (and homepage), check title and preparation.params, then run`);
+        out(`  npx wwref add-source ${target} --dry-run`);
       },
     )
     .command(
@@ -404,7 +493,7 @@ async function main(args: string[]): Promise<number> {
       'worker',
       'start Dask worker processes for a scheduler: the pinned runtime, the numerical profile, one computation thread each',
       (y) =>
-        y
+        withRuntime(y)
           .option('scheduler', { type: 'string', describe: 'Dask scheduler address, e.g. tcp://10.0.0.5:8786' })
           .option('nworkers', { type: 'number', default: 1, describe: 'worker processes on this machine' })
           .option('host', { type: 'string', describe: 'interface to listen on (default 127.0.0.1 for a local scheduler, else chosen by Dask)' })
@@ -429,7 +518,7 @@ async function main(args: string[]): Promise<number> {
     .command(
       'doctor',
       "print this machine's runtime identity and numerical profile, and whether it reproduces the references bit for bit",
-      (y) => withReferences(y),
+      (y) => withRuntime(withReferences(y)),
       async (argv) => {
         const { doctor } = await import('../jobs/doctor.ts');
         const result = await doctor(argv.references);

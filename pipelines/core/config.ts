@@ -5,12 +5,37 @@ import { z } from 'zod';
 import { UserError } from './errors.ts';
 
 export const CONFIG_FILE = 'wwref.config.json';
+/** What a runtime name may be (also checked by scripts/setup-python). */
+export const RUNTIME_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
 
 const Config = z.strictObject({
   /** Mirror directories of raw files, relative to the repository root. */
   mirrors: z.array(z.string()).default([]),
   /** The numerical profile every Python process runs under (pipelines/execution/numerics.ts). */
   numerical_profile: z.string().min(1).optional(),
+  /**
+   * Python runtimes by name (scripts/setup-python --runtime NAME creates one; `--runtime NAME` or
+   * WWREF_RUNTIME selects it): each names its requirements file of exact pins. `pinned` is the
+   * default and is workflows/requirements.txt in .venv when it is not declared; any other runtime
+   * lives in .venv-<name> and is created on its first use only.
+   */
+  runtimes: z
+    .record(
+      z.string().regex(RUNTIME_NAME, 'a runtime name is a-z, digits, _ and -, starting with a letter (at most 32 characters)'),
+      z.strictObject({
+        requirements: z.string().min(1),
+        description: z.string().optional(),
+        /**
+         * Variables the runtime needs in every process it runs (set by `--runtime NAME` unless already
+         * set to the same value): e.g. WWREF_NUMERICAL_PROFILE and the NumPy/OpenBLAS settings a newer
+         * NumPy needs because it names its SIMD targets differently (README "Upgrading the pinned stack").
+         */
+        environment: z.record(z.string().regex(/^[A-Z][A-Z0-9_]*$/), z.string()).default({}),
+        /** Why the runtime differs from the pinned one, in words, for people (shown by `wwref diff`). */
+        notes: z.array(z.string()).default([]),
+      }),
+    )
+    .default({}),
 });
 export type Config = z.infer<typeof Config>;
 

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { UserError } from './errors.ts';
 import { pythonExecutable, ROOT } from './paths.ts';
 
@@ -32,7 +32,9 @@ export function ensurePythonRuntime(log: (line: string) => void = (line) => proc
   const python = pythonExecutable();
   if (existsSync(python)) return python;
   if (process.env.WWREF_PYTHON) throw new UserError(`WWREF_PYTHON names ${python}, which does not exist; unset it to use (or create) the pinned runtime in .venv`);
-  log(`wwref: creating the pinned Python runtime in ${join(ROOT, '.venv')} (first use; takes a few minutes, once; 'npm run setup' does the same)…`);
+  // the runtime scripts/setup-python creates is the one WWREF_RUNTIME names (inherited), 'pinned' by default
+  const name = process.env.WWREF_RUNTIME?.trim() || 'pinned';
+  log(`wwref: creating the Python runtime '${name}' in ${dirname(dirname(python))} (first use; takes a few minutes, once; 'npm run setup' does the same)…`);
   const command = hasFlock() ? ['flock', lockFile(), 'bash', SETUP_SCRIPT] : ['bash', SETUP_SCRIPT];
   // stdout of the set-up goes to our stderr (fd 2)
   const result = spawnSync(command[0]!, command.slice(1), { cwd: ROOT, stdio: ['ignore', 2, 2] });
@@ -40,6 +42,6 @@ export function ensurePythonRuntime(log: (line: string) => void = (line) => proc
   if (result.status !== 0 || !existsSync(python)) {
     throw new UserError(`the pinned Python runtime could not be created (scripts/setup-python exited with status ${result.status ?? result.signal}); see its message above, then run 'npm run setup'`);
   }
-  log(`wwref: pinned Python runtime ready (${python})`);
+  log(`wwref: Python runtime '${name}' ready (${python})`);
   return python;
 }

@@ -16,7 +16,8 @@ import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
 import { cacheDir, manifestsDir, referencesDir, ROOT, SOURCES_DIR, sourcePreparedDir } from '../core/paths.ts';
 import { platformDrift, profileByName } from '../execution/numerics.ts';
-import { manifestPath } from '../sources/prepare.ts';
+import { manifestPath, prepareSources } from '../sources/prepare.ts';
+import { problemLines, staticCheck } from '../sources/check.ts';
 import type { Condition } from '../catalog/plan.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import { readReferenceManifest, referenceManifestPath, writeReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
@@ -271,14 +272,23 @@ export function freezePlan(file: string): LoadedPlan {
   return loaded;
 }
 
-/** The dry run: validation, the frozen hash and the target checks, without running anything. */
+/**
+ * The dry run: validation, the frozen hash, the target checks and every static check of the raw files
+ * and recipe parameters (sources/check.ts), without running anything. Problems are refused together,
+ * one line each with its field path and fix.
+ */
 export function checkAddSource(planFile: string, options: AddSourceOptions = {}): string[] {
   const loaded = freezePlan(planFile);
   const target = resolve(options.referencesDir ?? referencesDir());
   const supersedes = checkTarget(loaded, readReferenceManifest(target), options, target);
   const { plan } = loaded;
+  const statics = staticCheck(loaded, options);
+  if (statics.problems.length) {
+    throw new UserError(`construction plan ${loaded.file} has ${statics.problems.length} problem(s) (nothing was run):\n${problemLines(statics.problems).join('\n')}`);
+  }
   return [
     `plan ${loaded.file} is valid: source ${plan.source} (${plan.family}), plan sha256 ${loaded.sha256}`,
+    ...statics.notes.map((n) => `  ${n}`),
     ...plan.conditions.map(
       (c) =>
         `  ${c.id}: ${c.dimensions} options, ${2 ** c.dimensions} masks, ${c.equivalences.length} declared equivalence(s)${c.paired_with ? `, paired with ${c.paired_with}` : ''}`,
@@ -319,6 +329,31 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
   mkdirSync(staging, { recursive: true });
   let written = false;
   try {
+    // Prepare first, on its own: a raw file that cannot be acquired or a recipe error is one problem,
+    // reported once (not once per condition), and no execution worker is started for it.
+    log(`preparing source ${plan.source}`);
+    const [prepared] = await prepareSources([loaded], {
+      mirrors: options.mirrors,
+      online: options.online,
+      workers: 1,
+      log: (line) => (line.startsWith(`FAILED ${plan.source}:`) ? undefined : log(line)),
+    });
+    if (!prepared?.ok) {
+      return {
+        source: plan.source,
+        planFile: loaded.file,
+        planSha256: loaded.sha256,
+        referencesDir: target,
+        supersedes,
+        conditions: [],
+        problems: [`source ${plan.source} not prepared: ${prepared?.error ?? 'preparation failed'}`],
+        written: false,
+        records: 0,
+        wallSeconds: (performance.now() - started) / 1000,
+        nativeSeconds: 0,
+        workers: 0,
+      };
+    }
     const catalog = new Catalog([loaded]);
     const summary = await rebuild(catalog, {
       referencesDir: staging,

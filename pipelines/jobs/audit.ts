@@ -1,5 +1,7 @@
 // Audit of source manifests: each manifest is checked against itself (content hash), its plan, the
-// raw cache, the prepared files and, where they exist, the published facts.
+// raw cache, the prepared files and, where they exist, the published facts. Prepared inputs that are
+// missing are made first (auditNeeds + sources/prepare.ts prepareMissing, from the CLI) and kept only
+// when they have the hashes the manifest records; replayNeeds does the same for replay.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { rawCachePath } from '../sources/acquire.ts';
@@ -8,11 +10,11 @@ import type { Catalog, LoadedPlan } from '../catalog/catalog.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
 import { referencesDir } from '../core/paths.ts';
-import { manifestPath, PREPARED_FILES, SourceManifest } from '../sources/prepare.ts';
+import { manifestPath, PREPARED_FILES, readManifest, SourceManifest, type PreparedNeed } from '../sources/prepare.ts';
 import { sourcePreparedDir } from '../core/paths.ts';
 import { hasPublished, publishedPreparedSha256, publishedSource } from '../catalog/published.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import { readReferenceManifest } from '../references/manifest.ts';
+import { readReferenceManifest, requireReferenceManifest, selectEntries } from '../references/manifest.ts';
 
 export type CheckState = 'ok' | 'FAIL' | 'missing' | 'n/a';
 
@@ -175,6 +177,32 @@ function auditEquivalences(loaded: LoadedPlan, audit: SourceAudit): void {
       audit.problems.push(`${join(dir, `${condition.id}.arrow`)}: ${v.declaration} violated by masks ${v.masks.join(' and ')} (${v.detail})`);
     }
   }
+}
+
+/**
+ * The prepared inputs an audit of `sources` reads: each source manifest's prepared files, for the
+ * sources whose plan is still the one the manifest records (a changed plan is the audit's finding,
+ * not something to prepare around). For prepareMissing() before auditCatalog().
+ */
+export function auditNeeds(catalog: Catalog, sources: readonly string[] = []): PreparedNeed[] {
+  return catalog.selectSources(sources).flatMap((loaded) => {
+    try {
+      const manifest = readManifest(loaded.plan.source);
+      return manifest.plan.sha256 === loaded.sha256 ? [{ source: loaded.plan.source, planFile: loaded.file, planSha256: manifest.plan.sha256, files: manifest.prepared_files }] : [];
+    } catch {
+      return []; // no or a malformed manifest: reported by the audit
+    }
+  });
+}
+
+/** The prepared inputs a replay of `conditions` in reference folder `dir` reads (prepareMissing() before replay()). */
+export function replayNeeds(dir: string, conditions: readonly string[] = []): PreparedNeed[] {
+  return selectEntries(requireReferenceManifest(dir), dir, [...conditions]).map(([, entry]) => ({
+    source: entry.source,
+    planFile: entry.plan_file,
+    planSha256: entry.plan_sha256,
+    files: entry.prepared_files,
+  }));
 }
 
 export function auditCatalog(catalog: Catalog, sources: readonly string[] = []): SourceAudit[] {

@@ -15,7 +15,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import { hashDescriptor, insideRoot, openRegularFile, removeStaleEntries } from '../core/containment.ts';
-import { cacheDir, mirrorDirs, pythonExecutable } from '../core/paths.ts';
+import { cacheDir, mirrorDirs } from '../core/paths.ts';
+import { ensurePythonRuntime } from '../core/runtime.ts';
 import { MAX_RAW_FILE_BYTES, type Plan, type RawFile } from '../catalog/plan.ts';
 
 export type Origin = 'cache' | 'mirror' | 'package' | 'upstream';
@@ -71,10 +72,11 @@ function tempPath(kind: 'copy' | 'download' | 'member'): string {
 }
 
 let sitePackagesMemo: string | undefined;
-function sitePackages(): string | undefined {
+/** site-packages of the pinned runtime (where `package.path` of a raw file is looked up), if it runs. */
+export function sitePackages(): string | undefined {
   if (sitePackagesMemo === undefined) {
     try {
-      const { stdout } = execaSync(pythonExecutable(), ['-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])']);
+      const { stdout } = execaSync(ensurePythonRuntime(), ['-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])']);
       sitePackagesMemo = stdout.trim();
     } catch {
       sitePackagesMemo = '';
@@ -194,7 +196,7 @@ async function extractMember(archive: string, member: string, out: string, limit
     '        if n > limit:\n' +
     '            sys.exit(f"member {m} is larger than the {limit} bytes declared")\n' +
     '        dst.write(block)\n';
-  const child = await execa(pythonExecutable(), ['-c', script, archive, member, out, String(limit)], { reject: false });
+  const child = await execa(ensurePythonRuntime(), ['-c', script, archive, member, out, String(limit)], { reject: false });
   if (child.exitCode !== 0) {
     const last = String(child.stderr).trim().split('\n').pop() || `exit status ${child.exitCode}`;
     throw new UserError(`cannot extract ${member}: ${last}`);

@@ -6,12 +6,12 @@ import { existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, unl
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { acquirePlan, type AcquireOptions } from './acquire.ts';
-import type { LoadedPlan } from '../catalog/catalog.ts';
+import { loadPlanFile, planFilePath, type LoadedPlan } from '../catalog/catalog.ts';
 import { UserError } from '../core/errors.ts';
 import { insideRoot, removeStaleEntries } from '../core/containment.ts';
 import { writeJsonAtomic, readJsonFile } from '../core/fsutil.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
-import { manifestsDir, preparedDir } from '../core/paths.ts';
+import { manifestsDir, preparedDir, sourcePreparedDir } from '../core/paths.ts';
 import { ID_RULE, isValidId } from '../catalog/plan.ts';
 import { PREPARE_TIMEOUT_SECONDS } from '../execution/executor.ts';
 import { WorkerPool } from '../execution/local/local-pool.ts';
@@ -82,12 +82,20 @@ export function readManifest(source: string): SourceManifest {
   return parsed.data;
 }
 
+export interface PrepareSourceOptions extends AcquireOptions {
+  /**
+   * The prepared-file hashes a manifest already records (replay, audit): the new files must have
+   * exactly these, or nothing is kept; an existing source manifest is then left as it is.
+   */
+  expected?: Readonly<Record<string, string>>;
+}
+
 /** Prepares one source on `worker`, replacing prepared/<source>/ and its manifest only on success. */
 export async function prepareSource(
   loaded: LoadedPlan,
   worker: PythonWorker,
   versions: Record<string, string>,
-  options: AcquireOptions = {},
+  options: PrepareSourceOptions = {},
 ): Promise<SourceManifest> {
   const { plan } = loaded;
   // every path written below must stay inside prepared/ and manifests/, links resolved
@@ -103,6 +111,12 @@ export async function prepareSource(
   try {
     const facts = await worker.prepare(plan.preparation.recipe, plan.preparation.params, raw, staging);
     const preparedFiles = hashPreparedFiles(staging);
+    const differing = Object.entries(options.expected ?? {}).filter(([name, sha]) => preparedFiles[name] !== sha);
+    if (differing.length) {
+      throw new UserError(
+        `the prepared input of ${plan.source} made here differs from the one the manifest records (${differing.map(([name, sha]) => `${name}: ${preparedFiles[name] ?? 'missing'}, expected ${sha}`).join('; ')}); nothing was kept`,
+      );
+    }
     const manifest = sealManifest({
       manifest_version: 1,
       source: plan.source,
@@ -119,7 +133,7 @@ export async function prepareSource(
     if (lstatSync(final, { throwIfNoEntry: false })) renameSync(final, old);
     renameSync(staging, final);
     removeOwn(old);
-    writeJsonAtomic(manifestFile, manifest);
+    if (!options.expected || !existsSync(manifestFile)) writeJsonAtomic(manifestFile, manifest);
     return manifest;
   } finally {
     removeOwn(staging);
@@ -136,7 +150,7 @@ export interface PrepareOutcome {
 /** Prepares several sources over a worker pool; a failure of one source does not stop the others. */
 export async function prepareSources(
   plans: LoadedPlan[],
-  options: AcquireOptions & { workers?: number; log?: (line: string) => void } = {},
+  options: AcquireOptions & { workers?: number; log?: (line: string) => void; expected?: (source: string) => Record<string, string> | undefined } = {},
 ): Promise<PrepareOutcome[]> {
   const log = options.log ?? (() => {});
   const pool = new WorkerPool(options.workers ?? 1);
@@ -146,7 +160,7 @@ export async function prepareSources(
     return await Promise.all(
       plans.map((loaded) =>
         pool
-          .submit((worker) => prepareSource(loaded, worker, versions, options), PREPARE_TIMEOUT_SECONDS)
+          .submit((worker) => prepareSource(loaded, worker, versions, { ...options, expected: options.expected?.(loaded.plan.source) }), PREPARE_TIMEOUT_SECONDS)
           .then((manifest): PrepareOutcome => {
             log(`prepared ${loaded.plan.source}: ${Object.entries(manifest.prepared_files).map(([f, h]) => `${f} ${h.slice(0, 12)}`).join(', ')}`);
             return { source: loaded.plan.source, ok: true, manifest };
@@ -160,4 +174,46 @@ export async function prepareSources(
   } finally {
     await pool.close();
   }
+}
+
+/** A prepared input a manifest names: its source, the plan that makes it and the sha256 of each file. */
+export interface PreparedNeed {
+  source: string;
+  /** The plan file (relative to the repository root, or absolute). */
+  planFile: string;
+  /** The plan hash the manifest records; a plan that changed since is refused, not prepared. */
+  planSha256?: string;
+  files: Readonly<Record<string, string>>;
+}
+
+/** Whether a prepared file named by `need` is absent from prepared/<source>/. */
+export function preparedMissing(need: PreparedNeed): boolean {
+  return Object.keys(need.files).some((name) => !existsSync(join(sourcePreparedDir(need.source), name)));
+}
+
+/**
+ * Replay and audit: prepares the sources whose prepared files are missing (acquiring their raw files
+ * from the cache, mirrors, packages or upstream, as rebuild does) and keeps the result only when
+ * every file has the sha256 the manifest records. Returns the sources prepared; a source that cannot
+ * be prepared, or comes out different, is a UserError naming it.
+ */
+export async function prepareMissing(needs: readonly PreparedNeed[], options: AcquireOptions & { workers?: number; log?: (line: string) => void } = {}): Promise<string[]> {
+  const bySource = new Map<string, PreparedNeed>();
+  for (const need of needs) if (preparedMissing(need) && !bySource.has(need.source)) bySource.set(need.source, need);
+  if (!bySource.size) return [];
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const plans = [...bySource.values()].map((need) => {
+    const loaded = loadPlanFile(planFilePath(need.planFile));
+    if (need.planSha256 && loaded.sha256 !== need.planSha256) {
+      throw new UserError(`prepared input of ${need.source} is missing and its plan ${need.planFile} changed since the manifest was written (plan sha256 ${loaded.sha256}, recorded ${need.planSha256}): it cannot be made again as recorded`);
+    }
+    return loaded;
+  });
+  log(`preparing ${plans.length} source(s) whose prepared input is missing: ${plans.map((p) => p.plan.source).join(', ')} (checked against the manifest)`);
+  // a failure is reported once, by the error below, not also by the pool's log line
+  const quiet = (line: string) => (line.startsWith('FAILED ') ? undefined : log(line));
+  const outcomes = await prepareSources(plans, { ...options, workers: Math.min(options.workers ?? 1, plans.length), log: quiet, expected: (source) => ({ ...bySource.get(source)!.files }) });
+  const failed = outcomes.filter((o) => !o.ok);
+  if (failed.length) throw new UserError(failed.map((o) => `cannot prepare ${o.source}: ${o.error}`).join('; '));
+  return outcomes.map((o) => o.source);
 }

@@ -68,6 +68,28 @@ def _label_text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+def _numbers(p: Params, table: pd.DataFrame, column: str, name: Any, first_row: int, header_hint: bool, where: str) -> np.ndarray:
+    """One column as float64 (Python float() of each text cell). A cell float() refuses is an error
+    naming the file, its row (1-based, as an editor shows it) and column, with the parameter that fixes
+    it: a header row read as data (row 1 text, the rest numbers) suggests ``header: true``."""
+    cells = table[column].to_numpy(dtype=object)
+    try:
+        return np.array(cells, dtype=np.float64)
+    except (TypeError, ValueError):
+        pass
+    for i, cell in enumerate(cells):
+        try:
+            float(cell)
+        except (TypeError, ValueError):
+            row = i + first_row
+            if header_hint and i == 0:
+                hint = "; row 1 looks like a header row (the rows below it are numbers): set header: true"
+            else:
+                hint = "; choose numeric feature columns (and a numeric regression target), or clean the file"
+            raise p.error(where, f"{name} row {row}, column {column!r}: {cell!r} is not a number{hint}") from None
+    return np.array(cells, dtype=np.float64)
+
+
 def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     task = p.str("task", choices=TASKS)
     path = p.raw_file("file", raw)
@@ -135,20 +157,26 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
         if len(columns) != table.shape[1]:
             raise p.error("params.columns", f"{len(columns)} names for a table of {table.shape[1]} columns")
         table.columns = columns
+    name = p.values.get("file")
     missing = [c for c in [*features, target] if c not in table.columns]
     if missing:
-        raise p.error("params.features/target", f"column(s) not in the table: {', '.join(missing)} (has {', '.join(map(str, table.columns))})")
+        hint = "; set header: true if the first row names the columns, or list every column name in columns" if columns is None and not header and fmt != "arff" else ""
+        raise p.error("params.features/target", f"column(s) not in {name}: {', '.join(missing)} (has {', '.join(map(str, table.columns))}){hint}")
 
     raw_rows = len(table)
-    x = np.array(table[features].to_numpy(dtype=object), dtype=np.float64)
+    first_row = 2 if header else 1  # file row of the table's first row (1-based)
+    header_hint = fmt in ("csv", "whitespace") and not header
+    x = np.column_stack([_numbers(p, table, c, name, first_row, header_hint, f"params.features.{j}") for j, c in enumerate(features)]) if len(table) else np.empty((0, len(features)))
     if labels is None:
-        y = np.array(table[target].to_numpy(dtype=object), dtype=np.float64)
+        y = _numbers(p, table, target, name, first_row, header_hint, "params.target")
     else:
         position = {label: i for i, label in enumerate(labels)}
         texts = [_label_text(v) for v in table[target]]
         unknown = sorted(set(texts) - set(position))
         if unknown:
-            raise p.error("params.labels", f"target value(s) {', '.join(map(repr, unknown))} are not in the label list")
+            row = texts.index(unknown[0]) + first_row
+            hint = "; row 1 looks like a header row: set header: true" if header_hint and row == 1 and texts.count(unknown[0]) == 1 else "; add them to labels"
+            raise p.error("params.labels", f"{name} row {row}, column {target!r}: target value(s) {', '.join(map(repr, unknown))} are not in the label list{hint}")
         y = np.array([position[t] for t in texts], dtype=np.int64)
     for column, places in rounding.items():  # decimal text rounding of values read at higher precision
         if column not in (*features, target) or (column == target and labels is not None):
