@@ -1,0 +1,120 @@
+// Named Python runtimes (wwref.config.json "runtimes", --runtime NAME, WWREF_RUNTIME): the declarations
+// and their pins, the default path untouched, and a real sample under the `current` runtime: one small
+// condition (nile, 16 records) rebuilt in .venv-current (created here if missing, ~1 min), recorded
+// with that runtime's versions, refused by a replay under the pinned runtime with the runtime to pass,
+// and replayed bit for bit once told to use it. This is the only test that builds `current`.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Catalog } from '../../pipelines/catalog/catalog.ts';
+import { UserError } from '../../pipelines/core/errors.ts';
+import { activeRuntime, declaredRuntimes, pythonExecutable, ROOT, useRuntime } from '../../pipelines/core/paths.ts';
+import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
+import { pinnedVersions, REPLAY_PACKAGES, runtimeOfVersions, versionDrift } from '../../pipelines/execution/identity.ts';
+import { rebuild } from '../../pipelines/jobs/rebuild.ts';
+import { replay } from '../../pipelines/jobs/replay.ts';
+import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
+import { prepareSources } from '../../pipelines/sources/prepare.ts';
+import { cliInProcess } from '../support/cli.ts';
+import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+
+/** Runs `body` with the environment of runtime `name` (as --runtime sets it), then restores the environment. */
+async function underRuntime<T>(name: string, body: () => Promise<T> | T): Promise<T> {
+  const saved = { ...process.env };
+  try {
+    useRuntime(name);
+    return await body();
+  } finally {
+    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key];
+    Object.assign(process.env, saved);
+  }
+}
+
+const marked = (file: string) =>
+  readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('==') && l.includes('# decides bits'))
+    .map((l) => l.split('==')[0]!.trim().toLowerCase());
+
+describe('runtime declarations', () => {
+  it('pinned is the default (.venv, workflows/requirements.txt); current is declared with exact pins of the same packages', () => {
+    expect(process.env.WWREF_RUNTIME).toBeUndefined();
+    expect(activeRuntime().name).toBe('pinned');
+    expect(pythonExecutable()).toBe(process.env.WWREF_PYTHON ?? join(ROOT, '.venv', 'bin', 'python'));
+    const byName = Object.fromEntries(declaredRuntimes().map((r) => [r.name, r]));
+    expect(Object.keys(byName)).toEqual(expect.arrayContaining(['pinned', 'current']));
+    expect(byName.current!.venv).toBe(join(ROOT, '.venv-current'));
+    for (const r of declaredRuntimes()) {
+      // every requirement is an exact pin, and the bit-deciding marks name the packages the worker reports
+      const lines = readFileSync(r.requirements, 'utf8').split('\n').filter((l) => l.trim() && !l.trim().startsWith('#'));
+      for (const line of lines) expect(line, `${r.name}: ${line}`).toMatch(/^[A-Za-z0-9_.-]+==[^\s#]+/);
+      expect(marked(r.requirements), r.name).toEqual([...REPLAY_PACKAGES]);
+    }
+    // the same packages on both sides, none left behind by the newer runtime
+    expect(Object.keys(pinnedVersions(byName.current!)).sort()).toEqual(Object.keys(pinnedVersions(byName.pinned!)).sort());
+    expect(runtimeOfVersions(pinnedVersions(byName.current!))).toBe('current');
+    expect(runtimeOfVersions(pinnedVersions(byName.pinned!))).toBe('pinned');
+  });
+
+  it('an undeclared runtime is one line, exit 2, before any work; without --runtime nothing is selected', async () => {
+    expect(() => useRuntime('nope', {})).toThrow(UserError);
+    const bad = await cliInProcess(['rebuild', '--runtime', 'nope', '--condition', 'nile'], ROOT);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split('\n')).toEqual([expect.stringMatching(/runtime 'nope' is not declared in wwref\.config\.json \(declared: pinned, current\)/)]);
+    const listed = await cliInProcess(['list'], ROOT);
+    expect(listed.code).toBe(0);
+    expect(process.env.WWREF_RUNTIME).toBeUndefined();
+  });
+
+  it('a rebuild under another runtime into the pinned references is refused before any work', async () => {
+    const refused = await cliInProcess(['rebuild', '--runtime', 'current', '--condition', 'nile'], ROOT);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/outputs\/references holds references of runtime 'pinned'; runtime 'current' writes its references into a folder of its own/);
+    expect(process.env.WWREF_RUNTIME).toBeUndefined();
+  });
+
+  it('a variable the runtime declares that is already set otherwise is refused, not overridden', () => {
+    const env: NodeJS.ProcessEnv = { OPENBLAS_CORETYPE: 'SkylakeX' };
+    expect(() => useRuntime('current', env)).toThrow(/OPENBLAS_CORETYPE="SkylakeX" is set in the environment, but runtime 'current' sets "Haswell"/);
+  });
+
+  it('version drift towards another declared runtime names the runtime to pass', () => {
+    const byName = Object.fromEntries(declaredRuntimes().map((r) => [r.name, r]));
+    const drift = versionDrift(pinnedVersions(byName.pinned!), pinnedVersions(byName.current!));
+    expect(drift.at(-1)).toBe("the expected versions are runtime 'current' (wwref.config.json): pass --runtime current");
+    expect(drift.slice(0, -1).every((line) => / expected .*, installed /.test(line))).toBe(true);
+  });
+});
+
+describe('a sample under the current runtime', () => {
+  let ws: Workspace;
+  beforeAll(async () => {
+    ws = useTempWorkspace();
+    // the input is prepared by the pinned runtime, as the committed references' inputs are
+    const [prepared] = await prepareSources([Catalog.load().source('nile')], { log: () => {} });
+    expect(prepared!.ok).toBe(true);
+    await underRuntime('current', () => ensurePythonRuntime());
+  });
+  afterAll(() => ws?.dispose());
+
+  it('rebuilds nile in .venv-current: the manifest records the current pins and the effective NumPy/OpenBLAS state', async () => {
+    const summary = await underRuntime('current', () => rebuild(Catalog.load(), { conditions: ['nile'], workers: 2, quiet: true, log: () => {} }));
+    expect(summary.conditions.map((c) => [c.condition, c.records, c.failed, c.error])).toEqual([['nile', 16, 0, undefined]]);
+    const manifest = readReferenceManifest(ws.references)!;
+    expect(runtimeOfVersions(manifest.versions)).toBe('current');
+    expect(manifest.versions.numpy).toBe(pinnedVersions(declaredRuntimes().find((r) => r.name === 'current')!).numpy);
+    expect(existsSync(join(ROOT, '.venv-current', 'bin', 'python'))).toBe(true);
+    if (manifest.numerics!.effective.machine === 'x86_64') {
+      // the newer NumPy's spelling of x86-64-v3 took effect: Haswell kernels, loops up to X86_V3
+      expect(manifest.numerics!.effective.blas.every((b) => b.architecture === 'Haswell')).toBe(true);
+      expect(manifest.numerics!.effective.numpy_simd.dispatched).toEqual(['X86_V3']);
+    }
+  });
+
+  it('replay under the pinned runtime refuses them and names the runtime; told to use it, every record replays exactly', async () => {
+    await expect(replay({ referencesDir: ws.references, quiet: true })).rejects.toThrow(/pass --runtime current/);
+    const report = await underRuntime('current', () => replay({ referencesDir: ws.references, quiet: true }));
+    expect(report.version_drift).toEqual([]);
+    expect([report.passed, report.total, report.all_passed]).toEqual([16, 16, true]);
+  });
+});
