@@ -111,6 +111,10 @@ def main() -> None:
 
     ops["fork"] = fork
     serve(sys.stdin, protocol, ops)
+    # Nothing to clean up (records keep nothing); skipping the interpreter's teardown of the loaded
+    # libraries saves a few hundred milliseconds at the end of every job.
+    protocol.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -157,9 +157,13 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
       done.set(c.id, records);
     }
 
-    // Step 4: held-out truth per condition, for the independent metric.
-    const truths = new Map<string, Truth>();
-    for (const c of runnable) truths.set(c.id, await executor.truth({ family: c.family, input: preparedInput(c) }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS }));
+    // Step 4: held-out truth per condition, for the independent metric (requested together: on a
+    // cluster each is a round trip).
+    const truths = new Map<string, Truth>(
+      await Promise.all(
+        runnable.map(async (c) => [c.id, await executor.truth({ family: c.family, input: preparedInput(c) }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS })] as const),
+      ),
+    );
 
     // Step 5: every missing record, largest first.
     const jobs = runnable.flatMap((c) => {

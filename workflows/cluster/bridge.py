@@ -40,11 +40,13 @@ from workflows.cluster import tasks
 from workflows.protocol import failure, reported_failure, success
 
 # How often the monitor looks at the cluster (new workers, running tasks, the scheduler link).
-MONITOR_SECONDS = 0.5
+MONITOR_SECONDS = 1.0
 # Tasks kept on the cluster per admitted worker (one computing, the next ones ready to start).
 IN_FLIGHT_PER_WORKER = 3
-# Records of one input grouped into one task at most, and how far down the queue to look for them.
+# Records of one input grouped into one task at most, the time a task should take, and how far down
+# the queue to look for records of the same input.
 MAX_BATCH = 16
+TASK_SECONDS = 0.25
 BATCH_LOOKAHEAD = 256
 # How often a record is sent again after every copy of its input was lost with its workers.
 INPUT_ATTEMPTS = 5
@@ -93,6 +95,8 @@ class Bridge:
         self.completed = as_completed(loop=client.loop, with_results=True, raise_errors=False)
         self.submitted = threading.Event()
         self.incoming: queue.Queue = queue.Queue()
+        self.record_seconds: dict[str, float] = {}  # input key -> mean seconds of its finished records
+        self.record_counts: dict[str, int] = {}
         self.wakeup = threading.Event()
 
     # -- responses ------------------------------------------------------------------------------
@@ -203,24 +207,27 @@ class Bridge:
                 self.wakeup.clear()
 
     @staticmethod
-    def take_task(backlog: collections.deque, workers: int) -> list[dict]:
-        """The next task's items: the first queued request and, for a record, up to a batch of the
-        records queued behind it on the same input. Batches shrink as the queue drains (about two
-        batches per worker remain), so the last tasks stay small and the workers finish together."""
+    def input_key(request: dict) -> str:
+        return json.dumps([request["family"], request["files"], bool(request.get("reuse_shared_stage"))], sort_keys=True)
+
+    def take_task(self, backlog: collections.deque, workers: int) -> list[dict]:
+        """The next task's items: the first queued request and, for a record, the records queued
+        behind it on the same input, as many as fit in about TASK_SECONDS by the records of that
+        input seen so far (one while none has finished), and never more than a quarter per worker
+        of what is queued for it, so that the last tasks stay small and the workers finish together."""
         first = backlog.popleft()
         items = [first]
         request = first["request"]
         if request["op"] != "run" or first["solo"]:
             return items
-        size = max(1, min(MAX_BATCH, len(backlog) // (2 * workers)))
-        same = (request["family"], json.dumps(request["files"], sort_keys=True), request.get("reuse_shared_stage"))
-        for item in list(backlog)[:BATCH_LOOKAHEAD]:
-            if len(items) >= size:
-                break
-            other = item["request"]
-            if other["op"] == "run" and not item["solo"] and (other["family"], json.dumps(other["files"], sort_keys=True), other.get("reuse_shared_stage")) == same:
-                backlog.remove(item)
-                items.append(item)
+        key = self.input_key(request)
+        same = [item for item in list(backlog)[:BATCH_LOOKAHEAD] if item["request"]["op"] == "run" and not item["solo"] and self.input_key(item["request"]) == key]
+        seconds = self.record_seconds.get(key)
+        by_time = 1 if seconds is None else int(TASK_SECONDS / max(seconds, 1e-6))
+        size = max(1, min(MAX_BATCH, by_time, (len(same) + 1) // (2 * workers)))
+        for item in same[: size - 1]:
+            backlog.remove(item)
+            items.append(item)
         return items
 
     def submit_task(self, items: list[dict]) -> None:
@@ -253,6 +260,16 @@ class Bridge:
                 continue
             for future, result in batch:
                 self.finished(future.key, future, result)
+
+    def learn(self, request: dict, seconds: list[float]) -> None:
+        """Running mean of the record time of an input, for the size of its next batches."""
+        if not seconds:
+            return
+        key = self.input_key(request)
+        count = self.record_counts.get(key, 0)
+        mean = self.record_seconds.get(key, 0.0)
+        self.record_seconds[key] = (mean * count + sum(seconds)) / (count + len(seconds))
+        self.record_counts[key] = count + len(seconds)
 
     def fail_items(self, items: list[dict], type_name: str, message: str) -> None:
         for item in items:
@@ -297,6 +314,8 @@ class Bridge:
                 self.send(failure(item["request"]["id"], error))
         else:
             outcomes = result if items[0]["request"]["op"] == "run" else [{"ok": result}]
+            if items[0]["request"]["op"] == "run":
+                self.learn(items[0]["request"], [o["ok"]["wall_seconds"] for o in outcomes if "ok" in o])
             for item, outcome in zip(items, outcomes):
                 request_id = item["request"]["id"]
                 if "error" in outcome:

@@ -32,6 +32,19 @@ export interface WorkerOptions {
   inherit?: boolean;
 }
 
+/**
+ * Dask settings of every worker. Its statistical profiler samples the computing thread's stack every
+ * 10 ms and its event loop wakes every 20 ms to watch itself; both take the GIL from the record being
+ * computed and slow pure-Python records (retrieval) by a fifth or more on a busy machine. wwref times
+ * records itself, so the profiler is off and the watches (event loop, system, memory) are slower.
+ */
+const WORKER_DASK_CONFIG = {
+  DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED: 'False',
+  DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL: '500ms',
+  DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL: '5s',
+  DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL: '1s',
+} as const;
+
 /** `dask worker` processes (each under a nanny that restarts it) with the project's runtime and preload. */
 export function startWorkers(options: WorkerOptions): ResultPromise {
   const host = options.host ?? (/^(tcp|tls):\/\/(127\.0\.0\.1|localhost)[:/]/.test(options.scheduler) ? '127.0.0.1' : undefined);
@@ -39,7 +52,7 @@ export function startWorkers(options: WorkerOptions): ResultPromise {
     '--preload', 'workflows.cluster.preload', '--no-dashboard', ...(host ? ['--host', host] : [])];
   return execa(python(), args, {
     cwd: ROOT,
-    env: { ...pythonEnvironment(options.profile), PYTHONPATH: ROOT, ...options.env },
+    env: { ...pythonEnvironment(options.profile), ...WORKER_DASK_CONFIG, PYTHONPATH: ROOT, ...options.env },
     stdio: options.inherit ? 'inherit' : 'pipe',
     buffer: false,
     reject: false,
