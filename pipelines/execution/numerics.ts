@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { readConfig } from '../core/config.ts';
 import { UserError } from '../core/errors.ts';
 import { ROOT } from '../core/paths.ts';
+import { pinnedVersions } from './identity.ts';
 import { NumericsReport } from './protocol.ts';
 
 export interface NumericalProfile {
@@ -29,45 +30,72 @@ export interface NumericalProfile {
   };
 }
 
-/** NumPy 2.2's dispatch targets up to AVX2 (its x86-64 wheels' baseline is SSE3). */
-const NUMPY_X86_64_V3_TARGETS = ['SSSE3', 'SSE41', 'POPCNT', 'SSE42', 'AVX', 'F16C', 'FMA3', 'AVX2'] as const;
 /**
- * NumPy 2.2's dispatch targets above AVX2. Each must be named: disabling AVX512F alone leaves
- * AVX512_SKX and later targets enabled. Naming a target the CPU lacks is accepted silently, so the
- * same list serves CPUs with and without AVX-512.
+ * The profile's NumPy settings in the target names of each NumPy version the project pins (checked on
+ * this project's machines; a version not listed is refused by the portable profile, never guessed).
  */
-const NUMPY_AVX512_TARGETS = ['AVX512F', 'AVX512CD', 'AVX512_KNL', 'AVX512_KNM', 'AVX512_SKX', 'AVX512_CLX', 'AVX512_CNL', 'AVX512_ICL'] as const;
+const NUMPY_TARGETS: { numpy: RegExp; disable: readonly string[]; dispatched: readonly string[]; why: string }[] = [
+  {
+    // NumPy 2.2 names targets by instruction set; its x86-64 wheels' baseline is SSE3. Each target
+    // above AVX2 must be named: disabling AVX512F alone leaves AVX512_SKX and later enabled. Naming a
+    // target the CPU lacks is accepted silently, so one list serves CPUs with and without AVX-512.
+    numpy: /^2\.2\./,
+    disable: ['AVX512F', 'AVX512CD', 'AVX512_KNL', 'AVX512_KNM', 'AVX512_SKX', 'AVX512_CLX', 'AVX512_CNL', 'AVX512_ICL'],
+    dispatched: ['SSSE3', 'SSE41', 'POPCNT', 'SSE42', 'AVX', 'F16C', 'FMA3', 'AVX2'],
+    why: 'NumPy 2.2 target names',
+  },
+  {
+    // NumPy 2.5 names targets by x86-64 level: baseline X86_V2, dispatch X86_V3, X86_V4, AVX512_ICL,
+    // AVX512_SPR. It ignores the whole list when one name is unknown, so the 2.2 list cannot serve it.
+    numpy: /^2\.5\./,
+    disable: ['X86_V4', 'AVX512_ICL', 'AVX512_SPR'],
+    dispatched: ['X86_V3'],
+    why: 'NumPy 2.5 target names',
+  },
+];
 
 const CONTROLLED = ['OPENBLAS_CORETYPE', 'NPY_DISABLE_CPU_FEATURES', 'NPY_ENABLE_CPU_FEATURES'] as const;
 
-export const PROFILES: Readonly<Record<string, NumericalProfile>> = {
-  'x86-64-v3': {
+export const PROFILE_NAMES = ['x86-64-v3', 'native'] as const;
+
+/** The portable profile in the target names of `numpy` (the NumPy version the workers will load). */
+function portableProfile(numpy: string | undefined): NumericalProfile {
+  const targets = NUMPY_TARGETS.find((t) => numpy !== undefined && t.numpy.test(numpy));
+  if (!targets) {
+    throw new UserError(
+      `numerical profile 'x86-64-v3' knows the SIMD target names of NumPy 2.2 and 2.5, not of NumPy ${numpy ?? '(not pinned)'}; ` +
+        `choose the 'native' profile (numerical_profile in wwref.config.json or WWREF_NUMERICAL_PROFILE), or add its names to pipelines/execution/numerics.ts`,
+    );
+  }
+  return {
     name: 'x86-64-v3',
-    description: 'portable bits on every x86-64 CPU with AVX2 and FMA: OpenBLAS Haswell kernels, NumPy SIMD loops up to AVX2',
-    environment: { OPENBLAS_CORETYPE: 'Haswell', NPY_DISABLE_CPU_FEATURES: NUMPY_AVX512_TARGETS.join(' ') },
+    description: `portable bits on every x86-64 CPU with AVX2 and FMA: OpenBLAS Haswell kernels, NumPy SIMD loops up to AVX2 (${targets.why})`,
+    environment: { OPENBLAS_CORETYPE: 'Haswell', NPY_DISABLE_CPU_FEATURES: targets.disable.join(' ') },
     controls: CONTROLLED,
-    expect: { machine: 'x86_64', blasArchitecture: 'Haswell', numpyDispatched: NUMPY_X86_64_V3_TARGETS },
-  },
-  native: {
-    name: 'native',
-    description: "the libraries' own choices for this CPU (fastest; bits reproduce only on CPUs that make the same choices)",
-    environment: {},
-    controls: [],
-  },
+    expect: { machine: 'x86_64', blasArchitecture: 'Haswell', numpyDispatched: targets.dispatched },
+  };
+}
+
+const NATIVE: NumericalProfile = {
+  name: 'native',
+  description: "the libraries' own choices for this CPU (fastest; bits reproduce only on CPUs that make the same choices)",
+  environment: {},
+  controls: [],
 };
 
 export const DEFAULT_PROFILE = 'x86-64-v3';
 
-export function profileByName(name: string): NumericalProfile {
-  const profile = PROFILES[name];
-  if (!profile) throw new UserError(`unknown numerical profile '${name}' (known: ${Object.keys(PROFILES).join(', ')})`);
-  return profile;
+/** A profile by name, for the NumPy version of the active runtime (or the one given). */
+export function profileByName(name: string, numpy: string | undefined = pinnedVersions().numpy): NumericalProfile {
+  if (name === 'native') return NATIVE;
+  if (name === 'x86-64-v3') return portableProfile(numpy);
+  throw new UserError(`unknown numerical profile '${name}' (known: ${PROFILE_NAMES.join(', ')})`);
 }
 
 /** WWREF_NUMERICAL_PROFILE (when set and not empty), else `numerical_profile` of wwref.config.json, else the portable default. */
 export function activeProfile(): NumericalProfile {
   const configured = readConfig(ROOT).numerical_profile;
-  if (configured !== undefined) profileByName(configured); // a wrong name in the file is an error even when the variable overrides it
+  if (configured !== undefined && !(PROFILE_NAMES as readonly string[]).includes(configured)) profileByName(configured); // a wrong name in the file is an error even when the variable overrides it
   return profileByName(process.env.WWREF_NUMERICAL_PROFILE || configured || DEFAULT_PROFILE);
 }
 

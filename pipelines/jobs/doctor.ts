@@ -3,7 +3,7 @@
 import { relative } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import { pinnedVersions, versionDrift } from '../execution/identity.ts';
-import { activeProfile, describeNumerics, platformDrift, platformNotes, PROFILES, profileByName, type NumericalProfile } from '../execution/numerics.ts';
+import { activeProfile, describeNumerics, platformDrift, platformNotes, PROFILE_NAMES, profileByName, type NumericalProfile } from '../execution/numerics.ts';
 import { pythonExecutable, referencesDir, ROOT } from '../core/paths.ts';
 import { WorkerPool } from '../execution/local/local-pool.ts';
 import type { HelloResult } from '../execution/protocol.ts';
@@ -51,7 +51,7 @@ export async function doctor(dir = referencesDir()): Promise<DoctorResult> {
     `${pad('profile')}${profile.name}: ${profile.description}`,
     `${pad('')}settings: ${Object.entries(profile.environment).map(([k, v]) => `${k}=${v}`).join(' ') || 'none'}`,
     `${pad('')}${refusal ? `REFUSED: ${refusal}` : 'effective state matches the profile'}`,
-    `${pad('profiles')}${Object.values(PROFILES).map((p) => p.name).join(', ')} (choose with numerical_profile in wwref.config.json or WWREF_NUMERICAL_PROFILE)`,
+    `${pad('profiles')}${PROFILE_NAMES.join(', ')} (choose with numerical_profile in wwref.config.json or WWREF_NUMERICAL_PROFILE)`,
   ];
   const why: string[] = [];
   if (refusal) why.push(refusal);

@@ -12,6 +12,7 @@ import { activeRuntime, declaredRuntimes, pythonExecutable, ROOT, useRuntime } f
 import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
 import { pinnedVersions, REPLAY_PACKAGES, runtimeOfVersions, versionDrift } from '../../pipelines/execution/identity.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
+import { profileByName } from '../../pipelines/execution/numerics.ts';
 import { replay } from '../../pipelines/jobs/replay.ts';
 import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
 import { prepareSources } from '../../pipelines/sources/prepare.ts';
@@ -73,9 +74,14 @@ describe('runtime declarations', () => {
     expect(process.env.WWREF_RUNTIME).toBeUndefined();
   });
 
-  it('a variable the runtime declares that is already set otherwise is refused, not overridden', () => {
-    const env: NodeJS.ProcessEnv = { OPENBLAS_CORETYPE: 'SkylakeX' };
-    expect(() => useRuntime('current', env)).toThrow(/OPENBLAS_CORETYPE="SkylakeX" is set in the environment, but runtime 'current' sets "Haswell"/);
+  it('the portable profile is spelled in the target names of each runtime\'s NumPy, and refuses a NumPy it does not know', () => {
+    const byName = Object.fromEntries(declaredRuntimes().map((r) => [r.name, r]));
+    const pinned = profileByName('x86-64-v3', pinnedVersions(byName.pinned!).numpy);
+    const current = profileByName('x86-64-v3', pinnedVersions(byName.current!).numpy);
+    expect(pinned.environment.NPY_DISABLE_CPU_FEATURES).toContain('AVX512_SKX');
+    expect(current.environment).toEqual({ OPENBLAS_CORETYPE: 'Haswell', NPY_DISABLE_CPU_FEATURES: 'X86_V4 AVX512_ICL AVX512_SPR' });
+    expect(current.expect?.numpyDispatched).toEqual(['X86_V3']);
+    expect(() => profileByName('x86-64-v3', '2.9.0')).toThrow(/knows the SIMD target names of NumPy 2\.2 and 2\.5, not of NumPy 2\.9\.0/);
   });
 
   it('version drift towards another declared runtime names the runtime to pass', () => {
@@ -108,6 +114,7 @@ describe('a sample under the current runtime', () => {
       // the newer NumPy's spelling of x86-64-v3 took effect: Haswell kernels, loops up to X86_V3
       expect(manifest.numerics!.effective.blas.every((b) => b.architecture === 'Haswell')).toBe(true);
       expect(manifest.numerics!.effective.numpy_simd.dispatched).toEqual(['X86_V3']);
+      expect(manifest.numerics!.profile).toBe('x86-64-v3');
     }
   });
 
