@@ -1,7 +1,14 @@
-// vitest globalSetup: the pinned Python runtime exists before any test file starts (created on first
-// use, as every wwref command does), so `npm ci && npm test` works on a fresh clone.
+// vitest globalSetup: before any test file starts, the pinned Python runtime exists (created on first
+// use, as every wwref command does) and so do the prepared inputs of the committed references
+// (prepared from the mirror or package files and kept only when they match the reference manifest,
+// as `wwref replay` does), so `npm ci && npm test` works on a fresh clone.
+import { join } from 'node:path';
+import { ROOT } from '../../pipelines/core/paths.ts';
 import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
+import { replayNeeds } from '../../pipelines/jobs/audit.ts';
+import { prepareMissing } from '../../pipelines/sources/prepare.ts';
 
-export default function setup(): void {
+export default async function setup(): Promise<void> {
   ensurePythonRuntime();
+  await prepareMissing(replayNeeds(join(ROOT, 'outputs', 'references')), { workers: 2, online: false });
 }
