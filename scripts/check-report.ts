@@ -41,6 +41,18 @@ function chromiumArgs(profile: string, width: number, height: number): string[] 
 }
 
 /** Decodes an 8-bit, non-interlaced RGB or RGBA PNG (what Chromium writes) into RGB triples. */
+/** Distinct colours of a decoded image, and the share of its pixels that are coloured (not grey). */
+export function colourStats(image: { width: number; height: number; rgb: Uint8Array }): { distinct: number; colouredShare: number } {
+  const colours = new Set<number>();
+  let coloured = 0;
+  for (let k = 0; k < image.width * image.height; k++) {
+    const [r, g, b] = [image.rgb[k * 3]!, image.rgb[k * 3 + 1]!, image.rgb[k * 3 + 2]!];
+    colours.add((r << 16) | (g << 8) | b);
+    if (Math.max(r, g, b) - Math.min(r, g, b) > 40) coloured++;
+  }
+  return { distinct: colours.size, colouredShare: coloured / (image.width * image.height) };
+}
+
 export function decodePng(bytes: Uint8Array): { width: number; height: number; rgb: Uint8Array } {
   const buf = Buffer.from(bytes);
   if (buf.length < 33 || buf.readUInt32BE(0) !== 0x89504e47) throw new Error('not a PNG file');
@@ -110,15 +122,9 @@ export async function checkReport(options: CheckOptions): Promise<CheckResult> {
       png.width = image.width;
       png.height = image.height;
       if (image.width !== width || image.height !== height) problems.push(`screenshot is ${image.width}x${image.height}, expected ${width}x${height}`);
-      const colours = new Set<number>();
-      let coloured = 0;
-      for (let k = 0; k < image.width * image.height; k++) {
-        const [r, g, b] = [image.rgb[k * 3]!, image.rgb[k * 3 + 1]!, image.rgb[k * 3 + 2]!];
-        colours.add((r << 16) | (g << 8) | b);
-        if (Math.max(r, g, b) - Math.min(r, g, b) > 40) coloured++;
-      }
-      png.colours = colours.size;
-      png.colouredShare = coloured / (image.width * image.height);
+      const stats = colourStats(image);
+      png.colours = stats.distinct;
+      png.colouredShare = stats.colouredShare;
       if (png.colours < 50) problems.push(`screenshot has only ${png.colours} distinct colours (blank page?)`);
       if (png.colouredShare < 0.005) problems.push(`only ${(100 * png.colouredShare).toFixed(2)}% of the screenshot is coloured (no figures rendered?)`);
     }

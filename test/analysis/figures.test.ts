@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
-import { decodePng, reportConditions } from '../../scripts/check-report.ts';
+import { colourStats, decodePng, reportConditions } from '../../scripts/check-report.ts';
 import { cliInProcess } from '../support/cli.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
@@ -42,15 +42,9 @@ describe('wwref report --figures', () => {
       const image = decodePng(bytes);
       expect(image.width, name).toBeGreaterThanOrEqual(500);
       expect(image.height, name).toBeGreaterThanOrEqual(250);
-      const colours = new Set<number>();
-      let coloured = 0;
-      for (let k = 0; k < image.width * image.height; k++) {
-        const [r, g, b] = [image.rgb[k * 3]!, image.rgb[k * 3 + 1]!, image.rgb[k * 3 + 2]!];
-        colours.add((r << 16) | (g << 8) | b);
-        if (Math.max(r, g, b) - Math.min(r, g, b) > 40) coloured++;
-      }
-      expect(colours.size, `${name}: distinct colours`).toBeGreaterThan(100);
-      expect(coloured / (image.width * image.height), `${name}: coloured share`).toBeGreaterThan(0.05);
+      const stats = colourStats(image);
+      expect(stats.distinct, `${name}: distinct colours`).toBeGreaterThan(100);
+      expect(stats.colouredShare, `${name}: coloured share`).toBeGreaterThan(0.05);
     }
   });
 
