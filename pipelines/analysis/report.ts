@@ -4,6 +4,8 @@
 // The page names its conditions in <meta name="wwref-conditions"> (what scripts/check-report.ts
 // expects to find rendered). With a figure folder, the same figures are also written as SVG and PNG
 // files by matplotlib (figures.ts).
+import { diffReferencesWithSides } from './diff.ts';
+import { diffSection, surfacesOf } from './diff-html.ts';
 import { UserError } from '../core/errors.ts';
 import {
   ABSOLUTE_FLOOR,
@@ -203,6 +205,8 @@ export interface ReportContext {
   title?: string;
   /** A line under the title, e.g. where the tables came from. */
   provenance?: string;
+  /** Further sections after the conditions (e.g. the diff against other references), as HTML. */
+  sections?: readonly string[];
 }
 
 export function renderReport(analyses: readonly ConditionAnalysis[], context: ReportContext = {}): string {
@@ -222,6 +226,7 @@ export function renderReport(analyses: readonly ConditionAnalysis[], context: Re
 <p class="lead">${esc(context.provenance ?? '')} Δ<sub>i</sub>(z) = u(z + e<sub>i</sub>) − u(z); A<sub>t</sub> = mean |Δ|; a sign reversal is an option with an effect above +floor on one background and below −floor on another (relative floors are fractions of the condition's response range). Hover a bar or cell for its exact value.</p>
 ${summarySection(summary, analyses)}
 ${analyses.map(conditionSection).join('\n')}
+${(context.sections ?? []).join('\n')}
 </body>
 </html>
 `;
@@ -239,6 +244,8 @@ export interface ReportFiles {
   figures?: string;
   conditions?: readonly string[];
   dir?: string;
+  /** Other references (a folder or a pack): the page gets a "diff" section comparing these with them. */
+  diffWith?: string;
 }
 
 /** The page and/or the figure files of the selected conditions, from one analysis. */
@@ -250,7 +257,12 @@ export function writeReportFiles(options: ReportFiles): { summary: CatalogSummar
   const manifest = readReferenceManifest(dir);
   const commit = manifest?.code.git_commit;
   const provenance = `${analyses.length} reference table(s) from ${manifest?.generator ?? 'wwref'}${commit ? `, code ${commit.slice(0, 12)}${manifest?.code.git_dirty ? ' (dirty)' : ''}` : ''}.`;
-  if (options.out) writeFileAtomic(options.out, renderReport(analyses, { provenance }));
+  const sections: string[] = [];
+  if (options.diffWith) {
+    const { report, a, b } = diffReferencesWithSides(dir, options.diffWith, options.conditions ?? []);
+    sections.push(diffSection(report, surfacesOf(report, a.conditions, b.conditions)));
+  }
+  if (options.out) writeFileAtomic(options.out, renderReport(analyses, { provenance, sections }));
   const figures = options.figures ? writeFigures(options.figures, analyses) : [];
   return { summary: summarize(analyses), figures };
 }

@@ -351,7 +351,8 @@ async function main(args: string[]): Promise<number> {
       (y) =>
         withTables(y)
           .option('out', { type: 'string', describe: 'HTML file' })
-          .option('figures', { type: 'string', describe: 'folder for each condition\'s surface and heat map as SVG and PNG (drawn by matplotlib)' }),
+          .option('figures', { type: 'string', describe: 'folder for each condition\'s surface and heat map as SVG and PNG (drawn by matplotlib)' })
+          .option('diff-with', { type: 'string', describe: 'other references (a folder or a WhatWorkedBench pack): the page gets a "diff" section comparing these references with them (as wwref diff)' }),
       async (argv) => {
         const { writeReportFiles } = await import('../analysis/report.ts');
         const { summary, figures } = writeReportFiles({
@@ -359,6 +360,7 @@ async function main(args: string[]): Promise<number> {
           figures: argv.figures === undefined ? undefined : outputPath(argv.figures, 'figures', 'folder'),
           conditions: list(argv.condition, 'condition'),
           dir: argv.references,
+          diffWith: argv.diffWith,
         });
         if (argv.out !== undefined) out(`report of ${summary.conditions} condition(s) written to ${argv.out}`);
         if (argv.figures !== undefined) out(`${figures.length} figure file(s) of ${summary.conditions} condition(s) written to ${argv.figures}`);

@@ -190,4 +190,19 @@ describe('wwref diff', () => {
     expect(bad.stderr.trim().split('\n')).toHaveLength(1);
     expect(bad.stderr).toMatch(/does not exist/);
   });
+
+  it('wwref report --diff-with puts the same diff section into the report page', async () => {
+    const copy = copyWithTable('for-report', 'co2', (records) => {
+      records[2]!.utility = records[2]!.utility! / 2;
+    });
+    const html = join(work, 'report.html');
+    const run = await cliInProcess(['report', '--references', REFS, '--condition', 'co2', '--condition', 'nile', '--out', html, '--diff-with', copy], ROOT);
+    expect(run.code, run.stderr).toBe(0);
+    const text = readFileSync(html, 'utf8');
+    expect(text.indexOf('<section id="diff">')).toBeGreaterThan(text.lastIndexOf('nile'));
+    expect(text).toMatch(/<figcaption>co2: 0 hashes, 1 utilities changed/);
+    const plain = await cliInProcess(['report', '--references', REFS, '--condition', 'co2', '--out', join(work, 'plain.html')], ROOT);
+    expect(plain.code).toBe(0);
+    expect(readFileSync(join(work, 'plain.html'), 'utf8')).not.toContain('<section id="diff">');
+  });
 });
