@@ -137,18 +137,30 @@ if (sections.has('profile')) {
 
 if (sections.has('dask')) {
   const conditions = arg('condition').length ? arg('condition') : THROUGHPUT;
-  console.log(`Dask executor, 2 workers, ${conditions.join(', ')}:`);
-  const local = await rebuildInTemp(conditions, 2);
-  describeRebuild('local pool  ', local);
-  const cluster = await startLocalCluster(2);
-  try {
-    // Timed from a running cluster, as a rebuild meets it: both workers connected and admitted.
-    const warm = new DaskExecutor({ scheduler: cluster.address });
-    while ((await warm.describe()).length < 2) await new Promise((resolve) => setTimeout(resolve, 200));
-    await warm.close();
-    const dask = await rebuildInTemp(conditions, 2, undefined, { kind: 'dask', scheduler: cluster.address });
+  // With 1 worker a core is left for the scheduler and the bridge; with 2 they share the cores with
+  // the computing workers (on a cluster they run beside the workers, not on their cores).
+  const onCluster = async (workers: number): Promise<RebuildSummary> => {
+    const cluster = await startLocalCluster(workers);
+    try {
+      // Timed from a running cluster, as a rebuild meets it: every worker connected and admitted.
+      const warm = new DaskExecutor({ scheduler: cluster.address });
+      while ((await warm.describe()).length < workers) await new Promise((resolve) => setTimeout(resolve, 200));
+      await warm.close();
+      return await rebuildInTemp(conditions, workers, undefined, { kind: 'dask', scheduler: cluster.address });
+    } finally {
+      await cluster.stop();
+    }
+  };
+  for (const workers of [1, 2]) {
+    console.log(`Dask executor, ${workers} worker(s), ${conditions.join(', ')}:`);
+    const local = await rebuildInTemp(conditions, workers);
+    describeRebuild('local pool  ', local);
+    const dask = await onCluster(workers);
     describeRebuild('dask cluster', dask);
     console.log(`  wall, dask / local pool: ${(dask.wallSeconds / local.wallSeconds).toFixed(3)}`);
+  }
+  const cluster = await startLocalCluster(2);
+  try {
 
     // Dispatch: many small records in flight through the bridge and the scheduler.
     const executor = new DaskExecutor({ scheduler: cluster.address });
