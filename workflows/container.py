@@ -71,12 +71,6 @@ def _file_bytes(folder: Path, name: str) -> bytes:
     return path.read_bytes()
 
 
-def read_prepared(folder: str | os.PathLike) -> dict[str, Any]:
-    """A prepared input as plain, writable values (preparation and tests)."""
-    folder = Path(folder)
-    return _decode(_file_bytes(folder, METADATA_FILE), _file_bytes(folder, ARRAYS_FILE))
-
-
 class FrozenDict(dict):
     """A dict that refuses every change; still a dict for json, isinstance and iteration."""
 

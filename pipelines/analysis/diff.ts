@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
 import { runtimeOfVersions } from '../execution/identity.ts';
-import { describeNumerics } from '../execution/numerics.ts';
+import { describeNumerics, type RecordedNumerics } from '../execution/numerics.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import { readPack } from '../jobs/wwb.ts';
 import { loadAllRecords } from '../references/export.ts';
@@ -59,6 +59,11 @@ function packRecord(condition: string, source: string, family: string, mask: str
   };
 }
 
+/** The profile and effective state a side's references were built under, as one line. */
+function numericsLine(recorded: RecordedNumerics | undefined): string | null {
+  return recorded ? `${recorded.profile}: ${describeNumerics(recorded.effective)}` : null;
+}
+
 /** Reads one side: a reference folder (manifest.json + tables) or a pack (references/ + inputs/). */
 export function loadDiffSide(path: string, conditions: readonly string[] = []): DiffSide {
   const dir = resolve(path);
@@ -79,7 +84,7 @@ export function loadDiffSide(path: string, conditions: readonly string[] = []): 
       versions: expected.versions,
       runtime: Object.keys(expected.versions).length ? (runtimeOfVersions(expected.versions) ?? null) : null,
       python: null,
-      numerics: expected.numerics && expected.numerics !== 'unrecorded' ? `${expected.numerics.profile}: ${describeNumerics(expected.numerics.effective)}` : null,
+      numerics: expected.numerics === 'unrecorded' ? null : numericsLine(expected.numerics),
     };
   }
   if (!existsSync(join(dir, 'manifest.json'))) throw new UserError(`${path} is neither a reference folder (no manifest.json) nor a WhatWorkedBench pack (no references/)`);
@@ -97,7 +102,7 @@ export function loadDiffSide(path: string, conditions: readonly string[] = []): 
     versions: manifest.versions,
     runtime: runtimeOfVersions(manifest.versions) ?? null,
     python: manifest.python,
-    numerics: manifest.numerics ? `${manifest.numerics.profile}: ${describeNumerics(manifest.numerics.effective)}` : null,
+    numerics: numericsLine(manifest.numerics),
   };
 }
 

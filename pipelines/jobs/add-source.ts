@@ -328,6 +328,7 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
   let written = false;
+  const identity = { source: plan.source, planFile: loaded.file, planSha256: loaded.sha256, referencesDir: target, supersedes };
   try {
     // Prepare first, on its own: a raw file that cannot be acquired or a recipe error is one problem,
     // reported once (not once per condition), and no execution worker is started for it.
@@ -340,11 +341,7 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
     });
     if (!prepared?.ok) {
       return {
-        source: plan.source,
-        planFile: loaded.file,
-        planSha256: loaded.sha256,
-        referencesDir: target,
-        supersedes,
+        ...identity,
         conditions: [],
         problems: [`source ${plan.source} not prepared: ${prepared?.error ?? 'preparation failed'}`],
         written: false,
@@ -435,11 +432,7 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
       written = true;
     }
     return {
-      source: plan.source,
-      planFile: loaded.file,
-      planSha256: loaded.sha256,
-      referencesDir: target,
-      supersedes,
+      ...identity,
       conditions,
       problems,
       written,

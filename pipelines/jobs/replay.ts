@@ -2,7 +2,7 @@
 // worker and one computation thread, reading the prepared input from disk for every record, and
 // compare hash, utility, independent metric, warnings and the beat tolerance table; timing ratios are
 // reported (outliers and slowed conditions flagged), never failed.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { readReferenceTable } from '../references/tables.ts';

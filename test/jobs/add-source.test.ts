@@ -18,9 +18,9 @@ import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
 import { replay } from '../../pipelines/jobs/replay.ts';
 import { readReferenceTable } from '../../pipelines/references/tables.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { tinyCameraPlan } from '../support/fixtures.ts';
 
 const EXAMPLES = join(SOURCES_DIR, 'examples');
-const camera = JSON.parse(readFileSync(join(EXAMPLES, 'camera.plan.json'), 'utf8'));
 
 let ws: Workspace;
 beforeAll(() => {
@@ -28,20 +28,6 @@ beforeAll(() => {
   mkdirSync(join(ws.root, 'plans'), { recursive: true });
 });
 afterAll(() => ws.dispose());
-
-/** A small image-restoration plan (32 px camera image) named `source`, with conditions `source` and `source__d6`. */
-function tinyPlan(source: string, mutate: (plan: any) => void = () => {}): any {
-  const plan = structuredClone(camera);
-  delete plan.$schema;
-  plan.source = source;
-  plan.title = `tiny camera (${source})`;
-  plan.preparation.params.longer_side = 32;
-  plan.conditions[0].id = source;
-  plan.conditions[1].id = `${source}__d6`;
-  plan.conditions[1].paired_with = source;
-  mutate(plan);
-  return plan;
-}
 
 function writePlan(plan: unknown, name = (plan as { source: string }).source): string {
   const file = join(ws.root, 'plans', `${name}.plan.json`);
@@ -71,54 +57,54 @@ const quiet = { workers: 2, quiet: true, log: () => {} };
 
 describe('add-source: invalid plans are refused before anything runs, with the field and what was expected', () => {
   it('unknown family', async () => {
-    const message = await refusal(tinyPlan('bad', (p) => (p.family = 'astrology')));
+    const message = await refusal(tinyCameraPlan('bad', (p) => (p.family = 'astrology')));
     expect(message).toMatch(/invalid construction plan .*candidate\.plan\.json/);
     expect(message).toMatch(/family: Invalid option: expected one of "classification"/);
   });
 
   it('unknown option (in the option set and in a declared equivalence)', async () => {
-    expect(await refusal(tinyPlan('bad', (p) => (p.conditions[0].options = ['A', 'B', 'C', 'G'])))).toMatch(/conditions\.0\.options\.3/);
-    expect(await refusal(tinyPlan('bad', (p) => (p.conditions[1].equivalences[0].option = 'Z')))).toMatch(/conditions\.1\.equivalences\.0\.option/);
-    expect(await refusal(tinyPlan('bad', (p) => (p.conditions[0].equivalences = [{ option: 'E', inactive_when: { B: 0 } }])))).toMatch(
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[0].options = ['A', 'B', 'C', 'G'])))).toMatch(/conditions\.0\.options\.3/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[1].equivalences[0].option = 'Z')))).toMatch(/conditions\.1\.equivalences\.0\.option/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[0].equivalences = [{ option: 'E', inactive_when: { B: 0 } }])))).toMatch(
       /conditions\.0\.equivalences\.0: unknown option E: a 4-option condition has ABCD/,
     );
   });
 
   it('wrong mask width or dimensions', async () => {
-    expect(await refusal(tinyPlan('bad', (p) => (p.conditions[0].dimensions = 5)))).toMatch(/conditions\.0\.dimensions/);
-    expect(await refusal(tinyPlan('bad', (p) => (p.conditions[0].options = ['A', 'B', 'C', 'D', 'E'])))).toMatch(
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[0].dimensions = 5)))).toMatch(/conditions\.0\.dimensions/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[0].options = ['A', 'B', 'C', 'D', 'E'])))).toMatch(
       /conditions\.0\.options: a 4-option image_restoration condition uses options A, B, C, D \(mask width 4\), not A, B, C, D, E/,
     );
-    expect(await refusal(tinyPlan('bad', (p) => (p.family = 'graph_link_prediction')))).toMatch(/conditions\.0\.dimensions: family graph_link_prediction has 6 options, not 4/);
-    expect(await refusal(tinyPlan('bad', (p) => (p.conditions[1].paired_with = 'nowhere')))).toMatch(/conditions\.1\.paired_with: 'nowhere' is not a 4-option condition of this plan/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.family = 'graph_link_prediction')))).toMatch(/conditions\.0\.dimensions: family graph_link_prediction has 6 options, not 4/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[1].paired_with = 'nowhere')))).toMatch(/conditions\.1\.paired_with: 'nowhere' is not a 4-option condition of this plan/);
   });
 
   it('malformed sha256, missing licence or citation, a raw file the recipe does not have', async () => {
-    expect(await refusal(tinyPlan('bad', (p) => (p.raw_files[0].sha256 = 'B0793D2A')))).toMatch(/raw_files\.0\.sha256: expected a lowercase hex sha256/);
-    expect(await refusal(tinyPlan('bad', (p) => delete p.licence))).toMatch(/licence/);
-    expect(await refusal(tinyPlan('bad', (p) => (p.licence = '')))).toMatch(/licence: a licence is required/);
-    expect(await refusal(tinyPlan('bad', (p) => (p.citation = '')))).toMatch(/citation: a citation is required/);
-    expect(await refusal(tinyPlan('bad', (p) => (p.preparation.params.file = 'cameraman.png')))).toMatch(
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.raw_files[0].sha256 = 'B0793D2A')))).toMatch(/raw_files\.0\.sha256: expected a lowercase hex sha256/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => delete p.licence))).toMatch(/licence/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.licence = '')))).toMatch(/licence: a licence is required/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.citation = '')))).toMatch(/citation: a citation is required/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.preparation.params.file = 'cameraman.png')))).toMatch(
       /preparation\.params\.file: 'cameraman\.png' is not one of the plan's raw files \(camera\.png\)/,
     );
-    expect(await refusal(tinyPlan('bad', (p) => (p.preparation.params.seed = -1)))).toMatch(/preparation\.params\.seed/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.preparation.params.seed = -1)))).toMatch(/preparation\.params\.seed/);
   });
 
   it('an integral number written as a float (its hash would differ between Python and TypeScript)', async () => {
     expect(ambiguousNumbers('{"a": 1.0, "b": 0.5, "c": "2.0", "d": 3e2, "e": 7}')).toEqual(['1.0', '3e2']);
-    const file = writePlan(tinyPlan('bad'), 'candidate');
+    const file = writePlan(tinyCameraPlan('bad'), 'candidate');
     writeFileSync(file, readFileSync(file, 'utf8').replace('"timeout_seconds": 180', '"timeout_seconds": 180.0'));
     await expect(addSource(file, quiet)).rejects.toThrow(/number\(s\) 180\.0 are integral but written as floats/);
   });
 
   it('a source or condition of the published catalog', async () => {
-    expect(await refusal(tinyPlan('nile'))).toMatch(/source 'nile' is already in the published catalog \(sources\/nile\.plan\.json\)/);
-    expect(await refusal(tinyPlan('fresh', (p) => (p.conditions[0].id = p.conditions[1].paired_with = 'co2')))).toMatch(/condition 'co2' is already declared by the published catalog/);
+    expect(await refusal(tinyCameraPlan('nile'))).toMatch(/source 'nile' is already in the published catalog \(sources\/nile\.plan\.json\)/);
+    expect(await refusal(tinyCameraPlan('fresh', (p) => (p.conditions[0].id = p.conditions[1].paired_with = 'co2')))).toMatch(/condition 'co2' is already declared by the published catalog/);
     await expect(addSource(join(SOURCES_DIR, 'wine.plan.json'), quiet)).rejects.toThrow(/source 'wine' is a plan of the published catalog/);
   });
 
   it('a well-formed but wrong sha256 fails acquisition: nothing is written', async () => {
-    const result = await addSource(writePlan(tinyPlan('wrong_sha', (p) => (p.raw_files[0].sha256 = '0'.repeat(64)))), quiet);
+    const result = await addSource(writePlan(tinyCameraPlan('wrong_sha', (p) => (p.raw_files[0].sha256 = '0'.repeat(64)))), quiet);
     expect(result.written).toBe(false);
     expect(result.problems.join('\n')).toMatch(/sha256 mismatch for camera\.png from .*camera\.png: expected 0{64}, got b0793d2a/);
     expect(readReferenceManifest()?.conditions.wrong_sha).toBeUndefined();
@@ -130,7 +116,7 @@ describe('add-source: a new source end to end (real workers)', () => {
   let firstSha: string;
 
   it('freezes the plan hash (the sha256 of its canonical JSON, as Python computes it), runs every mask and appends the references', async () => {
-    file = writePlan(tinyPlan('tiny_camera'));
+    file = writePlan(tinyCameraPlan('tiny_camera'));
     const dry = checkAddSource(file);
     const expected = pythonPlanSha256(file);
     expect(dry[0]).toContain(`plan sha256 ${expected}`);
@@ -188,7 +174,7 @@ describe('add-source: a new source end to end (real workers)', () => {
 
   it('a changed plan is refused without --force, and recorded as superseded with --force', async () => {
     const before = readFileSync(join(ws.references, 'manifest.json'), 'utf8');
-    writePlan(tinyPlan('tiny_camera', (p) => {
+    writePlan(tinyCameraPlan('tiny_camera', (p) => {
       p.title = 'tiny camera, revised';
       p.conditions = [p.conditions[0]]; // the six-option condition is dropped
     }));
@@ -211,7 +197,7 @@ describe('add-source: a new source end to end (real workers)', () => {
   });
 
   it('a false equivalence declaration fails the run (non-zero exit), names the masks and writes nothing', async () => {
-    const plan = tinyPlan('tiny_false', (p) => {
+    const plan = tinyCameraPlan('tiny_false', (p) => {
       p.conditions = [{ id: 'tiny_false__d6', dimensions: 6, equivalences: [{ option: 'F', inactive_when: { B: 0 }, reason: 'false on purpose: F is the median window' }] }];
     });
     const planFile = writePlan(plan);

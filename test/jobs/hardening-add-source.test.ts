@@ -19,10 +19,10 @@ import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { MANIFESTS_DIR, ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
 import { readReferenceManifest, writeReferenceManifest, type ConditionEntry } from '../../pipelines/references/manifest.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { tinyCameraPlan } from '../support/fixtures.ts';
 import { deadPid, filesUnder, guardRepository, placeholderManifest, victim } from '../sources/hardening-support.ts';
 
 const EXAMPLES = join(SOURCES_DIR, 'examples');
-const camera = JSON.parse(readFileSync(join(EXAMPLES, 'camera.plan.json'), 'utf8'));
 const quiet = { workers: 2, quiet: true, log: () => {} };
 
 let ws: Workspace;
@@ -36,20 +36,6 @@ afterAll(() => {
   ws.dispose();
   guard.check();
 });
-
-/** A small image-restoration plan (32 px camera image) named `source`, with conditions `source` and `source__d6`. */
-function tinyPlan(source: string, mutate: (plan: any) => void = () => {}): any {
-  const plan = structuredClone(camera);
-  delete plan.$schema;
-  plan.source = source;
-  plan.title = `tiny camera (${source.slice(0, 20)})`;
-  plan.preparation.params.longer_side = 32;
-  plan.conditions[0].id = source;
-  plan.conditions[1].id = `${source}__d6`;
-  plan.conditions[1].paired_with = source;
-  mutate(plan);
-  return plan;
-}
 
 function writePlan(plan: unknown, name: string): string {
   const file = join(ws.root, 'plans', `${name}.plan.json`);
@@ -108,9 +94,9 @@ describe('one name rule for source and condition ids', () => {
 
   it('a 300-character id is invalid in the dry run, in the real run, and on the command line (exit 2, one message, no stack)', async () => {
     const long = `a${'b'.repeat(299)}`;
-    const file = writePlan(tinyPlan(long), 'long_source');
+    const file = writePlan(tinyCameraPlan(long), 'long_source');
     expect(refused(() => checkAddSource(file))).toMatch(/source: expected at most 64 characters \(lower-case letters, digits and _, starting with a letter/);
-    const condition = writePlan(tinyPlan('tiny_ok', (p) => (p.conditions[0].id = p.conditions[1].paired_with = long)), 'long_condition');
+    const condition = writePlan(tinyCameraPlan('tiny_ok', (p) => (p.conditions[0].id = p.conditions[1].paired_with = long)), 'long_condition');
     expect(refused(() => checkAddSource(condition))).toMatch(/conditions\.0\.id: expected at most 64 characters/);
     expect(await refusedRun(addSource(file, quiet))).toMatch(/source: expected at most 64 characters/);
     expect(filesUnder(ws.cache)).toEqual([]); // refused before the plan was frozen or anything acquired
@@ -123,7 +109,7 @@ describe('one name rule for source and condition ids', () => {
 
     // the limit itself is valid, and so is a double underscore
     const limit = `a${'b'.repeat(63)}`;
-    const ok = writePlan(tinyPlan(limit, (p) => (p.conditions = [{ ...p.conditions[0], id: 'tiny_limit__x4' }])), 'limit');
+    const ok = writePlan(tinyCameraPlan(limit, (p) => (p.conditions = [{ ...p.conditions[0], id: 'tiny_limit__x4' }])), 'limit');
     expect(checkAddSource(ok)[0]).toMatch(new RegExp(`is valid: source ${limit} `));
   });
 });
@@ -131,7 +117,7 @@ describe('one name rule for source and condition ids', () => {
 describe('namespaces of add-source', () => {
   it("a plan named like a worked example ('diabetes') is refused by the dry run and the real run, --force or not", async () => {
     const committed = readFileSync(join(MANIFESTS_DIR, 'diabetes.json'));
-    const file = writePlan(tinyPlan('diabetes'), 'diabetes');
+    const file = writePlan(tinyCameraPlan('diabetes'), 'diabetes');
     const expected = /source 'diabetes' is already taken by the worked example sources\/examples\/diabetes\.plan\.json/;
     expect(refused(() => checkAddSource(file))).toMatch(expected);
     expect(refused(() => checkAddSource(file, { force: true }))).toMatch(expected);
@@ -144,8 +130,8 @@ describe('namespaces of add-source', () => {
   });
 
   it('a source id held by another plan file in a known reference manifest (the target or the default folder) is refused, even with --force', () => {
-    const original = writePlan(tinyPlan('tiny_taken'), 'original');
-    const impostor = writePlan(tinyPlan('tiny_taken', (p) => (p.title = 'someone else')), 'impostor');
+    const original = writePlan(tinyCameraPlan('tiny_taken'), 'original');
+    const impostor = writePlan(tinyCameraPlan('tiny_taken', (p) => (p.title = 'someone else')), 'impostor');
     const target = join(ws.root, 'target-taken');
     writeTarget(target, { tiny_taken: { source: 'tiny_taken', table: 'tiny_taken.arrow', plan_file: original, plan_sha256: loadPlanFile(original).sha256 } });
     const expected = new RegExp(`source 'tiny_taken' is already taken by the reference manifest .*target-taken/manifest\\.json \\(plan ${original}\\)`);
@@ -156,14 +142,14 @@ describe('namespaces of add-source', () => {
     expect(checkAddSource(original, { referencesDir: target, force: true })[0]).toMatch(/is valid: source tiny_taken/);
 
     // held in the default reference folder (WWREF_REFERENCES_DIR), adding to another target
-    const other = writePlan(tinyPlan('tiny_default'), 'other');
+    const other = writePlan(tinyCameraPlan('tiny_default'), 'other');
     writeTarget(ws.references, { tiny_default: { source: 'tiny_default', table: 'tiny_default.arrow', plan_file: other } });
-    const second = writePlan(tinyPlan('tiny_default'), 'second');
+    const second = writePlan(tinyCameraPlan('tiny_default'), 'second');
     expect(refused(() => checkAddSource(second, { referencesDir: join(ws.root, 'fresh'), force: true }))).toMatch(
       /source 'tiny_default' is already taken by the reference manifest .*references\/manifest\.json/,
     );
     // a condition id in use by another source there is refused too
-    const clash = writePlan(tinyPlan('tiny_clash', (p) => (p.conditions[0].id = p.conditions[1].paired_with = 'tiny_default')), 'clash');
+    const clash = writePlan(tinyCameraPlan('tiny_clash', (p) => (p.conditions[0].id = p.conditions[1].paired_with = 'tiny_default')), 'clash');
     expect(refused(() => checkAddSource(clash, { referencesDir: join(ws.root, 'fresh') }))).toMatch(
       /condition 'tiny_default' is already used by source 'tiny_default' in the reference manifest/,
     );
@@ -180,7 +166,7 @@ describe('namespaces of add-source', () => {
 
 describe('--force deletes only inside the target folder', () => {
   it('an old entry whose table is ../victim.txt, absolute, or a link out of the folder is refused, and nothing is deleted', async () => {
-    const file = writePlan(tinyPlan('tiny_victim'), 'tiny_victim');
+    const file = writePlan(tinyCameraPlan('tiny_victim'), 'tiny_victim');
     const sha = loadPlanFile(file).sha256;
     const target = join(ws.root, 'target-victim');
     const climbing = victim(join(ws.root, 'victim.txt'));
@@ -206,7 +192,7 @@ describe('--force deletes only inside the target folder', () => {
   });
 
   it('a legitimate --force run deletes the stale table inside the target and the stale staging folders of dead runs, following no link', async () => {
-    const file = writePlan(tinyPlan('tiny_clean'), 'tiny_clean');
+    const file = writePlan(tinyCameraPlan('tiny_clean'), 'tiny_clean');
     const target = join(ws.root, 'target-clean');
     mkdirSync(target, { recursive: true });
     writeFileSync(join(target, 'tiny_clean_gone.arrow'), 'an old table');

@@ -1,12 +1,28 @@
 // A synthetic reference catalog for tests: one record per mask of a utility surface, the Arrow
 // tables written with writeReferenceTable and a reference manifest that names them.
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { SOURCES_DIR } from '../../pipelines/core/paths.ts';
 import { writeReferenceTable } from '../../pipelines/references/tables.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import type { ReferenceRecord } from '../../pipelines/execution/records.ts';
 import { writeReferenceManifest, type ReferenceManifest } from '../../pipelines/references/manifest.ts';
 
 export const sha = (s: string): string => sha256Hex(s);
+
+/** A small image-restoration plan (the camera example at 32 px) named `source`, with conditions `source` and `source__d6`. */
+export function tinyCameraPlan(source: string, mutate: (plan: any) => void = () => {}): any {
+  const plan = JSON.parse(readFileSync(join(SOURCES_DIR, 'examples', 'camera.plan.json'), 'utf8'));
+  delete plan.$schema;
+  plan.source = source;
+  plan.title = `tiny camera (${source.slice(0, 20)})`;
+  plan.preparation.params.longer_side = 32;
+  plan.conditions[0].id = source;
+  plan.conditions[1].id = `${source}__d6`;
+  plan.conditions[1].paired_with = source;
+  mutate(plan);
+  return plan;
+}
 /** The mask of index k over d options (index = mask read as a binary integer). */
 export const maskOf = (k: number, d: number): string => k.toString(2).padStart(d, '0');
 export const bits = (mask: string): number[] => [...mask].map(Number);

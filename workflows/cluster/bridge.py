@@ -181,7 +181,8 @@ class Bridge:
         """Queues a request. The submitter keeps a few tasks per admitted worker on the cluster and
         the rest here, in the orchestrator's order (largest first): Dask would otherwise assign every
         task to a worker at once, by count rather than by cost."""
-        self.incoming.put({"request": request, "attempt": attempt, "solo": solo})
+        key = self.input_key(request) if request["op"] == "run" else None
+        self.incoming.put({"request": request, "attempt": attempt, "solo": solo, "key": key})
         self.wakeup.set()
 
     def submitter(self) -> None:
@@ -220,8 +221,8 @@ class Bridge:
         request = first["request"]
         if request["op"] != "run" or first["solo"]:
             return items
-        key = self.input_key(request)
-        same = [item for item in list(backlog)[:BATCH_LOOKAHEAD] if item["request"]["op"] == "run" and not item["solo"] and self.input_key(item["request"]) == key]
+        key = first["key"]
+        same = [item for item in list(backlog)[:BATCH_LOOKAHEAD] if item["key"] == key and not item["solo"]]
         seconds = self.record_seconds.get(key)
         by_time = 1 if seconds is None else int(TASK_SECONDS / max(seconds, 1e-6))
         size = max(1, min(MAX_BATCH, by_time, (len(same) + 1) // (2 * workers)))
@@ -261,11 +262,10 @@ class Bridge:
             for future, result in batch:
                 self.finished(future.key, future, result)
 
-    def learn(self, request: dict, seconds: list[float]) -> None:
+    def learn(self, key: str, seconds: list[float]) -> None:
         """Running mean of the record time of an input, for the size of its next batches."""
         if not seconds:
             return
-        key = self.input_key(request)
         count = self.record_counts.get(key, 0)
         mean = self.record_seconds.get(key, 0.0)
         self.record_seconds[key] = (mean * count + sum(seconds)) / (count + len(seconds))
@@ -315,7 +315,7 @@ class Bridge:
         else:
             outcomes = result if items[0]["request"]["op"] == "run" else [{"ok": result}]
             if items[0]["request"]["op"] == "run":
-                self.learn(items[0]["request"], [o["ok"]["wall_seconds"] for o in outcomes if "ok" in o])
+                self.learn(items[0]["key"], [o["ok"]["wall_seconds"] for o in outcomes if "ok" in o])
             for item, outcome in zip(items, outcomes):
                 request_id = item["request"]["id"]
                 if "error" in outcome:
@@ -325,12 +325,6 @@ class Bridge:
                     self.send(success(request_id, outcome["ok"]))
                 except Exception as error:  # e.g. a NaN in the result
                     self.send(failure(request_id, error))
-
-    def run(self, request: dict) -> None:
-        self.submit(request)
-
-    def truth(self, request: dict) -> None:
-        self.submit(request)
 
     def watch_tasks(self) -> None:
         """Starts each task's clock when a worker takes it; stops tasks over their timeout. A batch
@@ -387,7 +381,7 @@ def main() -> None:
     client = Client(args.scheduler, timeout=30, set_as_default=False)
     bridge = Bridge(client, protocol)
     immediate = {"hello": lambda _: records.hello(), "workers": bridge.workers, "admit": bridge.admit, "describe": bridge.describe}
-    deferred = {"run": bridge.run, "truth": bridge.truth}
+    deferred = {"run": bridge.submit, "truth": bridge.submit}
     threading.Thread(target=bridge.monitor, daemon=True).start()
     threading.Thread(target=bridge.collect, daemon=True).start()
     threading.Thread(target=bridge.submitter, daemon=True).start()

@@ -15,9 +15,6 @@ import type { NumericalProfile } from '../numerics.ts';
 /** How long a scheduler may take to write its address. */
 const SCHEDULER_START_SECONDS = 60;
 
-function python(): string {
-  return ensurePythonRuntime();
-}
 
 export interface WorkerOptions {
   scheduler: string;
@@ -50,7 +47,7 @@ export function startWorkers(options: WorkerOptions): ResultPromise {
   const host = options.host ?? (/^(tcp|tls):\/\/(127\.0\.0\.1|localhost)[:/]/.test(options.scheduler) ? '127.0.0.1' : undefined);
   const args = ['-m', 'distributed.cli.dask_worker', options.scheduler, '--nworkers', String(options.nworkers), '--nthreads', '1',
     '--preload', 'workflows.cluster.preload', '--no-dashboard', ...(host ? ['--host', host] : [])];
-  return execa(python(), args, {
+  return execa(ensurePythonRuntime(), args, {
     cwd: ROOT,
     env: { ...pythonEnvironment(options.profile), ...WORKER_DASK_CONFIG, PYTHONPATH: ROOT, ...options.env },
     stdio: options.inherit ? 'inherit' : 'pipe',
@@ -70,7 +67,7 @@ export interface LocalScheduler {
 export async function startScheduler(): Promise<LocalScheduler> {
   const dir = mkdtempSync(join(tmpdir(), 'wwref-scheduler-'));
   const file = join(dir, 'scheduler.json');
-  const child = execa(python(), ['-m', 'distributed.cli.dask_scheduler', '--host', '127.0.0.1', '--port', '0', '--no-dashboard', '--scheduler-file', file], {
+  const child = execa(ensurePythonRuntime(), ['-m', 'distributed.cli.dask_scheduler', '--host', '127.0.0.1', '--port', '0', '--no-dashboard', '--scheduler-file', file], {
     cwd: ROOT,
     env: { ...pythonEnvironment(), PYTHONPATH: ROOT },
     stdio: 'pipe',

@@ -34,8 +34,6 @@ export class WorkerPool {
   readonly profile: NumericalProfile;
   /** Every checked worker's hello, in start order (replacements included). */
   readonly runtimes: HelloResult[] = [];
-  /** Workers started over the pool's life (replacements included). */
-  started = 0;
 
   constructor(
     readonly size: number,
@@ -87,7 +85,6 @@ export class WorkerPool {
   private async fresh(): Promise<PythonWorker> {
     const worker = process.platform === 'win32' ? PythonWorker.spawn(this.env) : await (await this.liveTemplate()).fork();
     this.all.add(worker);
-    this.started++;
     try {
       this.runtimes.push(await this.check(worker));
       return worker;
