@@ -5,10 +5,12 @@
 //               seconds, and the 2-worker wall against the 1-worker wall), rebuild with 1 worker
 //   throughput  records/s with 1 and 2 workers on one condition of each family, slowest conditions
 //   profile     cost of the portable numerical profile: the same records under `native` and the default
-//   dask        the same records on the local pool (2 workers) and on a 2-worker Dask cluster of this
-//               machine (wall ratio), and the Dask path's per-record dispatch overhead from 2,080 small
-//               records (nile's 16 masks, 130 times)
+//   dask        the same records on the local pool, on a running local Dask cluster (`--executor dask`)
+//               and on one started by the job (`dask-local`), 1 and 2 workers, in alternating rounds
+//               (wall ratios per round and over all rounds), and the Dask path's
+//               per-record dispatch overhead from 2,080 small records (nile's 16 masks, 130 times)
 //   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,catalog] [--condition C ...] [--workers 1,2]
+//                            [--rounds N (dask, default 3)]
 // Default sections: overhead, throughput, profile, dask (catalog takes ~10 min on 2 cores; ask for it).
 // Prepared inputs come from prepared/ (run `npx wwref prepare` first); rebuilds write to a temporary
 // folder and replays read outputs/references, which is never written.
@@ -151,13 +153,25 @@ if (sections.has('dask')) {
       await cluster.stop();
     }
   };
-  for (const workers of [1, 2]) {
-    console.log(`Dask executor, ${workers} worker(s), ${conditions.join(', ')}:`);
-    const local = await rebuildInTemp(conditions, workers);
-    describeRebuild('local pool  ', local);
-    const dask = await onCluster(workers);
-    describeRebuild('dask cluster', dask);
-    console.log(`  wall, dask / local pool: ${(dask.wallSeconds / local.wallSeconds).toFixed(3)}`);
+  // Rounds alternate the executors, so that a slow spell of a shared machine falls on both.
+  const rounds = Number(arg('rounds')[0] ?? 3);
+  for (const workers of workerCounts) {
+    console.log(`Dask executor, ${workers} worker(s), ${conditions.join(', ')}, ${rounds} round(s):`);
+    const walls = { local: 0, dask: 0, daskLocal: 0 };
+    for (let round = 1; round <= rounds; round++) {
+      const local = await rebuildInTemp(conditions, workers);
+      describeRebuild(`round ${round} local pool  `, local);
+      const dask = await onCluster(workers);
+      describeRebuild(`round ${round} dask cluster`, dask);
+      // dask-local also starts the scheduler and the workers (imports, admission) inside the job.
+      const daskLocal = await rebuildInTemp(conditions, workers, undefined, { kind: 'dask-local' });
+      describeRebuild(`round ${round} dask-local  `, daskLocal);
+      console.log(`  round ${round} wall / local pool: dask ${(dask.wallSeconds / local.wallSeconds).toFixed(3)}, dask-local ${(daskLocal.wallSeconds / local.wallSeconds).toFixed(3)}`);
+      walls.local += local.wallSeconds;
+      walls.dask += dask.wallSeconds;
+      walls.daskLocal += daskLocal.wallSeconds;
+    }
+    console.log(`  wall over all rounds / local pool: dask ${(walls.dask / walls.local).toFixed(3)}, dask-local ${(walls.daskLocal / walls.local).toFixed(3)}`);
   }
   const cluster = await startLocalCluster(2);
   try {

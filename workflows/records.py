@@ -3,24 +3,19 @@ Both the local worker (workflows/worker.py) and a Dask worker (workflows/cluster
 records through :func:`run_record`, so a record is the same computation whichever executor runs it."""
 from __future__ import annotations
 
-import functools
 import os
 import platform
 import time
 import warnings
-from importlib import metadata as importlib_metadata
 from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_info
 
-from workflows import numerics
+from workflows import identity, numerics
 from workflows.families import FAMILIES
-from workflows.hashing import digest, prediction_sha256
+from workflows.hashing import prediction_sha256
 from workflows.protocol import encode, to_json_value
-
-WORKFLOWS = os.path.dirname(os.path.abspath(__file__))
-REQUIREMENTS = os.path.join(WORKFLOWS, "requirements.txt")
 
 # Test-only switches: slow every record down (timing checks, timeouts), or end the process in the
 # middle of one mask's record (crash handling), so executors can be shown to handle both.
@@ -28,41 +23,12 @@ TEST_DELAY_SECONDS = float(os.environ.get("WWREF_TEST_DELAY_SECONDS", "0") or 0)
 TEST_EXIT_ON_MASK = os.environ.get("WWREF_TEST_EXIT_ON_MASK")
 
 
-def bit_deciding_packages() -> list[str]:
-    """The packages marked "decides bits" in workflows/requirements.txt, in file order."""
-    with open(REQUIREMENTS, encoding="utf-8") as pins:
-        return [line.split("==")[0].strip().lower() for line in pins if "==" in line and "# decides bits" in line]
-
-
-@functools.cache
-def loaded_versions() -> dict[str, str]:
-    """The versions of the bit-deciding packages this process image imported: read once, so a fork
-    reports its template's (the code it runs), even if the installation changed since."""
-    return {name: importlib_metadata.version(name) for name in bit_deciding_packages()}
-
-
-@functools.cache
-def code_sha256() -> str:
-    """digest of {path relative to the repository: sha256} over workflows/**/*.py, as the orchestrator
-    computes it (pipelines/execution/identity.ts): the code this process image loaded."""
-    root = os.path.dirname(WORKFLOWS)
-    files = {}
-    for folder, subfolders, names in os.walk(WORKFLOWS):
-        subfolders[:] = [d for d in subfolders if d != "__pycache__"]
-        for name in names:
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                with open(path, "rb") as handle:
-                    files[os.path.relpath(path, root).replace(os.sep, "/")] = digest(handle.read())
-    return digest(files)
-
-
 def hello() -> dict[str, Any]:
-    """Interpreter, bit-deciding versions, thread pools, numerical state, host and the family registry."""
+    """The interpreter's identity (workflows/identity.py), thread pools, numerical state, host and the
+    family registry."""
     pools = [{"api": p.get("internal_api"), "num_threads": p.get("num_threads")} for p in threadpool_info()]
     families = {name: {"dimensions": list(module.DIMENSIONS), "hash_rule": module.HASH_RULE} for name, module in FAMILIES.items()}
-    return {"python": platform.python_version(), "versions": loaded_versions(), "code_sha256": code_sha256(),
-            "pid": os.getpid(), "host": platform.node(),
+    return {**identity.interpreter(), "pid": os.getpid(), "host": platform.node(),
             "threadpools": pools, "numerics": numerics.report(), "families": families}
 
 

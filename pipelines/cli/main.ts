@@ -502,8 +502,8 @@ async function main(args: string[]): Promise<number> {
           .option('print-env', { type: 'boolean', default: false, describe: 'print the environment Dask workers of this project need (for job scripts) and exit' }),
       async (argv) => {
         if (argv.printEnv) {
-          const { pythonEnvironment } = await import('../execution/python-worker.ts');
-          for (const [name, value] of Object.entries({ ...pythonEnvironment(), PYTHONPATH: ROOT })) out(`export ${name}='${value}'`);
+          const { workerEnvironment } = await import('../execution/dask/cluster.ts');
+          for (const [name, value] of Object.entries(workerEnvironment())) out(`export ${name}='${value}'`);
           return;
         }
         if (!argv.scheduler) throw new UserError('wwref worker needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)');

@@ -67,11 +67,18 @@ export const NumericsReport = z.strictObject({
 });
 export type NumericsReport = z.infer<typeof NumericsReport>;
 
-export const HelloResult = z.object({
+/** What every process reports of its interpreter (workflows/identity.py); the Dask bridge reports only this. */
+export const InterpreterIdentity = z.object({
   python: z.string(),
+  /** True unless the interpreter started with PYTHONHASHSEED=0 (then sets of strings iterate in one order everywhere). */
+  hash_randomization: z.boolean(),
   versions: z.record(z.string(), z.string()),
-  /** digest of the workflows/ Python code the worker loaded (identity.ts workflowsSha256). */
+  /** digest of the workflows/ Python code the process loaded (identity.ts workflowsSha256). */
   code_sha256: z.string(),
+});
+export type InterpreterIdentity = z.infer<typeof InterpreterIdentity>;
+
+export const HelloResult = InterpreterIdentity.extend({
   pid: z.number().int(),
   /** The machine's network name (platform.node()). */
   host: z.string(),

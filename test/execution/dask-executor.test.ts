@@ -1,14 +1,17 @@
 // The Dask executor on real local clusters (a `dask scheduler` and `dask worker` processes on
 // 127.0.0.1, started and stopped here): the executor contract, tables identical to the local pool's,
-// a worker killed mid-run losing nothing, a worker of another runtime refused, a lost scheduler
+// a worker killed mid-run losing nothing, a worker of another runtime or of Dask's own nanny
+// environment refused, a lost scheduler
 // stopping the job with its journal kept for the resume.
+import { execa, type ResultPromise } from 'execa';
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
-import { startScheduler, startWorkers, type LocalScheduler } from '../../pipelines/execution/dask/cluster.ts';
+import { startScheduler, startWorkers, workerEnvironment, type LocalScheduler } from '../../pipelines/execution/dask/cluster.ts';
+import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
 import { DaskExecutor } from '../../pipelines/execution/dask/dask-executor.ts';
 import { ExecutorLost } from '../../pipelines/execution/executor.ts';
 import { openExecutor } from '../../pipelines/execution/executors.ts';
@@ -23,6 +26,19 @@ import { executorContract } from './executor-contract.ts';
 const catalog = Catalog.load();
 const committed = (id: string) => readReferenceTable(join(ROOT, 'outputs', 'references', `${id}.arrow`)).records;
 const essentials = (records: ReturnType<typeof committed>) => records.map((r) => [r.mask, r.status, r.prediction_sha256, r.utility]);
+
+/** Resolves once a worker process started here has registered with its scheduler. */
+function registered(worker: ResultPromise): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the worker did not register within 60 s')), 60_000);
+    worker.stderr!.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('Registered to')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  });
+}
 
 /** Committed prepared inputs are used as they are (prepared/ is set up before the tests run). */
 let ws: Workspace;
@@ -98,21 +114,14 @@ describe('Dask executor on a two-worker cluster', () => {
   it('refuses and names a worker of another runtime, retires it, and computes on the others', async () => {
     const odd = startWorkers({ scheduler: scheduler.address, nworkers: 1, env: { OPENBLAS_CORETYPE: 'Prescott' } });
     try {
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('the odd worker did not register within 60 s')), 60_000);
-        odd.stderr!.on('data', (chunk: Buffer) => {
-          if (chunk.toString().includes('Registered to')) {
-            clearTimeout(timer);
-            resolve();
-          }
-        });
-      });
+      await registered(odd);
       const notes: string[] = [];
       const executor = new DaskExecutor({ scheduler: scheduler.address, log: (line) => notes.push(line) });
       try {
         const admitted = await executor.describe();
         expect(admitted.length).toBe(2);
         expect(admitted.every((h) => h.numerics.blas.every((b) => b.architecture === 'Haswell'))).toBe(true);
+        expect(admitted.every((h) => !h.hash_randomization)).toBe(true);
         expect(executor.refused.size).toBe(1);
         expect([...executor.refused.values()][0]).toMatch(/Katmai kernels, the profile requires Haswell/);
         expect(notes.join('\n')).toMatch(/Dask worker tcp:\/\/127\.0\.0\.1:\d+ refused and retired: .*Katmai/);
@@ -127,6 +136,26 @@ describe('Dask executor on a two-worker cluster', () => {
       expect(ended).toBe(true);
     } finally {
       odd.kill('SIGKILL');
+    }
+  });
+
+  it("refuses a worker whose nanny set Dask's own environment (hash seed, malloc trimming)", async () => {
+    // `dask worker` as a job script might start it: wwref's environment and worker preload, but not
+    // the nanny preload, so Dask's nanny replaces PYTHONHASHSEED=0 with a seed of its own.
+    const plain = execa(ensurePythonRuntime(), ['-m', 'distributed.cli.dask_worker', scheduler.address, '--nthreads', '1', '--host', '127.0.0.1',
+      '--preload', 'workflows.cluster.preload', '--no-dashboard'], { cwd: ROOT, env: workerEnvironment(), stdio: 'pipe', buffer: false, reject: false, cleanup: true });
+    try {
+      await registered(plain);
+      const executor = new DaskExecutor({ scheduler: scheduler.address, log: () => {} });
+      try {
+        expect((await executor.describe()).length).toBe(2);
+        expect(executor.refused.size).toBe(1);
+        expect([...executor.refused.values()][0]).toMatch(/string hashing is randomized \(it started without PYTHONHASHSEED=0\)/);
+      } finally {
+        await executor.close();
+      }
+    } finally {
+      plain.kill('SIGKILL');
     }
   });
 });

@@ -35,13 +35,14 @@ async function using<T>(make: ExecutorFactory, options: ExecutorOptions, body: (
 export function executorContract(make: ExecutorFactory, input: () => PreparedInput): void {
   const request = (mask: string) => ({ family: 'forecasting' as const, input: input(), mask });
 
-  it('describes every worker it started, each on the pinned versions and the numerical profile', async () => {
+  it('describes every worker it started, each on the pinned versions, the numerical profile and fixed string hashing', async () => {
     await using(make, { workers: 2 }, async (executor) => {
       const hellos = await executor.describe();
       expect(hellos.length).toBeGreaterThanOrEqual(1);
       for (const hello of hellos) {
         expect(hello.versions).toMatchObject(Object.fromEntries(Object.entries(pinnedVersions()).filter(([p]) => p in hello.versions)));
         expect(profileProblems(executor.profile, hello.numerics)).toEqual([]);
+        expect(hello.hash_randomization).toBe(false);
       }
     });
   });

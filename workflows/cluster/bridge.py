@@ -4,7 +4,8 @@ It reads the JSON-lines protocol of workflows/protocol.py on stdin and answers o
 many records are in flight on the cluster at once, each answered when its Dask future finishes.
 
 Operations:
-* ``hello``: the bridge's own runtime identity (the orchestrator admits the bridge first);
+* ``hello``: the bridge's interpreter identity (workflows/identity.py; the orchestrator checks its
+  versions and workflow code first). The bridge computes nothing and imports no computing library;
 * ``workers`` {wait_seconds}: the identity of every worker connected to the scheduler (waiting for one);
 * ``admit`` {workers, refused}: marks the workers the orchestrator accepted; refused ones are retired
   from the cluster. A worker that joins later is admitted here when its identity fingerprint equals
@@ -35,7 +36,7 @@ from distributed import Client, as_completed
 from distributed.client import FutureCancelledError
 from distributed.scheduler import KilledWorker
 
-from workflows import records
+from workflows import identity
 from workflows.cluster import tasks
 from workflows.protocol import failure, reported_failure, success
 
@@ -56,12 +57,13 @@ SCHEDULER_LOST_SECONDS = 20.0
 
 
 def fingerprint(identity: dict[str, Any]) -> dict[str, Any]:
-    """What decides bits in a worker's identity: interpreter, packages, workflow code, families, C
+    """What decides bits in a worker's identity: interpreter and its string hashing, packages, workflow code, families, C
     library, BLAS kernels and NumPy's enabled SIMD targets, the numerics environment. The CPU model
     and its full feature list may differ between machines that compute the same bits."""
     numerics = identity["numerics"]
     return {
         "python": identity["python"],
+        "hash_randomization": identity["hash_randomization"],
         "versions": identity["versions"],
         "code_sha256": identity["code_sha256"],
         "families": identity["families"],
@@ -215,7 +217,9 @@ class Bridge:
         """The next task's items: the first queued request and, for a record, the records queued
         behind it on the same input, as many as fit in about TASK_SECONDS by the records of that
         input seen so far (one while none has finished), and never more than a quarter per worker
-        of what is queued for it, so that the last tasks stay small and the workers finish together."""
+        of all that is queued, so that the last tasks of the job stay small and the workers finish
+        together (shrinking by what is queued for this input alone would send the records of an
+        input with few masks one task each, paying a round trip per record)."""
         first = backlog.popleft()
         items = [first]
         request = first["request"]
@@ -225,7 +229,7 @@ class Bridge:
         same = [item for item in list(backlog)[:BATCH_LOOKAHEAD] if item["key"] == key and not item["solo"]]
         seconds = self.record_seconds.get(key)
         by_time = 1 if seconds is None else int(TASK_SECONDS / max(seconds, 1e-6))
-        size = max(1, min(MAX_BATCH, by_time, (len(same) + 1) // (2 * workers)))
+        size = max(1, min(MAX_BATCH, by_time, (len(backlog) + 1) // (2 * workers)))
         for item in same[: size - 1]:
             backlog.remove(item)
             items.append(item)
@@ -380,7 +384,7 @@ def main() -> None:
     sys.stdout = sys.stderr
     client = Client(args.scheduler, timeout=30, set_as_default=False)
     bridge = Bridge(client, protocol)
-    immediate = {"hello": lambda _: records.hello(), "workers": bridge.workers, "admit": bridge.admit, "describe": bridge.describe}
+    immediate = {"hello": lambda _: identity.interpreter(), "workers": bridge.workers, "admit": bridge.admit, "describe": bridge.describe}
     deferred = {"run": bridge.submit, "truth": bridge.submit}
     threading.Thread(target=bridge.monitor, daemon=True).start()
     threading.Thread(target=bridge.collect, daemon=True).start()

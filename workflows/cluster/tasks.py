@@ -2,7 +2,11 @@
 its runtime identity; a task that reaches a worker not (yet) admitted is rescheduled elsewhere before
 it computes anything. Prepared inputs arrive as bytes (scattered once per content hash and kept by
 Dask on the workers, no shared filesystem), are checked against their sha256, decoded once per worker
-process and frozen (workflows/container.py), so records share no state through them."""
+process and frozen (workflows/container.py), so records share no state through them.
+
+The bridge imports this module only to name its functions (Dask sends them by reference) and computes
+nothing, so the computing libraries are imported where the functions run: on the workers, where the
+preload has imported them already."""
 from __future__ import annotations
 
 import json
@@ -13,10 +17,6 @@ from typing import Any
 
 from distributed import Reschedule, get_worker
 
-from workflows import records
-from workflows.container import load_prepared_bytes
-from workflows.families import FAMILIES
-
 # Decoded inputs a worker keeps (most recently used first out last); a catalog run touches one or two
 # conditions at a time.
 KEEP_INPUTS = 4
@@ -26,6 +26,7 @@ _stages: dict[str, Any] = {}
 
 def identity(dask_worker) -> dict[str, Any]:
     """This worker's runtime identity (records.hello); client.run passes the worker."""
+    from workflows import records
     return records.hello()
 
 
@@ -40,6 +41,7 @@ def _require_admission() -> None:
 
 
 def _data(files: dict[str, str], contents: dict[str, bytes]) -> tuple[str, Any]:
+    from workflows.container import load_prepared_bytes
     key = json.dumps(files, sort_keys=True)
     if key in _inputs:
         _inputs.move_to_end(key)
@@ -55,6 +57,8 @@ def run(family: str, files: dict[str, str], contents: dict[str, bytes], masks: l
     """Records of one input, one after the other (the bridge groups small records into one task to
     spare the scheduler). Each outcome is ``{"ok": result}`` or ``{"error": [type, message, traceback]}``:
     a record that raises fails alone."""
+    from workflows import records
+    from workflows.families import FAMILIES
     _require_admission()
     key, data = _data(files, contents)
     stage = None
@@ -73,5 +77,6 @@ def run(family: str, files: dict[str, str], contents: dict[str, bytes], masks: l
 
 
 def truth(family: str, files: dict[str, str], contents: dict[str, bytes]) -> dict[str, Any]:
+    from workflows import records
     _require_admission()
     return records.truth(family, _data(files, contents)[1])

@@ -30,26 +30,36 @@ export interface WorkerOptions {
 }
 
 /**
- * Dask settings of every worker. Its statistical profiler samples the computing thread's stack every
- * 10 ms and its event loop wakes every 20 ms to watch itself; both take the GIL from the record being
- * computed and slow pure-Python records (retrieval) by a fifth or more on a busy machine. wwref times
- * records itself, so the profiler is off and the watches (event loop, system, memory) are slower.
+ * Dask settings of every worker, and of the scheduler wwref starts. Dask's statistical profiler samples
+ * the event loop (and on workers the computing thread) every 10 ms, and the event loop wakes every
+ * 20 ms to watch itself; both take the GIL from the record being computed, or a core from the workers
+ * on a small machine, and slow records by a fifth or more. wwref times records itself, so the profiler
+ * is off and the watches (event loop, system, memory) are slower.
  */
-const WORKER_DASK_CONFIG = {
+const QUIET_DASK_CONFIG = {
   DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED: 'False',
   DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL: '500ms',
   DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL: '5s',
   DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL: '1s',
 } as const;
 
-/** `dask worker` processes (each under a nanny that restarts it) with the project's runtime and preload. */
+/** The environment of wwref's Dask workers (`wwref worker --print-env` prints it for job scripts). */
+export function workerEnvironment(profile?: NumericalProfile): Record<string, string> {
+  return { ...pythonEnvironment(profile), ...QUIET_DASK_CONFIG, PYTHONPATH: ROOT };
+}
+
+/**
+ * `dask worker` processes (each under a nanny that restarts it) with the project's runtime, the
+ * worker preload (one thread, libraries imported) and the nanny preload (the worker processes keep
+ * wwref's environment: see workflows/cluster/nanny.py).
+ */
 export function startWorkers(options: WorkerOptions): ResultPromise {
   const host = options.host ?? (/^(tcp|tls):\/\/(127\.0\.0\.1|localhost)[:/]/.test(options.scheduler) ? '127.0.0.1' : undefined);
   const args = ['-m', 'distributed.cli.dask_worker', options.scheduler, '--nworkers', String(options.nworkers), '--nthreads', '1',
-    '--preload', 'workflows.cluster.preload', '--no-dashboard', ...(host ? ['--host', host] : [])];
+    '--preload', 'workflows.cluster.preload', '--preload-nanny', 'workflows.cluster.nanny', '--no-dashboard', ...(host ? ['--host', host] : [])];
   return execa(ensurePythonRuntime(), args, {
     cwd: ROOT,
-    env: { ...pythonEnvironment(options.profile), ...WORKER_DASK_CONFIG, PYTHONPATH: ROOT, ...options.env },
+    env: { ...workerEnvironment(options.profile), ...options.env },
     stdio: options.inherit ? 'inherit' : 'pipe',
     buffer: false,
     reject: false,
@@ -69,7 +79,7 @@ export async function startScheduler(): Promise<LocalScheduler> {
   const file = join(dir, 'scheduler.json');
   const child = execa(ensurePythonRuntime(), ['-m', 'distributed.cli.dask_scheduler', '--host', '127.0.0.1', '--port', '0', '--no-dashboard', '--scheduler-file', file], {
     cwd: ROOT,
-    env: { ...pythonEnvironment(), PYTHONPATH: ROOT },
+    env: { ...pythonEnvironment(), ...QUIET_DASK_CONFIG, PYTHONPATH: ROOT },
     stdio: 'pipe',
     buffer: false,
     reject: false,

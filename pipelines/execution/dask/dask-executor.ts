@@ -1,13 +1,13 @@
 // The Dask executor: records run on the workers of a Dask cluster. A bridge process
 // (workflows/cluster/bridge.py, the pinned runtime under the numerical profile) speaks our protocol
 // here and Dask's client API to the scheduler, with many records in flight. Before any work, the
-// bridge and every worker are admitted by admission.ts, and refused workers are named and retired
-// from the cluster; workers joining later are admitted only with an admitted worker's identity.
+// bridge's code and versions are checked and every worker is admitted by admission.ts; refused
+// workers are named and retired from the cluster; workers joining later are admitted only with an admitted worker's identity.
 // Prepared inputs travel by content (read and hash-checked here, scattered once, checked again by
 // each worker). Timeouts are enforced by the bridge (the worker is restarted); a lost scheduler stops
 // the job with ExecutorLost, the journal keeping every finished record.
 import { z } from 'zod';
-import { admissionProblems, type AdmissionRules } from '../admission.ts';
+import { admissionProblems, interpreterProblems, type AdmissionRules } from '../admission.ts';
 import {
   ExecutorLost,
   RecordTimeout,
@@ -23,7 +23,7 @@ import {
 } from '../executor.ts';
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
 import { activeProfile, type NumericalProfile } from '../numerics.ts';
-import { HelloResult, type RunResult, type TruthResult } from '../protocol.ts';
+import { HelloResult, InterpreterIdentity, type RunResult, type TruthResult } from '../protocol.ts';
 import { LocalInputs } from '../inputs.ts';
 import { pythonEnvironment, PythonWorker } from '../python-worker.ts';
 
@@ -69,11 +69,11 @@ export class DaskExecutor implements Executor {
     this.ready.catch(() => {}); // awaited by every call
   }
 
-  /** Admits the bridge, then the cluster's workers; refuses the job when no worker is admitted. */
+  /** Checks the bridge's code and versions, then admits the cluster's workers; refuses the job when no worker is admitted. */
   private async admit(): Promise<void> {
     const log = this.options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-    const own = await this.lost(this.bridge.hello());
-    const problems = admissionProblems(own, this.rules);
+    const own = await this.lost(this.bridge.call(InterpreterIdentity, { op: 'hello' }));
+    const problems = interpreterProblems(own, this.rules);
     if (problems.length) throw new RuntimeRefused(`the Dask bridge on this machine was refused: ${problems.join('; ')}`);
     const { workers } = await this.lost(this.bridge.call(Workers, { op: 'workers', wait_seconds: WORKERS_WAIT_SECONDS }));
     const accepted: string[] = [];
@@ -84,7 +84,7 @@ export class DaskExecutor implements Executor {
     }
     await this.lost(this.bridge.call(Admitted, { op: 'admit', workers: accepted, refused: Object.fromEntries(this.refused) }));
     for (const [address, why] of this.refused) log(`Dask worker ${address} refused and retired: ${why}`);
-    if (!accepted.length) throw new RuntimeRefused(`no worker of the Dask scheduler ${this.options.scheduler} was admitted (${this.refused.size} refused)`);
+    if (!accepted.length) throw new RuntimeRefused(`no worker of the Dask scheduler ${this.options.scheduler} was admitted: ${[...this.refused].map(([address, why]) => `${address}: ${why}`).join('; ')}`);
   }
 
   /** The bridge's own failures, typed: its death or a lost scheduler end the job. */
