@@ -17,7 +17,8 @@ const SCHEDULER_START_SECONDS = 60;
 
 
 export interface WorkerOptions {
-  scheduler: string;
+  /** The scheduler's address, or the file a scheduler started here writes it to. */
+  scheduler: string | { file: string };
   /** Worker processes on this machine (each one computation thread). */
   nworkers: number;
   profile?: NumericalProfile;
@@ -54,8 +55,9 @@ export function workerEnvironment(profile?: NumericalProfile): Record<string, st
  * wwref's environment: see workflows/cluster/nanny.py).
  */
 export function startWorkers(options: WorkerOptions): ResultPromise {
-  const host = options.host ?? (/^(tcp|tls):\/\/(127\.0\.0\.1|localhost)[:/]/.test(options.scheduler) ? '127.0.0.1' : undefined);
-  const args = ['-m', 'distributed.cli.dask_worker', options.scheduler, '--nworkers', String(options.nworkers), '--nthreads', '1',
+  const scheduler = typeof options.scheduler === 'string' ? [options.scheduler] : ['--scheduler-file', options.scheduler.file];
+  const host = options.host ?? (typeof options.scheduler === 'string' && /^(tcp|tls):\/\/(127\.0\.0\.1|localhost)[:/]/.test(options.scheduler) ? '127.0.0.1' : undefined);
+  const args = ['-m', 'distributed.cli.dask_worker', ...scheduler, '--nworkers', String(options.nworkers), '--nthreads', '1',
     '--preload', 'workflows.cluster.preload', '--preload-nanny', 'workflows.cluster.nanny', '--no-dashboard', ...(host ? ['--host', host] : [])];
   return execa(ensurePythonRuntime(), args, {
     cwd: ROOT,
@@ -73,8 +75,15 @@ export interface LocalScheduler {
   stop(): Promise<void>;
 }
 
-/** A Dask scheduler listening on 127.0.0.1 (a free port), without dashboard. */
-export async function startScheduler(): Promise<LocalScheduler> {
+/** A scheduler being started: the file it writes its address to, and the address once written. */
+interface LaunchedScheduler {
+  file: string;
+  process: ResultPromise;
+  address: Promise<string>;
+  stop(): Promise<void>;
+}
+
+function launchScheduler(): LaunchedScheduler {
   const dir = mkdtempSync(join(tmpdir(), 'wwref-scheduler-'));
   const file = join(dir, 'scheduler.json');
   const child = execa(ensurePythonRuntime(), ['-m', 'distributed.cli.dask_scheduler', '--host', '127.0.0.1', '--port', '0', '--no-dashboard', '--scheduler-file', file], {
@@ -90,18 +99,26 @@ export async function startScheduler(): Promise<LocalScheduler> {
     await child;
     rmSync(dir, { recursive: true, force: true });
   };
-  const started = Date.now();
   let exited = false;
   void child.then(() => (exited = true));
-  while (!existsSync(file) || !readFileSync(file, 'utf8').includes('address')) {
-    if (exited || Date.now() - started > SCHEDULER_START_SECONDS * 1000) {
-      await stop();
-      throw new UserError(`the local Dask scheduler did not start within ${SCHEDULER_START_SECONDS} s`);
+  const address = (async () => {
+    const started = Date.now();
+    while (!existsSync(file) || !readFileSync(file, 'utf8').includes('address')) {
+      if (exited || Date.now() - started > SCHEDULER_START_SECONDS * 1000) {
+        await stop();
+        throw new UserError(`the local Dask scheduler did not start within ${SCHEDULER_START_SECONDS} s`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  const address = (JSON.parse(readFileSync(file, 'utf8')) as { address: string }).address;
-  return { address, process: child, stop };
+    return (JSON.parse(readFileSync(file, 'utf8')) as { address: string }).address;
+  })();
+  return { file, process: child, address, stop };
+}
+
+/** A Dask scheduler listening on 127.0.0.1 (a free port), without dashboard. */
+export async function startScheduler(): Promise<LocalScheduler> {
+  const scheduler = launchScheduler();
+  return { address: await scheduler.address, process: scheduler.process, stop: scheduler.stop };
 }
 
 export interface LocalCluster {
@@ -111,17 +128,24 @@ export interface LocalCluster {
   stop(): Promise<void>;
 }
 
-/** A scheduler and `nworkers` worker processes on 127.0.0.1 (`--executor dask-local`). */
+/**
+ * A scheduler and `nworkers` worker processes on 127.0.0.1 (`--executor dask-local`). Both start at
+ * once: the workers wait for the scheduler's address file while they import the libraries.
+ */
 export async function startLocalCluster(nworkers: number, options: { profile?: NumericalProfile; env?: Record<string, string> } = {}): Promise<LocalCluster> {
-  const scheduler = await startScheduler();
-  const workers = startWorkers({ scheduler: scheduler.address, nworkers, ...options });
-  return {
-    address: scheduler.address,
-    schedulerPid: scheduler.process.pid,
-    async stop() {
-      workers.kill('SIGTERM');
-      await workers;
-      await scheduler.stop();
-    },
+  const scheduler = launchScheduler();
+  const workers = startWorkers({ scheduler: { file: scheduler.file }, nworkers, host: '127.0.0.1', ...options });
+  const stop = async () => {
+    workers.kill('SIGTERM');
+    await workers;
+    await scheduler.stop();
   };
+  let address: string;
+  try {
+    address = await scheduler.address;
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { address, schedulerPid: scheduler.process.pid, stop };
 }
