@@ -173,22 +173,21 @@ describe('bounded downloads from a local server (127.0.0.1)', () => {
   let sent = 0;
   let handler: (req: IncomingMessage, res: ServerResponse) => void;
 
-  beforeAll(async () => {
+  // A server of its own for every test: a fresh origin, so that no connection of fetch's pool (it
+  // opens a new one when a request is aborted) outlives its test into the next.
+  beforeEach(async () => {
+    sent = 0;
     server = createServer((req, res) => {
-      res.setHeader('connection', 'close'); // no keep-alive: each test starts on a fresh connection
+      res.setHeader('connection', 'close');
       handler(req, res);
     });
     await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
-  afterAll(async () => {
+  afterEach(async () => {
     server.closeAllConnections();
     await new Promise((done) => server.close(done));
   });
-  beforeEach(() => {
-    sent = 0;
-  });
-  afterEach(() => server.closeAllConnections());
 
   /** Writes `total` bytes in 1 MiB blocks, respecting back-pressure, stopping when the client goes away. */
   async function stream(res: ServerResponse, total: number): Promise<void> {
