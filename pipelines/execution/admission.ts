@@ -1,6 +1,7 @@
 // Whether a worker may compute records: its hello (runtime identity) checked against the numerical
 // profile, fixed string hashing, one-thread pools, the family registry, the expected package versions
-// and the workflow code. Every executor admits its workers through this one function before they get work.
+// and the workflow code. Every executor admits its workers through this one function before they get
+// work; the Dask bridge, which computes nothing, is checked on its code and versions only.
 import { registryProblems } from '../catalog/families.ts';
 import { versionDrift, workflowsSha256 } from './identity.ts';
 import { profileProblems, type NumericalProfile } from './numerics.ts';

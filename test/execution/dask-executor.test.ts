@@ -1,8 +1,7 @@
 // The Dask executor on real local clusters (a `dask scheduler` and `dask worker` processes on
 // 127.0.0.1, started and stopped here): the executor contract, tables identical to the local pool's,
-// a worker killed mid-run losing nothing, a worker of another runtime or of Dask's own nanny
-// environment refused, a lost scheduler
-// stopping the job with its journal kept for the resume.
+// a worker killed mid-run losing nothing, a worker of another runtime or with Dask's own hash seed
+// refused, a lost scheduler stopping the job with its journal kept for the resume.
 import { execa, type ResultPromise } from 'execa';
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -139,7 +138,7 @@ describe('Dask executor on a two-worker cluster', () => {
     }
   });
 
-  it("refuses a worker whose nanny set Dask's own environment (hash seed, malloc trimming)", async () => {
+  it("refuses a worker that Dask's nanny started with a hash seed of its own (no nanny preload)", async () => {
     // `dask worker` as a job script might start it: wwref's environment and worker preload, but not
     // the nanny preload, so Dask's nanny replaces PYTHONHASHSEED=0 with a seed of its own.
     const plain = execa(ensurePythonRuntime(), ['-m', 'distributed.cli.dask_worker', scheduler.address, '--nthreads', '1', '--host', '127.0.0.1',

@@ -36,8 +36,8 @@ from distributed import Client, as_completed
 from distributed.client import FutureCancelledError
 from distributed.scheduler import KilledWorker
 
-from workflows import identity
 from workflows.cluster import tasks
+from workflows.identity import interpreter
 from workflows.protocol import failure, reported_failure, success
 
 # How often the monitor looks at the cluster (new workers, running tasks, the scheduler link).
@@ -57,9 +57,9 @@ SCHEDULER_LOST_SECONDS = 20.0
 
 
 def fingerprint(identity: dict[str, Any]) -> dict[str, Any]:
-    """What decides bits in a worker's identity: interpreter and its string hashing, packages, workflow code, families, C
-    library, BLAS kernels and NumPy's enabled SIMD targets, the numerics environment. The CPU model
-    and its full feature list may differ between machines that compute the same bits."""
+    """What decides bits in a worker's identity: interpreter and its string hashing, packages, workflow
+    code, families, C library, BLAS kernels and NumPy's enabled SIMD targets, the numerics environment.
+    The CPU model and its full feature list may differ between machines that compute the same bits."""
     numerics = identity["numerics"]
     return {
         "python": identity["python"],
@@ -384,7 +384,7 @@ def main() -> None:
     sys.stdout = sys.stderr
     client = Client(args.scheduler, timeout=30, set_as_default=False)
     bridge = Bridge(client, protocol)
-    immediate = {"hello": lambda _: identity.interpreter(), "workers": bridge.workers, "admit": bridge.admit, "describe": bridge.describe}
+    immediate = {"hello": lambda _: interpreter(), "workers": bridge.workers, "admit": bridge.admit, "describe": bridge.describe}
     deferred = {"run": bridge.submit, "truth": bridge.submit}
     threading.Thread(target=bridge.monitor, daemon=True).start()
     threading.Thread(target=bridge.collect, daemon=True).start()

@@ -2,7 +2,8 @@
 // (workflows/cluster/bridge.py, the pinned runtime under the numerical profile) speaks our protocol
 // here and Dask's client API to the scheduler, with many records in flight. Before any work, the
 // bridge's code and versions are checked and every worker is admitted by admission.ts; refused
-// workers are named and retired from the cluster; workers joining later are admitted only with an admitted worker's identity.
+// workers are named and retired from the cluster; workers joining later are admitted only with an
+// admitted worker's identity.
 // Prepared inputs travel by content (read and hash-checked here, scattered once, checked again by
 // each worker). Timeouts are enforced by the bridge (the worker is restarted); a lost scheduler stops
 // the job with ExecutorLost, the journal keeping every finished record.
@@ -69,7 +70,7 @@ export class DaskExecutor implements Executor {
     this.ready.catch(() => {}); // awaited by every call
   }
 
-  /** Checks the bridge's code and versions, then admits the cluster's workers; refuses the job when no worker is admitted. */
+  /** Checks the bridge's code and versions, then admits the cluster's workers; refuses the job when none is admitted. */
   private async admit(): Promise<void> {
     const log = this.options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
     const own = await this.lost(this.bridge.call(InterpreterIdentity, { op: 'hello' }));
