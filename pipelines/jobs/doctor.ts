@@ -42,7 +42,7 @@ export async function doctor(dir = referencesDir()): Promise<DoctorResult> {
   const n = hello.numerics;
   const pad = (label: string) => label.padEnd(12);
   const lines = [
-    `${pad('python')}${hello.python} (${pythonExecutable()})`,
+    `${pad('python')}${hello.python} (${pythonExecutable()}), string hashing ${hello.hash_randomization ? 'randomized (PYTHONHASHSEED is not 0)' : 'fixed (PYTHONHASHSEED=0)'}`,
     `${pad('versions')}${Object.entries(hello.versions).map(([p, v]) => `${p} ${v}`).join(', ')}`,
     `${pad('machine')}${n.machine}, ${n.cpu_model}, ${n.libc}`,
     ...n.blas.map((b, i) => `${pad(i ? '' : 'BLAS')}${b.package}: ${b.internal_api ?? '?'} ${b.version ?? '?'} (${b.library}), ${b.architecture ?? 'unknown'} kernels`),
