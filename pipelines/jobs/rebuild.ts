@@ -64,6 +64,7 @@ export interface RebuildSummary {
   resumed: number;
   wallSeconds: number;
   nativeSeconds: number;
+  /** Worker processes that computed: the local pool's size, or the Dask workers admitted. */
   workers: number;
 }
 
@@ -215,7 +216,8 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
       resumed,
       wallSeconds: (performance.now() - started) / 1000,
       nativeSeconds: built.reduce((s, o) => s + o.nativeSeconds, 0),
-      workers,
+      // the local pool runs `workers` processes; a Dask cluster as many as it admitted
+      workers: executor.kind === 'local' ? workers : ran.worker_count,
     };
   } finally {
     process.removeListener('SIGINT', onInterrupt);

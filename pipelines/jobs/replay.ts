@@ -251,6 +251,8 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   let platform: string[] = [];
   let notes: string[] = [];
   let numerics: NumericsReport | null = null;
+  // The local pool runs `workers` processes; a Dask cluster as many as it admitted (read at the end).
+  let workerCount = options.workers ?? 1;
   try {
     const [hello] = await executor.describe();
     versions = hello!.versions;
@@ -307,6 +309,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
         replayed.set(target.condition, await Promise.all(outcomes));
       }),
     );
+    if (executor.kind !== 'local') workerCount = (await executor.describe()).length;
   } catch (error) {
     executor.cancel();
     throw error;
@@ -353,7 +356,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     allow_platform_drift: Boolean(options.allowPlatformDrift),
     platform_notes: notes,
     numerical_profile: executor.profile.name,
-    workers: options.workers ?? 1,
+    workers: workerCount,
     numerics,
     wall_seconds: (performance.now() - started) / 1000,
     recorded_native_seconds: records.reduce((s, r) => s + (r.recorded_wall_seconds ?? 0), 0),

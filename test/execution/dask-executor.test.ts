@@ -67,8 +67,10 @@ describe('Dask executor on a two-worker cluster', () => {
 
   it('rebuilds conditions of four families into tables identical to the local pool\'s, and records the executor', async () => {
     const conditions = ['nile', 'wine__d6', 'graph_lesmis__d6', 'mitdb_100__d6'];
-    const summary = await rebuild(catalog, { conditions, workers: 2, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
+    // `workers` sizes only a local pool: the summary counts the cluster's admitted workers.
+    const summary = await rebuild(catalog, { conditions, workers: 1, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
     expect(summary.failed).toBe(0);
+    expect(summary.workers).toBe(2);
     for (const id of conditions) expect(essentials(readReferenceTable(join(ws.references, `${id}.arrow`)).records), id).toEqual(essentials(committed(id)));
     const manifest = readReferenceManifest(ws.references)!;
     expect(manifest.executor?.kind).toBe('dask');
@@ -80,6 +82,7 @@ describe('Dask executor on a two-worker cluster', () => {
     const report = await replay({ conditions: ['nile', 'graph_dolphins__d6'], referencesDir: join(ROOT, 'outputs', 'references'), quiet: true, executor: { kind: 'dask', scheduler: scheduler.address } });
     expect(report.all_passed).toBe(true);
     expect(report.passed).toBe(80);
+    expect(report.workers).toBe(2);
     expect(report.hosts.map((h) => h.host)).toEqual([hostname()]);
     expect(report.hosts[0]!.records).toBe(80);
     // The checks are the same ones: a changed utility fails through Dask too.
