@@ -1,5 +1,5 @@
-"""The part of a process's runtime identity that needs no computing library: interpreter, string
-hashing, bit-deciding package versions and the workflow code it loaded. The Dask bridge, which
+"""The part of a process's runtime identity that needs none of the libraries the families compute with:
+interpreter, string hashing, bit-deciding package versions and the workflow code it loaded. The Dask bridge, which
 computes nothing, reports only this; workers report it inside their full hello (workflows/records.py)."""
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ def code_sha256() -> str:
 
 def interpreter() -> dict[str, Any]:
     """Python version, string hashing (``hash_randomization`` is False when the process started with
-    PYTHONHASHSEED=0, so sets of strings iterate in one order everywhere), versions, code digest."""
+    PYTHONHASHSEED=0, so sets of strings iterate in one order in every process of the same CPython),
+    versions, code digest."""
     return {"python": platform.python_version(), "hash_randomization": bool(sys.flags.hash_randomization),
             "versions": loaded_versions(), "code_sha256": code_sha256()}

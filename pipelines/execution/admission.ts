@@ -18,7 +18,9 @@ export interface AdmissionRules {
 /** Why a worker is refused (empty: admitted). */
 export function admissionProblems(hello: HelloResult, rules: AdmissionRules): string[] {
   const problems = profileProblems(rules.profile, hello.numerics).map((p) => `numerical profile '${rules.profile.name}': ${p}`);
-  if (hello.hash_randomization) problems.push('its string hashing is randomized (it started without PYTHONHASHSEED=0)');
+  if (hello.hash_randomization) {
+    problems.push("its string hashing is randomized (PYTHONHASHSEED was not 0 when it started; a Dask worker started without '--preload-nanny workflows.cluster.nanny' gets Dask's own seed)");
+  }
   const threaded = hello.threadpools.filter((p) => p.num_threads !== 1);
   if (threaded.length) problems.push(`thread pools with more than one thread: ${threaded.map((p) => `${p.api} ${p.num_threads}`).join(', ')}`);
   problems.push(...registryProblems(hello.families).map((p) => `family registry: ${p}`));

@@ -70,7 +70,7 @@ export type NumericsReport = z.infer<typeof NumericsReport>;
 /** What every process reports of its interpreter (workflows/identity.py); the Dask bridge reports only this. */
 export const InterpreterIdentity = z.object({
   python: z.string(),
-  /** True unless the interpreter started with PYTHONHASHSEED=0 (then sets of strings iterate in one order everywhere). */
+  /** True unless the interpreter started with PYTHONHASHSEED=0 (then sets of strings iterate in one order under one CPython). */
   hash_randomization: z.boolean(),
   versions: z.record(z.string(), z.string()),
   /** digest of the workflows/ Python code the process loaded (identity.ts workflowsSha256). */

@@ -64,7 +64,7 @@ export interface RebuildSummary {
   resumed: number;
   wallSeconds: number;
   nativeSeconds: number;
-  /** Worker processes that computed: the local pool's size, or the Dask workers admitted. */
+  /** Worker processes: the local pool's size, or the Dask workers admitted when the job ended. */
   workers: number;
 }
 
@@ -216,7 +216,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
       resumed,
       wallSeconds: (performance.now() - started) / 1000,
       nativeSeconds: built.reduce((s, o) => s + o.nativeSeconds, 0),
-      // the local pool runs `workers` processes; a Dask cluster as many as it admitted
+      // the local pool runs `workers` processes; a Dask cluster as many as it had admitted at the end
       workers: executor.kind === 'local' ? workers : ran.worker_count,
     };
   } finally {

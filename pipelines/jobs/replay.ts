@@ -251,7 +251,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   let platform: string[] = [];
   let notes: string[] = [];
   let numerics: NumericsReport | null = null;
-  // The local pool runs `workers` processes; a Dask cluster as many as it admitted (read at the end).
+  // The local pool runs `workers` processes; a Dask cluster as many as it had admitted at the end.
   let workerCount = options.workers ?? 1;
   try {
     const [hello] = await executor.describe();

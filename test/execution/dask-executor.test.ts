@@ -2,7 +2,7 @@
 // 127.0.0.1, started and stopped here): the executor contract, tables identical to the local pool's,
 // a worker killed mid-run losing nothing, a worker of another runtime or with Dask's own hash seed
 // refused, a lost scheduler stopping the job with its journal kept for the resume.
-import { execa, type ResultPromise } from 'execa';
+import { execa, execaSync, type ResultPromise } from 'execa';
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -37,6 +37,18 @@ function registered(worker: ResultPromise): Promise<void> {
       }
     });
   });
+}
+
+/** Each worker process's PYTHONHASHSEED and MALLOC_TRIM_THRESHOLD_ (null: unset), read through Dask's client. */
+function workerVariables(scheduler: string): Record<string, [string | null, string | null]> {
+  const script = [
+    'import json, os, sys',
+    'from distributed import Client',
+    'client = Client(sys.argv[1], timeout=30)',
+    "print(json.dumps(client.run(lambda: [os.environ.get('PYTHONHASHSEED'), os.environ.get('MALLOC_TRIM_THRESHOLD_')])))",
+    'client.close()',
+  ].join('\n');
+  return JSON.parse(execaSync(ensurePythonRuntime(), ['-c', script, scheduler], { cwd: ROOT, env: workerEnvironment() }).stdout) as Record<string, [string | null, string | null]>;
 }
 
 /** Committed prepared inputs are used as they are (prepared/ is set up before the tests run). */
@@ -141,18 +153,23 @@ describe('Dask executor on a two-worker cluster', () => {
     }
   });
 
-  it("refuses a worker that Dask's nanny started with a hash seed of its own (no nanny preload)", async () => {
+  it("refuses a worker that Dask's nanny started with its own hash seed and malloc trimming (no nanny preload)", async () => {
     // `dask worker` as a job script might start it: wwref's environment and worker preload, but not
     // the nanny preload, so Dask's nanny replaces PYTHONHASHSEED=0 with a seed of its own.
     const plain = execa(ensurePythonRuntime(), ['-m', 'distributed.cli.dask_worker', scheduler.address, '--nthreads', '1', '--host', '127.0.0.1',
       '--preload', 'workflows.cluster.preload', '--no-dashboard'], { cwd: ROOT, env: workerEnvironment(), stdio: 'pipe', buffer: false, reject: false, cleanup: true });
     try {
       await registered(plain);
+      // What the nanny preload changes: wwref's workers keep its seed and no malloc trimming.
+      const variables = Object.values(workerVariables(scheduler.address));
+      expect(variables.length).toBe(3);
+      expect(variables.filter(([seed, trim]) => seed === '0' && trim === null).length).toBe(2);
+      expect(variables.filter(([seed, trim]) => seed !== '0' && trim === '65536').length).toBe(1);
       const executor = new DaskExecutor({ scheduler: scheduler.address, log: () => {} });
       try {
         expect((await executor.describe()).length).toBe(2);
         expect(executor.refused.size).toBe(1);
-        expect([...executor.refused.values()][0]).toMatch(/string hashing is randomized \(it started without PYTHONHASHSEED=0\)/);
+        expect([...executor.refused.values()][0]).toMatch(/string hashing is randomized \(PYTHONHASHSEED was not 0 when it started; a Dask worker started without '--preload-nanny workflows\.cluster\.nanny' gets Dask's own seed\)/);
       } finally {
         await executor.close();
       }

@@ -95,6 +95,9 @@ export function executorContract(make: ExecutorFactory, input: () => PreparedInp
     await using(make, { workers: 1, env: { OPENBLAS_CORETYPE: 'Prescott' } }, async (executor) => {
       await expect(executor.run(request('0000'), { timeoutSeconds: 60 })).rejects.toThrow(/runs Katmai kernels, the profile requires Haswell/);
     });
+    await using(make, { workers: 1, env: { PYTHONHASHSEED: 'random' } }, async (executor) => {
+      await expect(executor.run(request('0000'), { timeoutSeconds: 60 })).rejects.toThrow(/string hashing is randomized/);
+    });
   });
 
   it('refuses a prepared input whose files differ from the requested hashes', async () => {

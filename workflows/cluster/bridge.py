@@ -5,7 +5,8 @@ many records are in flight on the cluster at once, each answered when its Dask f
 
 Operations:
 * ``hello``: the bridge's interpreter identity (workflows/identity.py; the orchestrator checks its
-  versions and workflow code first). The bridge computes nothing and imports no computing library;
+  versions and workflow code first). The bridge computes nothing and imports no SciPy, scikit-learn
+  or workflow family;
 * ``workers`` {wait_seconds}: the identity of every worker connected to the scheduler (waiting for one);
 * ``admit`` {workers, refused}: marks the workers the orchestrator accepted; refused ones are retired
   from the cluster. A worker that joins later is admitted here when its identity fingerprint equals
@@ -63,7 +64,7 @@ def fingerprint(identity: dict[str, Any]) -> dict[str, Any]:
     numerics = identity["numerics"]
     return {
         "python": identity["python"],
-        "hash_randomization": identity["hash_randomization"],
+        "hash_randomization": identity.get("hash_randomization"),  # absent from older wwref workers
         "versions": identity["versions"],
         "code_sha256": identity["code_sha256"],
         "families": identity["families"],
@@ -365,14 +366,20 @@ class Bridge:
 
     def monitor(self) -> None:
         while not self.closed:
-            try:
-                self.watch_scheduler()
-                if self.lost_since is None:
-                    self.watch_workers()
-                    self.watch_tasks()
-            except Exception as error:  # the monitor keeps going; the next round retries
-                print(f"bridge monitor: {type(error).__name__}: {error}", file=sys.stderr)
+            self.attempt(self.watch_scheduler)
+            if self.lost_since is None:
+                self.attempt(self.watch_workers)
+                self.attempt(self.watch_tasks)
             time.sleep(MONITOR_SECONDS)
+
+    @staticmethod
+    def attempt(watch) -> None:
+        """One watch of the monitor, on its own: one that fails (a worker's odd identity, a lost
+        link) must not stop the others, the task timeouts above all. The next round retries."""
+        try:
+            watch()
+        except Exception as error:
+            print(f"bridge monitor: {watch.__name__}: {type(error).__name__}: {error}", file=sys.stderr)
 
 
 def main() -> None:

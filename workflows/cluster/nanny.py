@@ -6,7 +6,10 @@ nanny would otherwise set two variables of its own before spawning them:
   unmaps every large array afresh (page faults on every temporary); records on large NumPy arrays
   (beat detection, image restoration) take about 1.5 times as long;
 * ``PYTHONHASHSEED``: a seed of its own replaces our ``0``, so string hashing, and with it the order
-  of sets of strings, would differ from local workers (admission.ts refuses such a worker)."""
+  of sets of strings, would differ from local workers (admission.ts refuses such a worker).
+
+(Written for Dask's default ``spawn`` start method, where the worker process starts from the
+environment the nanny sets; checked by test/execution/dask-executor.test.ts.)"""
 from __future__ import annotations
 
 import os

@@ -55,7 +55,10 @@ export function workerEnvironment(profile?: NumericalProfile): Record<string, st
  * wwref's environment: see workflows/cluster/nanny.py).
  */
 export function startWorkers(options: WorkerOptions): ResultPromise {
-  const scheduler = typeof options.scheduler === 'string' ? [options.scheduler] : ['--scheduler-file', options.scheduler.file];
+  // From a scheduler file the workers wait for it to appear, at most as long as a scheduler may take to start.
+  const scheduler = typeof options.scheduler === 'string'
+    ? [options.scheduler]
+    : ['--scheduler-file', options.scheduler.file, '--death-timeout', String(SCHEDULER_START_SECONDS)];
   const host = options.host ?? (typeof options.scheduler === 'string' && /^(tcp|tls):\/\/(127\.0\.0\.1|localhost)[:/]/.test(options.scheduler) ? '127.0.0.1' : undefined);
   const args = ['-m', 'distributed.cli.dask_worker', ...scheduler, '--nworkers', String(options.nworkers), '--nthreads', '1',
     '--preload', 'workflows.cluster.preload', '--preload-nanny', 'workflows.cluster.nanny', '--no-dashboard', ...(host ? ['--host', host] : [])];
@@ -83,6 +86,16 @@ interface LaunchedScheduler {
   stop(): Promise<void>;
 }
 
+/** The address in a scheduler file, once the file is there and whole. */
+function writtenAddress(file: string): string | undefined {
+  if (!existsSync(file)) return undefined;
+  try {
+    return (JSON.parse(readFileSync(file, 'utf8')) as { address?: string }).address;
+  } catch {
+    return undefined; // still being written
+  }
+}
+
 function launchScheduler(): LaunchedScheduler {
   const dir = mkdtempSync(join(tmpdir(), 'wwref-scheduler-'));
   const file = join(dir, 'scheduler.json');
@@ -103,14 +116,15 @@ function launchScheduler(): LaunchedScheduler {
   void child.then(() => (exited = true));
   const address = (async () => {
     const started = Date.now();
-    while (!existsSync(file) || !readFileSync(file, 'utf8').includes('address')) {
+    for (;;) {
+      const written = writtenAddress(file);
+      if (written) return written;
       if (exited || Date.now() - started > SCHEDULER_START_SECONDS * 1000) {
         await stop();
         throw new UserError(`the local Dask scheduler did not start within ${SCHEDULER_START_SECONDS} s`);
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    return (JSON.parse(readFileSync(file, 'utf8')) as { address: string }).address;
   })();
   return { file, process: child, address, stop };
 }
@@ -129,8 +143,9 @@ export interface LocalCluster {
 }
 
 /**
- * A scheduler and `nworkers` worker processes on 127.0.0.1 (`--executor dask-local`). Both start at
- * once: the workers wait for the scheduler's address file while they import the libraries.
+ * A scheduler and `nworkers` worker processes on 127.0.0.1 (`--executor dask-local`). Both commands
+ * start at once: the workers' interpreter starts and imports Dask while the scheduler starts, then
+ * waits for its address file before spawning the worker processes.
  */
 export async function startLocalCluster(nworkers: number, options: { profile?: NumericalProfile; env?: Record<string, string> } = {}): Promise<LocalCluster> {
   const scheduler = launchScheduler();

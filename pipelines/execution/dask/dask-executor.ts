@@ -31,7 +31,8 @@ import { pythonEnvironment, PythonWorker } from '../python-worker.ts';
 /** How long to wait for the first worker to connect to the scheduler. */
 const WORKERS_WAIT_SECONDS = 60;
 
-const Workers = z.strictObject({ workers: z.record(z.string(), HelloResult) });
+// Each worker's identity is read on its own: one that cannot be read (another wwref) is refused alone.
+const Workers = z.strictObject({ workers: z.record(z.string(), z.unknown()) });
 const Admitted = z.strictObject({ admitted: z.array(z.string()) });
 const Described = z.strictObject({ admitted: z.array(HelloResult), refused: z.record(z.string(), z.string()) });
 
@@ -78,8 +79,11 @@ export class DaskExecutor implements Executor {
     if (problems.length) throw new RuntimeRefused(`the Dask bridge on this machine was refused: ${problems.join('; ')}`);
     const { workers } = await this.lost(this.bridge.call(Workers, { op: 'workers', wait_seconds: WORKERS_WAIT_SECONDS }));
     const accepted: string[] = [];
-    for (const [address, hello] of Object.entries(workers)) {
-      const why = admissionProblems(hello, this.rules);
+    for (const [address, reported] of Object.entries(workers)) {
+      const hello = HelloResult.safeParse(reported);
+      const why = hello.success
+        ? admissionProblems(hello.data, this.rules)
+        : [`its identity cannot be read (${hello.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}); is it another version of wwref?`];
       if (why.length) this.refused.set(address, why.join('; '));
       else accepted.push(address);
     }
