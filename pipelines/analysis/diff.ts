@@ -15,7 +15,7 @@ import type { ReferenceRecord } from '../execution/records.ts';
 import { readPack } from '../jobs/wwb.ts';
 import { loadAllRecords } from '../references/export.ts';
 import { requireReferenceManifest } from '../references/manifest.ts';
-import { analyzeCondition, conditionalEffects, REVERSAL_FLOORS, type ConditionAnalysis } from './effects.ts';
+import { analyzeCondition, conditionalEffects, groupByCondition, REVERSAL_FLOORS, type ConditionAnalysis } from './effects.ts';
 import { gradeSurface } from './grade.ts';
 
 /** One side of a diff: the records of a reference folder or of a WhatWorkedBench pack. */
@@ -89,16 +89,10 @@ export function loadDiffSide(path: string, conditions: readonly string[] = []): 
   }
   if (!existsSync(join(dir, 'manifest.json'))) throw new UserError(`${path} is neither a reference folder (no manifest.json) nor a WhatWorkedBench pack (no references/)`);
   const manifest = requireReferenceManifest(dir);
-  const grouped = new Map<string, ReferenceRecord[]>();
-  for (const r of loadAllRecords(conditions, dir)) {
-    const group = grouped.get(r.condition) ?? [];
-    group.push(r);
-    grouped.set(r.condition, group);
-  }
   return {
     path,
     layout: 'references',
-    conditions: grouped,
+    conditions: new Map(groupByCondition(loadAllRecords(conditions, dir)).map((group) => [group[0]!.condition, group])),
     versions: manifest.versions,
     runtime: runtimeOfVersions(manifest.versions) ?? null,
     python: manifest.python,

@@ -60,6 +60,14 @@ function snapshot(refs: string, condition: string): { table: Buffer; manifest: B
   return { table: readFileSync(join(refs, `${condition}.arrow`)), manifest: readFileSync(join(refs, 'manifest.json')) };
 }
 
+/** A references folder `folder` (under the workspace) holding one good nile build, and that build's bytes. */
+async function builtNile(folder: string): Promise<{ refs: string; before: { table: Buffer; manifest: Buffer } }> {
+  const refs = join(workspace().root, folder);
+  const good = await wwref(rebuildArgs(refs, 'nile'));
+  expect(good.exitCode, String(good.stderr)).toBe(0);
+  return { refs, before: snapshot(refs, 'nile') };
+}
+
 function unchanged(refs: string, condition: string, before: { table: Buffer; manifest: Buffer }): void {
   const after = snapshot(refs, condition);
   expect(after.table.equals(before.table), `${condition}.arrow must be byte-identical`).toBe(true);
@@ -135,10 +143,7 @@ describe("the reference folder's lock", () => {
   });
 
   it('a rebuild from the command line waits for the lock and commits once it is released', async () => {
-    const refs = join(workspace().root, 'waiting');
-    const good = await wwref(rebuildArgs(refs, 'nile'));
-    expect(good.exitCode, String(good.stderr)).toBe(0);
-    const before = snapshot(refs, 'nile');
+    const { refs, before } = await builtNile('waiting');
     const lock = join(refs, '.wwref.lock');
     writeFileSync(lock, JSON.stringify({ pid: process.pid, since: new Date().toISOString(), argv: ['rebuild'] }));
     const child = wwref(rebuildArgs(refs, 'nile', '--fresh'));
@@ -162,10 +167,7 @@ describe("the reference folder's lock", () => {
 
 describe('a failed rebuild leaves the good table and manifest byte-identical', () => {
   it('a full disk while the manifest is written: exit 2 with one line; table and manifest as before; the next run resumes', async () => {
-    const refs = join(workspace().root, 'disk-full');
-    const good = await wwref(rebuildArgs(refs, 'nile'));
-    expect(good.exitCode, String(good.stderr)).toBe(0);
-    const before = snapshot(refs, 'nile');
+    const { refs, before } = await builtNile('disk-full');
 
     const full = await wwref(rebuildArgs(refs, 'nile', '--fresh'), { WWREF_TEST_FAIL_WRITE: 'manifest.json' });
     expect(full.exitCode).toBe(2);
@@ -183,10 +185,7 @@ describe('a failed rebuild leaves the good table and manifest byte-identical', (
   });
 
   it('a worker killed in the middle of a record: exit 1, the failure reported, table and manifest as before; the next run resumes', async () => {
-    const refs = join(workspace().root, 'killed');
-    const good = await wwref(rebuildArgs(refs, 'nile'));
-    expect(good.exitCode, String(good.stderr)).toBe(0);
-    const before = snapshot(refs, 'nile');
+    const { refs, before } = await builtNile('killed');
 
     const killed = await wwref(rebuildArgs(refs, 'nile', '--fresh'), { WWREF_TEST_EXIT_ON_MASK: '0011' });
     expect(killed.exitCode, String(killed.stderr)).toBe(1);
