@@ -133,6 +133,33 @@ export function hashDescriptor(fd: number, onBlock?: (block: Uint8Array) => void
   return { sha256: hash.digest('hex'), bytes };
 }
 
+/**
+ * The whole of a regular file, read without blocking (a FIFO, device, directory or link is refused
+ * unopened) and never more than `maxBytes`: a larger file is refused after maxBytes + 1 bytes.
+ */
+export function readRegularFile(path: string, what: string, maxBytes: number): Buffer {
+  const { fd, size } = openRegularFile(path, what);
+  try {
+    if (size > maxBytes) throw new UserError(`${what} ${path} is ${size} bytes, more than the ${maxBytes} allowed; refused`);
+    const blocks: Uint8Array[] = [];
+    const { bytes } = hashDescriptor(fd, (block) => blocks.push(Buffer.from(block)), maxBytes);
+    if (bytes > maxBytes) throw new UserError(`${what} ${path} grew past the ${maxBytes} bytes allowed while it was read; refused`);
+    return Buffer.concat(blocks);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** sha256 of a regular file, streamed (never read whole); FIFOs, devices, folders and links are refused unopened. */
+export function regularFileSha256(path: string, what: string): string {
+  const { fd } = openRegularFile(path, what);
+  try {
+    return hashDescriptor(fd).sha256;
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Whether a process with this id exists (a process of another user counts: EPERM). */
 export function processAlive(pid: number): boolean {
   try {

@@ -5,9 +5,9 @@
 //   digest(v) = sha256(v)                                      if v is bytes
 //             = sha256(json.dumps(v, sort_keys=True, separators=(",", ":"),
 //                                 ensure_ascii=False, allow_nan=False).encode("utf-8"))  otherwise
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { lstatSync } from 'node:fs';
 import { hashSync } from 'hasha';
+import { insideRoot, regularFileSha256 } from './containment.ts';
 import { UserError } from './errors.ts';
 
 /** Lowercase hex SHA-256 of raw bytes, or of the UTF-8 encoding of a (well-formed) string. */
@@ -265,9 +265,9 @@ export function digest(value: unknown): string {
   return sha256Hex(canonicalJson(value));
 }
 
-/** sha256 of a file's bytes. */
-export function fileSha256(path: string): string {
-  return sha256Hex(readFileSync(path));
+/** sha256 of a regular file's bytes, streamed; a FIFO, device, folder or link is refused unopened. */
+export function fileSha256(path: string, what = 'file'): string {
+  return regularFileSha256(path, what);
 }
 
 /**
@@ -276,9 +276,10 @@ export function fileSha256(path: string): string {
  */
 export function checkFileHashes(dir: string, expected: Readonly<Record<string, string>>, what: string, hint = ''): void {
   for (const [name, want] of Object.entries(expected)) {
-    const path = join(dir, name);
-    if (!existsSync(path)) throw new UserError(`${what} missing: ${path}${hint ? `; ${hint}` : ''}`);
-    const actual = fileSha256(path);
+    // the names come from manifests: each must stay inside `dir` and be a regular file
+    const path = insideRoot(dir, name, what);
+    if (!lstatSync(path, { throwIfNoEntry: false })) throw new UserError(`${what} missing: ${path}${hint ? `; ${hint}` : ''}`);
+    const actual = fileSha256(path, what);
     if (actual !== want) throw new UserError(`${what} changed: ${path} (recorded ${want}, file ${actual})${hint ? `; ${hint}` : ''}`);
   }
 }
