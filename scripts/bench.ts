@@ -17,7 +17,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Catalog } from '../pipelines/catalog/catalog.ts';
+import { loadCatalog } from '../pipelines/references/store.ts';
 import { DEFAULT_PROFILE, profileByName, type NumericalProfile } from '../pipelines/execution/numerics.ts';
 import { startLocalCluster } from '../pipelines/execution/dask/cluster.ts';
 import { DaskExecutor } from '../pipelines/execution/dask/dask-executor.ts';
@@ -40,7 +40,7 @@ function arg(name: string): string[] {
 
 const sections = new Set((arg('section')[0] ?? 'overhead,throughput,profile,dask').split(','));
 const workerCounts = (arg('workers')[0] ?? '1,2').split(',').map(Number);
-const catalog = Catalog.load();
+const catalog = loadCatalog();
 
 async function rebuildInTemp(conditions: string[] | undefined, workers: number, profile?: NumericalProfile, executor?: ExecutorChoice): Promise<RebuildSummary> {
   const dir = mkdtempSync(join(tmpdir(), 'wwref-bench-'));

@@ -165,8 +165,8 @@ async function main(argv: string[]): Promise<number> {
   let conditions = value('--condition');
   if (!conditions.length && existsSync(html)) conditions = reportConditions(readFileSync(html, 'utf8')) ?? [];
   if (!conditions.length) {
-    const { readReferenceManifest } = await import('../pipelines/references/manifest.ts');
-    conditions = Object.keys(readReferenceManifest()?.conditions ?? {});
+    const { ReferenceStore } = await import('../pipelines/references/store.ts');
+    conditions = Object.keys(new ReferenceStore().manifest()?.conditions ?? {});
     if (!conditions.length) {
       process.stderr.write('no --condition given and no reference manifest to take the conditions from\n');
       return 2;

@@ -12,9 +12,8 @@ import { writeJsonAtomic } from '../core/fsutil.ts';
 import { runtimeOfVersions } from '../execution/identity.ts';
 import { describeNumerics, type RecordedNumerics } from '../execution/numerics.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import { readPack } from '../jobs/wwb.ts';
-import { loadAllRecords } from '../references/export.ts';
-import { requireReferenceManifest } from '../references/manifest.ts';
+import { isPackFolder, readPack } from '../jobs/wwb.ts';
+import { ReferenceStore } from '../references/store.ts';
 import { analyzeCondition, conditionalEffects, groupByCondition, REVERSAL_FLOORS, type ConditionAnalysis } from './effects.ts';
 import { gradeSurface } from './grade.ts';
 
@@ -68,7 +67,8 @@ function numericsLine(recorded: RecordedNumerics | undefined): string | null {
 export function loadDiffSide(path: string, conditions: readonly string[] = []): DiffSide {
   const dir = resolve(path);
   if (!existsSync(dir)) throw new UserError(`${path} does not exist (name a reference folder or a WhatWorkedBench pack)`);
-  if (existsSync(join(dir, 'references'))) {
+  if (isPackFolder(dir)) {
+    // the one hardened pack reader (of replay --format wwb too): contained, bounded, every file sha256-checked
     const { targets, expected } = readPack(dir, conditions);
     const grouped = new Map<string, ReferenceRecord[]>();
     for (const t of targets) {
@@ -88,11 +88,12 @@ export function loadDiffSide(path: string, conditions: readonly string[] = []): 
     };
   }
   if (!existsSync(join(dir, 'manifest.json'))) throw new UserError(`${path} is neither a reference folder (no manifest.json) nor a WhatWorkedBench pack (no references/)`);
-  const manifest = requireReferenceManifest(dir);
+  const store = new ReferenceStore(dir);
+  const manifest = store.requireManifest();
   return {
     path,
     layout: 'references',
-    conditions: new Map(groupByCondition(loadAllRecords(conditions, dir)).map((group) => [group[0]!.condition, group])),
+    conditions: new Map(groupByCondition(store.records(conditions)).map((group) => [group[0]!.condition, group])),
     versions: manifest.versions,
     runtime: runtimeOfVersions(manifest.versions) ?? null,
     python: manifest.python,

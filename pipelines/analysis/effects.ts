@@ -11,7 +11,7 @@ import { equivalenceClasses } from '../references/equivalences.ts';
 import { arrowFileBytes } from '../core/arrow.ts';
 import { csvFloat, csvQuote } from '../core/csv.ts';
 import { UserError } from '../core/errors.ts';
-import { loadAllRecords } from '../references/export.ts';
+import { ReferenceStore } from '../references/store.ts';
 import { enabledCount, maskIndex, maskString, optionBit, optionLetter } from '../catalog/masks.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { fsum } from '../execution/verification/metrics.ts';
@@ -317,7 +317,7 @@ export function groupByCondition(records: readonly ReferenceRecord[]): Reference
 }
 
 export function analyzeReferences(conditions: readonly string[] = [], dir = referencesDir()): ConditionAnalysis[] {
-  return groupByCondition(loadAllRecords(conditions, dir)).map(analyzeCondition);
+  return groupByCondition(new ReferenceStore(dir).records(conditions)).map(analyzeCondition);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import {
   surfaceFromRecords,
   type Surface,
 } from './effects.ts';
-import { loadAllRecords } from '../references/export.ts';
+import { ReferenceStore } from '../references/store.ts';
 import { allMasks, maskIndex, maskString } from '../catalog/masks.ts';
 import { referencesDir } from '../core/paths.ts';
 
@@ -301,7 +301,7 @@ export interface GradeOptions {
 
 /** `wwref grade`: the reference surface from the manifest's table, the prediction from a file. */
 export function gradeFile(options: GradeOptions): GradeResult & { table: string } {
-  const [records] = groupByCondition(loadAllRecords([options.condition], options.referencesDir ?? referencesDir()));
+  const [records] = groupByCondition(new ReferenceStore(options.referencesDir ?? referencesDir()).records([options.condition]));
   if (!records) throw new UserError(`reference table of condition '${options.condition}' has no records`);
   const reference = surfaceFromRecords(records);
   const predicted = readPredictionTable(options.table, reference.dimensions);

@@ -19,7 +19,7 @@ import { writeFileAtomic } from '../core/fsutil.ts';
 import { maskIndex, maskString } from '../catalog/masks.ts';
 import { referencesDir } from '../core/paths.ts';
 import { writeFigures } from './figures.ts';
-import { readReferenceManifest } from '../references/manifest.ts';
+import { ReferenceStore } from '../references/store.ts';
 
 const esc = (s: string | number): string =>
   String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
@@ -254,7 +254,7 @@ export function writeReportFiles(options: ReportFiles): { summary: CatalogSummar
   if (!options.out && !options.figures) throw new UserError('wwref report needs --out FILE (the HTML page), --figures DIR (SVG and PNG files), or both');
   const analyses = analyzeReferences(options.conditions ?? [], dir);
   if (!analyses.length) throw new UserError(`no reference tables to report in ${dir}`);
-  const manifest = readReferenceManifest(dir);
+  const manifest = new ReferenceStore(dir).manifest();
   const commit = manifest?.code.git_commit;
   const provenance = `${analyses.length} reference table(s) from ${manifest?.generator ?? 'wwref'}${commit ? `, code ${commit.slice(0, 12)}${manifest?.code.git_dirty ? ' (dirty)' : ''}` : ''}.`;
   const sections: string[] = [];

@@ -6,7 +6,7 @@ import { UserError } from '../core/errors.ts';
 import type { FamilyName } from './families.ts';
 import { digest } from '../core/hashing.ts';
 import { parsePlan, type Condition, type Plan } from './plan.ts';
-import { manifestsDir, referencesDir, ROOT, SOURCES_DIR } from '../core/paths.ts';
+import { manifestsDir, ROOT, SOURCES_DIR } from '../core/paths.ts';
 
 export interface LoadedPlan {
   plan: Plan;
@@ -54,21 +54,12 @@ export function planFilePath(file: string): string {
   return isAbsolute(file) ? file : join(ROOT, file);
 }
 
-/** Plans named by the reference manifest in `references` that are not among `known`. */
-function addedPlans(known: LoadedPlan[], references: string): LoadedPlan[] {
-  const manifest = join(references, 'manifest.json');
-  if (!existsSync(manifest)) return [];
-  let conditions: Record<string, { plan_file?: unknown }>;
-  try {
-    conditions = (JSON.parse(readFileSync(manifest, 'utf8')) as { conditions?: Record<string, { plan_file?: unknown }> }).conditions ?? {};
-  } catch {
-    return []; // a malformed manifest is reported by the commands that read it
-  }
+/** Plans of `files` (recorded plan_file paths) that are not among `known`, nor of a source `known` has. */
+function addedPlans(known: LoadedPlan[], planFiles: readonly string[]): LoadedPlan[] {
   const files = new Set(known.map((p) => resolve(planFilePath(p.file))));
   const sources = new Set(known.map((p) => p.plan.source));
   const added: LoadedPlan[] = [];
-  const named = [...new Set(Object.values(conditions).flatMap((c) => (typeof c.plan_file === 'string' ? [c.plan_file] : [])))].sort();
-  for (const file of named) {
+  for (const file of [...new Set(planFiles)].sort()) {
     const path = resolve(planFilePath(file));
     if (files.has(path) || !existsSync(path)) continue;
     const loaded = loadPlanFile(path);
@@ -123,15 +114,13 @@ export class Catalog {
   }
 
   /**
-   * The published catalog plus the sources added with `wwref add-source` to a reference folder (by
-   * default the default one, WWREF_REFERENCES_DIR or outputs/references): every plan file its
-   * manifest names (plan_file) that is not one of sources/*.plan.json. A named plan file that no
+   * The published catalog plus added sources: the plan files a reference manifest names (plan_file;
+   * the store's loadCatalog passes them) that are not sources/*.plan.json. A named plan file that no
    * longer exists, or whose source the published catalog already has, is left out.
    */
-  static load(dir = SOURCES_DIR, references: string | false = referencesDir()): Catalog {
+  static load(dir = SOURCES_DIR, addedPlanFiles: readonly string[] = []): Catalog {
     const published = publishedPlanFiles(dir).map((f) => loadPlanFile(f));
-    if (references === false) return new Catalog(published);
-    return new Catalog([...published, ...addedPlans(published, references)]);
+    return new Catalog([...published, ...addedPlans(published, addedPlanFiles)]);
   }
 
   source(name: string): LoadedPlan {
@@ -146,12 +135,12 @@ export class Catalog {
     return condition;
   }
 
-  /** Selected conditions (all when none named), in catalog order. */
+  /** Selected conditions (each once; all when none named), in the order named. */
   selectConditions(ids: readonly string[] = []): CatalogCondition[] {
-    return ids.length ? ids.map((id) => this.condition(id)) : [...this.conditions.values()];
+    return ids.length ? [...new Set(ids)].map((id) => this.condition(id)) : [...this.conditions.values()];
   }
 
   selectSources(names: readonly string[] = []): LoadedPlan[] {
-    return names.length ? names.map((n) => this.source(n)) : [...this.plans.values()];
+    return names.length ? [...new Set(names)].map((n) => this.source(n)) : [...this.plans.values()];
   }
 }

@@ -5,7 +5,7 @@ import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { acquirePlan } from '../sources/acquire.ts';
 import { auditCatalog, auditFailed, auditNeeds, replayNeeds } from '../jobs/audit.ts';
-import { Catalog } from '../catalog/catalog.ts';
+import { checkReferenceFolder, loadCatalog } from '../references/store.ts';
 import { familyLines, FAMILY_NAMES } from '../catalog/families.ts';
 import { UserError } from '../core/errors.ts';
 import { exportCsv } from '../references/export.ts';
@@ -16,9 +16,10 @@ import { replay, replayTargets, writeReplayReport } from '../jobs/replay.ts';
 import { exportPack, readPack } from '../jobs/wwb.ts';
 import { dirname, join, resolve } from 'node:path';
 import { accessSync, constants, existsSync, lstatSync, statSync, type Stats } from 'node:fs';
-import { manifestsDir, preparedDir, referencesDir, ROOT, useRuntime } from '../core/paths.ts';
+import { cacheDir, manifestsDir, preparedDir, referencesDir, ROOT, useRuntime } from '../core/paths.ts';
 import { isInside } from '../core/containment.ts';
 import { readConfig } from '../core/config.ts';
+import { writeJsonAtomic } from '../core/fsutil.ts';
 import { EXECUTOR_KINDS, type ExecutorChoice, type ExecutorKind } from '../execution/executors.ts';
 import { activeProfile } from '../execution/numerics.ts';
 import { checkRuntimeTarget } from '../execution/identity.ts';
@@ -152,6 +153,8 @@ async function main(args: string[]): Promise<number> {
         if (argv.references.trim() === '') throw new UserError('--references needs a folder');
         process.env.WWREF_REFERENCES_DIR = resolve(argv.references);
       }
+      // a reference folder is never inside prepared/, the raw cache or manifests/ (nor around them)
+      checkReferenceFolder(argv._[0] === 'add-source' && typeof argv.references === 'string' ? argv.references : referencesDir());
       // the references of one runtime are never replaced by another's
       if (argv._[0] === 'rebuild' || argv._[0] === 'add-source') checkRuntimeTarget(typeof argv.references === 'string' ? resolve(argv.references) : referencesDir());
     })
@@ -160,7 +163,7 @@ async function main(args: string[]): Promise<number> {
       'list the catalog: sources, families and conditions',
       (y) => withReferences(y),
       () => {
-        const catalog = Catalog.load();
+        const catalog = loadCatalog();
         for (const c of catalog.conditions.values()) {
           const pub = c.plan.plan.published;
           out(`${c.id.padEnd(22)} ${c.family.padEnd(22)} ${String(c.dimensions)} options  source ${c.source.padEnd(18)} ${pub.prepared_match}`);
@@ -173,7 +176,7 @@ async function main(args: string[]): Promise<number> {
       'fetch and sha256-check raw source files into the cache',
       (y) => withMirror(y.option('source', { type: 'string', array: true, describe: 'source(s); default all' })),
       async (argv) => {
-        const catalog = Catalog.load();
+        const catalog = loadCatalog();
         let failed = 0;
         for (const loaded of catalog.selectSources(list(argv.source, 'source'))) {
           try {
@@ -193,7 +196,7 @@ async function main(args: string[]): Promise<number> {
       'acquire raw files and write prepared/<source>/ and manifests/<source>.json',
       (y) => withWorkers(withMirror(y.option('source', { type: 'string', array: true, describe: 'source(s); default all' }))),
       async (argv) => {
-        const catalog = Catalog.load();
+        const catalog = loadCatalog();
         const outcomes = await prepareSources(catalog.selectSources(list(argv.source, 'source')), {
           mirrors: list(argv.mirror, 'mirror'),
           workers: argv.workers,
@@ -212,10 +215,14 @@ async function main(args: string[]): Promise<number> {
           .option('condition', { type: 'string', array: true, describe: 'condition(s); default the whole catalog' })
           .option('fresh', { type: 'boolean', default: false, describe: 'ignore journals of interrupted runs' })
           .option('reuse-shared-stage', { type: 'boolean', default: false, describe: 'reuse expensive per-input stages across masks (retrieval term counts); bit-identical to the cold path' })
-          .option('allow-version-drift', { type: 'boolean', default: false, describe: 'run even if installed versions differ from the pins' }),
+          .option('allow-version-drift', { type: 'boolean', default: false, describe: 'run even if installed versions differ from the pins' })
+          .option('force', { type: 'boolean', default: false, describe: 'rebuild conditions whose plan changed since their references were written (the old plan hashes are recorded as superseded)' })
+          .option('report', { type: 'string', describe: "JSON run report: every condition's outcome and this run's timings (default outputs/cache/runs/rebuild.json)" }),
       async (argv) => {
-        const catalog = Catalog.load();
+        const reportPath = argv.report === undefined ? join(cacheDir(), 'runs', 'rebuild.json') : outputPath(argv.report, 'report');
+        const catalog = loadCatalog();
         const summary = await rebuild(catalog, {
+          force: argv.force,
           conditions: list(argv.condition, 'condition'),
           workers: argv.workers,
           mirrors: list(argv.mirror, 'mirror'),
@@ -231,6 +238,9 @@ async function main(args: string[]): Promise<number> {
           for (const f of c.failures.slice(0, 5)) out(`    FAILED ${f.mask}: ${f.error}`);
           if (c.failures.length) out(`    table and manifest entry left as they were; finished records kept in the journal (the same command resumes)`);
         }
+        writeJsonAtomic(reportPath, summary);
+        const kept = summary.conditions.filter((c) => c.kept).length;
+        if (kept) out(`${kept} condition(s) reproduced, kept: their tables and manifest entries are unchanged (this run's timings are in ${reportPath})`);
         out(
           `${summary.records} records in ${summary.conditions.filter((c) => !c.error).length} tables (${summary.failed} failed, ${summary.resumed} resumed from the journal); ` +
             `wall ${formatSeconds(summary.wallSeconds)}, native ${summary.nativeSeconds.toFixed(1)} s, ${summary.workers} worker(s)`,
@@ -262,7 +272,7 @@ async function main(args: string[]): Promise<number> {
           if (!argv.references) throw new UserError('--format wwb needs --references PACK (the folder holding references/ and inputs/)');
           const pack = readPack(argv.references, options.conditions);
           // Conditions of our catalog carry their declared equivalences into the pack's replay.
-          const catalog = Catalog.load();
+          const catalog = loadCatalog();
           const targets = pack.targets.map((t) => {
             const known = catalog.conditions.get(t.condition);
             return known ? { ...t, equivalences: known.condition.equivalences, pairedWith: known.condition.paired_with } : t;
@@ -296,14 +306,21 @@ async function main(args: string[]): Promise<number> {
     )
     .command(
       'audit',
-      'check source manifests against themselves, their plans, the raw cache, the prepared files and the published facts',
-      (y) => withReferences(y).option('source', { type: 'string', array: true, describe: 'source(s); default all' }).option('verbose', { type: 'boolean', default: false }),
+      'check source manifests against themselves, their plans, the raw cache, the prepared files (each source re-prepared from its raw files and compared byte for byte) and the published facts',
+      (y) =>
+        withWorkers(withMirror(withReferences(y)))
+          .option('source', { type: 'string', array: true, describe: 'source(s); default all' })
+          .option('verbose', { type: 'boolean', default: false }),
       async (argv) => {
-        const catalog = Catalog.load();
+        const { auditWithReprepare } = await import('../jobs/audit.ts');
+        const catalog = loadCatalog();
+        const sources = list(argv.source, 'source');
+        const options = { mirrors: list(argv.mirror, 'mirror'), workers: argv.workers, log: (line: string) => out(line) };
         // prepared inputs that are missing are made first and checked against their source manifests
-        await prepareMissing(auditNeeds(catalog, list(argv.source, 'source')), { log: (line) => out(line) });
-        const audits = auditCatalog(catalog, list(argv.source, 'source'));
-        out(`${'source'.padEnd(20)} ${['manifest', 'plan', 'raw', 'prepared', 'published', 'equivalences'].map((h) => h.padEnd(10)).join(' ')}`);
+        await prepareMissing(auditNeeds(catalog, sources), options);
+        // then every source is re-prepared from its raw files and plan and compared (`reprepared`)
+        const audits = await auditWithReprepare(catalog, sources, options);
+        out(`${'source'.padEnd(20)} ${['manifest', 'plan', 'raw', 'prepared', 'reprepared', 'published', 'equivalences'].map((h) => h.padEnd(10)).join(' ')}`);
         for (const a of audits) {
           out(`${a.source.padEnd(20)} ${Object.values(a.checks).map((v) => v.padEnd(10)).join(' ')}`);
           for (const p of a.problems) out(`    ! ${p}`);

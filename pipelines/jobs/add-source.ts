@@ -3,9 +3,8 @@
 // acquired, prepared and executed by rebuild() into a staging folder. Only when every record passed
 // and every declared equivalence held are the tables and their manifest entries moved into the target
 // reference folder. Undeclared identical prediction hashes are reported as discovered classes.
-import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { readReferenceTable } from '../references/tables.ts';
 import type { AcquireOptions } from '../sources/acquire.ts';
 import { Catalog, loadPlanFile, planFilePath, type LoadedPlan } from '../catalog/catalog.ts';
 import { equivalenceClasses } from '../references/equivalences.ts';
@@ -13,17 +12,18 @@ import { UserError } from '../core/errors.ts';
 import { insideRoot, removeStaleEntries } from '../core/containment.ts';
 import { inactivePairs } from '../catalog/masks.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
-import { digest, sha256Hex } from '../core/hashing.ts';
+import { canonicalJson, digest } from '../core/hashing.ts';
 import { cacheDir, manifestsDir, referencesDir, ROOT, SOURCES_DIR, sourcePreparedDir } from '../core/paths.ts';
 import { platformDrift, profileByName } from '../execution/numerics.ts';
 import { manifestPath, prepareSources } from '../sources/prepare.ts';
 import { problemLines, staticCheck } from '../sources/check.ts';
 import type { Condition } from '../catalog/plan.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import { readReferenceManifest, referenceManifestPath, writeReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
+import type { ConditionEntry, ReferenceManifest } from '../references/manifest.ts';
+import { ReferenceStore } from '../references/store.ts';
+import { tableFile } from '../references/surface.ts';
 import { rebuild } from './rebuild.ts';
 import type { ExecutorChoice } from '../execution/executors.ts';
-import { tablePath } from '../references/tables.ts';
 
 export interface AddSourceOptions extends AcquireOptions {
   /** Target reference folder (default WWREF_REFERENCES_DIR or outputs/references). */
@@ -152,11 +152,11 @@ function claims(target: string, targetManifest: ReferenceManifest | undefined, o
   const folders = new Map<string, ReferenceManifest | undefined>();
   for (const dir of [join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), referencesDir(), target]) {
     const key = resolve(dir);
-    if (!folders.has(key)) folders.set(key, key === resolve(target) ? targetManifest : readReferenceManifest(key));
+    if (!folders.has(key)) folders.set(key, key === resolve(target) ? targetManifest : new ReferenceStore(key).manifest());
   }
   for (const [folder, manifest] of folders) {
     for (const [id, entry] of Object.entries(manifest?.conditions ?? {})) {
-      const where = `the reference manifest ${shown(referenceManifestPath(folder))}`;
+      const where = `the reference manifest ${shown(join(folder, 'manifest.json'))}`;
       found.push({ source: entry.source, condition: id, planFile: entry.plan_file, where, added: true, folder });
     }
   }
@@ -172,20 +172,6 @@ function claims(target: string, targetManifest: ReferenceManifest | undefined, o
     }
   }
   return found;
-}
-
-/**
- * The table files of the target manifest this run may replace or delete (the entries of the source
- * being re-added): each must be a file inside the target folder, or the run is refused.
- */
-function checkTables(target: string, entries: [string, ConditionEntry][]): void {
-  for (const [id, entry] of entries) {
-    try {
-      insideRoot(target, entry.table, `reference manifest ${referenceManifestPath(target)}: table of condition '${id}'`);
-    } catch (error) {
-      throw new UserError(`${(error as Error).message}: add-source replaces or deletes only files inside ${target}`);
-    }
-  }
 }
 
 /** Refusals that need no computation: ids taken elsewhere, re-adding, changed plans, tables outside the target. */
@@ -230,7 +216,14 @@ function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, 
   }
   const existing = Object.entries(target?.conditions ?? {}).filter(([, e]) => e.source === plan.source);
   if (!existing.length) return [];
-  checkTables(targetDir, existing);
+  // the tables this run may replace or delete: each must resolve inside the target folder (no link out)
+  for (const [id] of existing) {
+    try {
+      insideRoot(targetDir, tableFile(id), `table of condition '${id}'`);
+    } catch (error) {
+      throw new UserError(`${(error as Error).message}: add-source replaces or deletes only files inside ${targetDir}`);
+    }
+  }
   const recorded = [...new Set(existing.map(([, e]) => e.plan_sha256))];
   const changed = recorded.filter((h) => h !== loaded.sha256);
   if (!options.force) {
@@ -280,7 +273,7 @@ export function freezePlan(file: string): LoadedPlan {
 export function checkAddSource(planFile: string, options: AddSourceOptions = {}): string[] {
   const loaded = freezePlan(planFile);
   const target = resolve(options.referencesDir ?? referencesDir());
-  const supersedes = checkTarget(loaded, readReferenceManifest(target), options, target);
+  const supersedes = checkTarget(loaded, new ReferenceStore(target).manifest(), options, target);
   const { plan } = loaded;
   const statics = staticCheck(loaded, options);
   if (statics.problems.length) {
@@ -301,12 +294,13 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const started = performance.now();
   const workers = options.workers ?? 2;
-  const target = resolve(options.referencesDir ?? referencesDir());
+  const store = new ReferenceStore(options.referencesDir ?? referencesDir());
+  const target = store.dir;
 
   // 1. Validate and freeze the plan; refuse what must not be overwritten.
   const loaded = freezePlan(planFile);
   const { plan } = loaded;
-  const previous = readReferenceManifest(target);
+  const previous = store.manifest();
   const supersedes = checkTarget(loaded, previous, options, target);
   const frozen = join(cacheDir(), 'add-source', `${plan.source}.frozen.json`);
   const undo = snapshotSource(plan.source, frozen);
@@ -372,6 +366,8 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
       // reported below
     }
     if (now !== loaded.sha256) problems.push(`the plan changed during the run (frozen sha256 ${loaded.sha256}, now ${now})`);
+    const built = new ReferenceStore(staging);
+    const builtManifest = built.manifest();
     const conditions: AddedCondition[] = summary.conditions.map((outcome) => {
       const condition = catalog.condition(outcome.condition).condition;
       const added: AddedCondition = {
@@ -394,42 +390,34 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
         problems.push(`${outcome.condition}: ${outcome.failed} record(s) failed: ${outcome.failures.slice(0, 5).map((f) => `${f.mask} (${f.error})`).join('; ')}`);
         return added;
       }
-      added.classes = discoveredClasses(condition, readReferenceTable(tablePath(outcome.condition, staging)).records);
+      added.classes = discoveredClasses(condition, built.table(outcome.condition, builtManifest!).records);
       for (const v of outcome.violations) problems.push(`${outcome.condition}: declared equivalence violated: ${v}`);
       return added;
     });
 
-    // 4. Commit: tables first, then the merged manifest (the entries of this source replaced).
-    const built = readReferenceManifest(staging);
-    const ids = new Set(plan.conditions.map((c) => c.id));
-    const kept = Object.entries(previous?.conditions ?? {}).filter(([id, e]) => e.source !== plan.source && !ids.has(id));
-    if (!problems.length && built?.numerics && kept.length) {
-      const mixed = platformDrift(previous!.numerics, profileByName(built.numerics.profile), built.numerics.effective);
-      if (mixed.length) problems.push(`${mixed.join('; ')}: adding to ${target} would mix platforms in one manifest; add the source to another folder (--references)`);
-    }
+    // 4. Commit under the target's lock, merged into the manifest as it is then (another writer's
+    // conditions are kept): the entries of this source replaced, conditions it no longer declares removed.
     if (!problems.length) {
-      if (!built) throw new Error(`rebuild wrote no manifest in ${staging}`);
-      const stale = Object.entries(previous?.conditions ?? {}).filter(([id, e]) => e.source === plan.source && !ids.has(id));
-      checkTables(target, stale); // checked before the run too: only files inside the target folder are deleted
-      mkdirSync(target, { recursive: true });
-      const entries: [string, ConditionEntry][] = [];
-      for (const id of ids) {
-        const entry = built.conditions[id]!;
-        const from = insideRoot(staging, entry.table, `table of condition '${id}' in the staging folder`);
-        const to = insideRoot(target, entry.table, `table of condition '${id}'`);
-        const tmp = `${to}.${process.pid}.tmp`;
-        copyFileSync(from, tmp);
-        if (sha256Hex(readFileSync(tmp)) !== entry.table_sha256) throw new Error(`copy of ${from} does not match its manifest entry`);
-        renameSync(tmp, to); // same folder: atomic
-        entries.push([id, supersedes.length ? { ...entry, supersedes_plan_sha256: supersedes } : entry]);
-      }
-      for (const [id, entry] of stale) {
-        const table = insideRoot(target, entry.table, `table of condition '${id}'`);
-        if (lstatSync(table, { throwIfNoEntry: false })?.isFile()) unlinkSync(table);
-        log(`removed ${id}: no longer declared by the plan`);
-      }
-      writeReferenceManifest({ ...built, conditions: Object.fromEntries([...kept, ...entries]) }, target);
-      written = true;
+      if (!builtManifest) throw new Error(`rebuild wrote no manifest in ${staging}`);
+      const ids = new Set(plan.conditions.map((c) => c.id));
+      const tables = new Map([...ids].map((id) => [id, readFileSync(join(staging, builtManifest.conditions[id]!.table))]));
+      for (const id of ids) built.table(id, builtManifest); // the staged tables are what their manifest says
+      const committed = await store.commit((current) => {
+        // what was checked before the run is checked again against the manifest as it is now
+        const again = checkTarget(loaded, current, options, target);
+        if (canonicalJson(again) !== canonicalJson(supersedes) && !options.force) throw new UserError(`${target} changed during the run; run add-source again`);
+        const kept = Object.entries(current?.conditions ?? {}).filter(([id, e]) => e.source !== plan.source && !ids.has(id));
+        const mixed = kept.length ? platformDrift(current!.numerics, profileByName(builtManifest.numerics!.profile), builtManifest.numerics!.effective) : [];
+        if (mixed.length) throw new UserError(`${mixed.join('; ')}: adding to ${target} would mix platforms in one manifest; add the source to another folder (--references)`);
+        const stale = Object.entries(current?.conditions ?? {}).filter(([id, e]) => e.source === plan.source && !ids.has(id)).map(([id]) => id);
+        for (const id of stale) log(`removed ${id}: no longer declared by the plan`);
+        const entries = [...ids].map((id): [string, ConditionEntry] => {
+          const entry = builtManifest.conditions[id]!;
+          return [id, supersedes.length ? { ...entry, supersedes_plan_sha256: supersedes } : entry];
+        });
+        return { manifest: { ...builtManifest, conditions: Object.fromEntries([...kept, ...entries]) }, tables, remove: stale };
+      });
+      written = committed !== undefined;
     }
     return {
       ...identity,

@@ -7,7 +7,7 @@ import { activeProfile, describeNumerics, platformDrift, platformNotes, PROFILE_
 import { pythonExecutable, referencesDir, ROOT } from '../core/paths.ts';
 import { WorkerPool } from '../execution/local/local-pool.ts';
 import type { HelloResult } from '../execution/protocol.ts';
-import { readReferenceManifest } from '../references/manifest.ts';
+import { ReferenceStore } from '../references/store.ts';
 
 export interface DoctorResult {
   lines: string[];
@@ -58,7 +58,7 @@ export async function doctor(dir = referencesDir()): Promise<DoctorResult> {
   const pinned = versionDrift(hello.versions, pinnedVersions());
   if (pinned.length) why.push(`installed versions differ from workflows/requirements.txt (${pinned.join('; ')})`);
   const shown = relative(ROOT, dir).startsWith('..') ? dir : relative(ROOT, dir) || '.';
-  const manifest = readReferenceManifest(dir);
+  const manifest = new ReferenceStore(dir).manifest();
   if (!manifest) {
     why.push(`no reference manifest in ${shown}`);
   } else {

@@ -1,29 +1,30 @@
 // `wwref rebuild`: every configuration of every selected condition runs natively on an executor;
 // each record goes through executeRecord (hash here, metric recomputed independently) and into the
 // condition's journal, then into one Arrow table per condition and the reference manifest.
-// Steps: prepare inputs -> check the runtime -> resume journals -> read truths -> execute -> write.
+// Steps: prepare inputs -> check the runtime -> read truths -> resume journals -> execute -> write.
 import { existsSync } from 'node:fs';
 import type { Catalog, CatalogCondition, LoadedPlan } from '../catalog/catalog.ts';
 import { FAMILIES } from '../catalog/families.ts';
 import { allMasks } from '../catalog/masks.ts';
 import { UserError } from '../core/errors.ts';
-import { sha256Hex } from '../core/hashing.ts';
-import { referencesDir, sourcePreparedDir } from '../core/paths.ts';
+import { canonicalJson, sha256Hex } from '../core/hashing.ts';
+import { activeRuntime, referencesDir, sourcePreparedDir } from '../core/paths.ts';
 import { Progress } from '../core/progress.ts';
-import { executeRecord } from '../execution/execute-record.ts';
+import { executeRecord, recordOfRun, type RecordTask } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type Executor, type PreparedInput } from '../execution/executor.ts';
 import { gitIdentity, versionDrift, workflowsSha256, type GitIdentity } from '../execution/identity.ts';
-import { Journal } from '../execution/journal.ts';
+import { Journal, reverifyRun, UTILITY_RULES } from '../execution/journal.ts';
 import { executorRecord, openExecutor, type ExecutorChoice, type ExecutorRecord } from '../execution/executors.ts';
 import { numericsIdentity, platformDrift, recordNumerics, type NumericalProfile } from '../execution/numerics.ts';
-import type { HelloResult } from '../execution/protocol.ts';
+import type { HelloResult, RunResult } from '../execution/protocol.ts';
 import { THREAD_ENV } from '../execution/python-worker.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import type { Truth } from '../execution/verification/verify.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
-import { readReferenceManifest, type ConditionEntry, type ReferenceManifest } from '../references/manifest.ts';
-import { commitReferences } from '../references/commit.ts';
-import { readReferenceTable, tableBytes, tablePath } from '../references/tables.ts';
+import type { ConditionEntry, ReferenceManifest } from '../references/manifest.ts';
+import { ReferenceStore } from '../references/store.ts';
+import { tableFile, tableMetadata } from '../references/surface.ts';
+import { tableBytes } from '../references/tables.ts';
 import type { AcquireOptions } from '../sources/acquire.ts';
 import { hashPreparedFiles, manifestPath, prepareSources, readManifest } from '../sources/prepare.ts';
 
@@ -43,6 +44,8 @@ export interface RebuildOptions extends AcquireOptions {
   profile?: NumericalProfile;
   /** What runs the records (default the local pool). */
   executor?: ExecutorChoice;
+  /** Rebuild conditions whose plan changed since their references were written (recorded as superseded). */
+  force?: boolean;
 }
 
 export interface ConditionOutcome {
@@ -54,6 +57,8 @@ export interface ConditionOutcome {
   /** Records that failed: the condition's table and manifest entry were left as they were. */
   failures: { mask: string; error: string }[];
   table?: string;
+  /** The records came out as the table in place holds them: table and manifest entry left byte for byte. */
+  kept?: boolean;
   error?: string;
 }
 
@@ -95,14 +100,49 @@ async function prepareInputs(catalog: Catalog, selected: CatalogCondition[], opt
   return { runnable: selected.filter((c) => !unprepared.has(c.source)), unprepared };
 }
 
+/**
+ * Before anything runs: a condition whose plan changed since its references were written is rebuilt
+ * only with --force (the old plan hashes are then recorded as superseded), and only together with
+ * every other condition of its source, so that one manifest holds one plan per source. Returns the
+ * supersessions to record, by condition.
+ */
+export function checkPlans(store: ReferenceStore, selected: CatalogCondition[], force = false): Map<string, string[]> {
+  const current = store.manifest();
+  const supersedes = new Map<string, string[]>();
+  for (const c of selected) {
+    const entry = current?.conditions[c.id];
+    const earlier = entry?.supersedes_plan_sha256 ?? [];
+    if (!entry || entry.plan_sha256 === c.plan.sha256) {
+      if (earlier.length) supersedes.set(c.id, earlier);
+      continue;
+    }
+    if (!force) {
+      throw new UserError(
+        `plan of condition '${c.id}' changed after its references were written (${store.manifestPath} records plan sha256 ${entry.plan_sha256}, ${c.plan.file} is now ${c.plan.sha256}); ` +
+          'pass --force to rebuild it and record the old plan as superseded',
+      );
+    }
+    supersedes.set(c.id, [...new Set([...earlier, entry.plan_sha256])].filter((h) => h !== c.plan.sha256));
+  }
+  const sources = new Set(selected.map((c) => c.source));
+  const left = Object.entries(current?.conditions ?? {}).filter(([id, e]) => sources.has(e.source) && !selected.some((c) => c.id === id));
+  for (const [id, entry] of left) {
+    const plan = selected.find((c) => c.source === entry.source)!.plan;
+    if (entry.plan_sha256 !== plan.sha256) {
+      throw new UserError(`condition '${id}' of source '${entry.source}' was built from another plan (${entry.plan_sha256}); rebuild it together with the others of its source (--condition ${id})`);
+    }
+  }
+  return supersedes;
+}
+
 /** Step 2: the executor has checked profile and versions; tables of another platform are not mixed into one manifest. */
-async function checkRuntime(executor: Executor, refDir: string, runnable: CatalogCondition[]): Promise<HelloResult> {
+async function checkRuntime(executor: Executor, store: ReferenceStore, runnable: CatalogCondition[]): Promise<HelloResult> {
   const [hello] = await executor.describe();
-  const previous = readReferenceManifest(refDir);
+  const previous = store.manifest();
   const kept = Object.keys(previous?.conditions ?? {}).filter((id) => !runnable.some((c) => c.id === id));
   const mixed = kept.length ? [...platformDrift(previous!.numerics, executor.profile, hello!.numerics), ...versionDrift(hello!.versions, previous!.versions)] : [];
   if (mixed.length) {
-    throw new UserError(`${mixed.join('; ')}: rebuilding only some conditions of ${refDir} would mix runtimes in one manifest; rebuild all of them, or build into another folder (--references)`);
+    throw new UserError(`${mixed.join('; ')}: rebuilding only some conditions of ${store.dir} would mix runtimes in one manifest; rebuild all of them, or build into another folder (--references)`);
   }
   return hello!;
 }
@@ -111,16 +151,69 @@ function preparedInput(c: CatalogCondition): PreparedInput {
   return { source: c.source, files: readManifest(c.source).prepared_files };
 }
 
-/** Mean recorded seconds per record of the condition's current table, if any (to start large work first). */
-function previousCost(c: CatalogCondition, refDir: string): number | undefined {
-  const path = tablePath(c.id, refDir);
-  if (!existsSync(path)) return undefined;
-  try {
-    const seconds = readReferenceTable(path).records.map((r) => r.wall_seconds ?? 0);
-    return seconds.reduce((a, b) => a + b, 0) / Math.max(seconds.length, 1);
-  } catch {
-    return undefined;
+/** Mean recorded seconds per record of the condition's current manifest entry, if any (to start large work first). */
+function previousCost(c: CatalogCondition, previous: ReferenceManifest | undefined): number | undefined {
+  const entry = previous?.conditions[c.id];
+  return entry ? entry.native_seconds / Math.max(entry.records, 1) : undefined;
+}
+
+/** The task of one record of a condition in this rebuild. */
+function recordTask(c: CatalogCondition, mask: string, input: PreparedInput, options: RebuildOptions): RecordTask {
+  return {
+    condition: c.id,
+    source: c.source,
+    family: c.family,
+    dimensions: c.dimensions,
+    mask,
+    planSha256: c.plan.sha256,
+    input,
+    timeoutSeconds: c.plan.plan.execution.timeout_seconds,
+    reuseSharedStage: options.reuseSharedStage,
+  };
+}
+
+/** Executes one record; the run of an ok record is journaled (a failed one simply runs again on resume). */
+async function runRecord(executor: Executor, task: RecordTask, truth: Truth, journal: Journal): Promise<ReferenceRecord> {
+  const seen: { run?: RunResult } = {};
+  const record = await executeRecord(executor, task, truth, (run) => (seen.run = run));
+  if (record.status === 'ok' && seen.run) journal.append(task.mask, seen.run);
+  return record;
+}
+
+/**
+ * Step 4 for one condition: the journaled runs that verify again as a fresh run does (reverifyRun),
+ * as records built like fresh ones. A scale taken from the data (regression, forecasting) cannot be
+ * recomputed here but is the same for every mask: it must equal the scale of a record computed now,
+ * that of the first mask left to run (it would run anyway) or, when the journal holds every mask, of
+ * an extra run of the first mask. `resumed` counts the journaled records kept.
+ */
+async function resumeJournal(
+  c: CatalogCondition,
+  journal: Journal,
+  executor: Executor,
+  truth: Truth,
+  task: (mask: string) => RecordTask,
+  log: (line: string) => void,
+): Promise<{ records: Map<string, ReferenceRecord>; resumed: number }> {
+  const masks = allMasks(c.dimensions);
+  const runs = journal.resume();
+  const records = new Map<string, ReferenceRecord>();
+  for (const [mask, run] of runs) {
+    if (!masks.includes(mask)) continue;
+    const check = reverifyRun(c.family, run, truth);
+    if (!check.problems.length) records.set(mask, recordOfRun(task(mask), run, check));
   }
+  let anchor: ReferenceRecord | undefined;
+  if (UTILITY_RULES[c.family].scale === 'data' && records.size) {
+    anchor = await runRecord(executor, task(masks.find((m) => !records.has(m)) ?? masks[0]!), truth, journal);
+    for (const [mask, record] of records) {
+      if (anchor.status !== 'ok' || record.normalization_scale !== anchor.normalization_scale) records.delete(mask);
+    }
+  }
+  if (runs.size > records.size) log(`journal: ${runs.size - records.size} record(s) of ${c.id} failed re-verification and run again`);
+  const resumed = records.size;
+  if (anchor && !records.has(anchor.mask)) records.set(anchor.mask, anchor);
+  return { records, resumed };
 }
 
 export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): Promise<RebuildSummary> {
@@ -128,7 +221,9 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
   const started = performance.now();
   const selected = catalog.selectConditions(options.conditions);
   const workers = options.workers ?? 2;
-  const refDir = options.referencesDir ?? referencesDir();
+  const store = new ReferenceStore(options.referencesDir ?? referencesDir());
+  const supersedes = checkPlans(store, selected, options.force);
+  const previous = store.manifest();
   // The code identity as the run starts: what it writes later does not make the code "dirty".
   const git = await gitIdentity();
 
@@ -141,68 +236,62 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
   };
   process.once('SIGINT', onInterrupt);
   try {
-    const hello = await checkRuntime(executor, refDir, runnable);
+    const hello = await checkRuntime(executor, store, runnable);
     const code = workflowsSha256();
     const numerics = numericsIdentity(executor.profile, hello.numerics);
 
-    // Step 3: journals of interrupted runs, valid only for the same plan, inputs, code, versions and numerics.
-    const journals = new Map<string, Journal>();
-    const done = new Map<string, Map<string, ReferenceRecord>>();
-    let resumed = 0;
-    for (const c of runnable) {
-      const journal = new Journal(c.id, { condition: c.id, plan: c.plan.sha256, prepared: readManifest(c.source).prepared_files, code, versions: hello.versions, numerics });
-      if (options.fresh) journal.drop();
-      const records = journal.resume();
-      resumed += records.size;
-      journals.set(c.id, journal);
-      done.set(c.id, records);
-    }
-
-    // Step 4: held-out truth per condition, for the independent metric (requested together: on a
-    // cluster each is a round trip).
+    // Step 3: held-out truth per condition, for the independent metric (requested together: on a
+    // cluster each is a round trip). Before the journals: a journaled run is verified against it.
     const truths = new Map<string, Truth>(
       await Promise.all(
         runnable.map(async (c) => [c.id, await executor.truth({ family: c.family, input: preparedInput(c) }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS })] as const),
       ),
     );
 
+    // Step 4: journals of interrupted runs, valid only for the same plan, inputs, runtime, code,
+    // versions and numerics, and each run only once it verifies again.
+    const runtime = activeRuntime().name;
+    const journals = new Map<string, Journal>();
+    const done = new Map<string, Map<string, ReferenceRecord>>();
+    let resumed = 0;
+    for (const c of runnable) {
+      const journal = new Journal(c.id, { condition: c.id, plan: c.plan.sha256, prepared: readManifest(c.source).prepared_files, runtime, code, versions: hello.versions, numerics });
+      if (options.fresh) journal.drop();
+      journals.set(c.id, journal);
+    }
+    const kept = await Promise.all(
+      runnable.map((c) => {
+        const input = preparedInput(c);
+        return resumeJournal(c, journals.get(c.id)!, executor, truths.get(c.id)!, (mask) => recordTask(c, mask, input, options), log);
+      }),
+    );
+    runnable.forEach((c, i) => {
+      done.set(c.id, kept[i]!.records);
+      resumed += kept[i]!.resumed;
+    });
+
     // Step 5: every missing record, largest first.
     const jobs = runnable.flatMap((c) => {
-      const cost = previousCost(c, refDir) ?? FAMILIES[c.family].relativeCost;
+      const cost = previousCost(c, previous) ?? FAMILIES[c.family].relativeCost;
       const input = preparedInput(c);
       return allMasks(c.dimensions)
         .filter((mask) => !done.get(c.id)!.has(mask))
-        .map((mask) => ({ c, mask, cost, input }));
+        .map((mask) => ({ c, cost, task: recordTask(c, mask, input, options) }));
     });
     jobs.sort((a, b) => b.cost - a.cost);
     const progress = new Progress('rebuild', jobs.length, options.quiet);
     for (const c of runnable) progress.expect(c.id, allMasks(c.dimensions).length - done.get(c.id)!.size);
     await Promise.all(
-      jobs.map(async ({ c, mask, input }) => {
-        const record = await executeRecord(
-          executor,
-          {
-            condition: c.id,
-            source: c.source,
-            family: c.family,
-            dimensions: c.dimensions,
-            mask,
-            planSha256: c.plan.sha256,
-            input,
-            timeoutSeconds: c.plan.plan.execution.timeout_seconds,
-            reuseSharedStage: options.reuseSharedStage,
-          },
-          truths.get(c.id)!,
-        );
-        done.get(c.id)!.set(mask, record);
-        journals.get(c.id)!.append(record);
+      jobs.map(async ({ c, task }) => {
+        const record = await runRecord(executor, task, truths.get(c.id)!, journals.get(c.id)!);
+        done.get(c.id)!.set(task.mask, record);
         progress.tick(c.id, record.status === 'ok');
       }),
     );
 
     // Step 6: tables, equivalence checks and the manifest.
     const ran = executorRecord(executor, await executor.describe());
-    const outcomes = await writeReferences(catalog, runnable, done, journals, { refDir, hello, code, git, profile: executor.profile, executor: ran });
+    const outcomes = await writeReferences(catalog, runnable, done, journals, { store, supersedes, hello, code, git, profile: executor.profile, executor: ran });
     for (const [source, error] of unprepared) {
       for (const c of selected.filter((s) => s.source === source)) {
         outcomes.push({ condition: c.id, records: 0, failed: 0, nativeSeconds: 0, violations: [], failures: [], error: `source ${source} not prepared: ${error}` });
@@ -225,23 +314,42 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
   }
 }
 
+/** Two runs of a record agree when everything but their timings is the same. */
+function sameOutcome(a: ReferenceRecord, b: ReferenceRecord): boolean {
+  const untimed = ({ wall_seconds, prediction_wall_seconds, metric_wall_seconds, ...rest }: ReferenceRecord) => rest;
+  return canonicalJson(untimed(a)) === canonicalJson(untimed(b));
+}
+
 /**
  * Step 6: one table per condition whose records all passed, its declared equivalences checked, and
  * the manifest entries, committed together. A condition with a failed record keeps its old table
- * (if any) and its journal; the outcome lists the failures.
+ * (if any) and its journal; the outcome lists the failures. A condition whose records came out as
+ * its table in place holds them (built from the same plan, inputs, versions, profile and code) keeps
+ * that table and manifest entry byte for byte: this run's timings go to the run's summary only.
  */
 async function writeReferences(
   catalog: Catalog,
   runnable: CatalogCondition[],
   done: Map<string, Map<string, ReferenceRecord>>,
   journals: Map<string, Journal>,
-  context: { refDir: string; hello: HelloResult; code: string; git: GitIdentity; profile: NumericalProfile; executor: ExecutorRecord },
+  context: { store: ReferenceStore; supersedes: Map<string, string[]>; hello: HelloResult; code: string; git: GitIdentity; profile: NumericalProfile; executor: ExecutorRecord },
 ): Promise<ConditionOutcome[]> {
-  const { refDir, hello, code, git, profile, executor } = context;
+  const { store, supersedes, hello, code, git, profile, executor } = context;
+  const before = store.manifest();
   const recordsOf = (id: string): ReferenceRecord[] | undefined => {
     const fresh = done.get(id);
     if (fresh) return allMasks(catalog.condition(id).dimensions).map((m) => fresh.get(m)!);
-    return existsSync(tablePath(id, refDir)) ? readReferenceTable(tablePath(id, refDir)).records : undefined;
+    return store.tableIfValid(id, before)?.records;
+  };
+  const top = {
+    manifest_version: 1 as const,
+    generator: 'wwref 0.1.0',
+    code: { git_commit: git.commit, git_dirty: git.dirty, workflows_sha256: code },
+    python: hello.python,
+    versions: hello.versions,
+    threads: { environment: { ...THREAD_ENV }, threadpoolctl_limit: 1 as const },
+    numerics: recordNumerics(profile, hello.numerics),
+    executor,
   };
   const outcomes: ConditionOutcome[] = [];
   const tables = new Map<string, Uint8Array>();
@@ -265,60 +373,40 @@ async function writeReferences(
     };
     outcomes.push(outcome);
     if (failures.length) continue;
-    const prepared = readManifest(c.source).prepared_files;
-    const metadata = {
-      wwref: JSON.stringify({
-        condition: c.id,
-        source: c.source,
-        family: c.family,
-        dimensions: c.dimensions,
-        plan_sha256: c.plan.sha256,
-        prepared_files: prepared,
-        versions: hello.versions,
-        numerical_profile: profile.name,
-        workflows_sha256: code,
-      }),
-    };
-    const bytes = tableBytes(records, metadata);
-    outcome.table = `${c.id}.arrow`;
-    tables.set(outcome.table, bytes);
-    entries.set(c.id, {
+    const superseded = supersedes.get(c.id);
+    const entry: ConditionEntry = {
       source: c.source,
       family: c.family,
       dimensions: c.dimensions,
       records: records.length,
       failed: 0,
-      table: outcome.table,
-      table_sha256: sha256Hex(bytes),
+      table: tableFile(c.id),
+      table_sha256: '',
       plan_file: c.plan.file,
       plan_sha256: c.plan.sha256,
-      prepared_files: prepared,
+      prepared_files: readManifest(c.source).prepared_files,
       published: { comparable: c.plan.plan.published.comparable, prepared_match: c.plan.plan.published.prepared_match },
       equivalence_violations: outcome.violations,
       native_seconds: nativeSeconds,
-    });
+      ...(superseded?.length ? { supersedes_plan_sha256: superseded } : {}),
+    };
+    outcome.table = entry.table;
+    const metadata = tableMetadata(c.id, entry, top);
+    const old = before?.conditions[c.id];
+    const oldTable = store.tableIfValid(c.id, before);
+    const untimedEntry = (e: ConditionEntry) => canonicalJson({ ...e, table_sha256: '', native_seconds: 0 });
+    if (old && oldTable && untimedEntry(old) === untimedEntry(entry) && canonicalJson(oldTable.metadata) === canonicalJson(metadata) &&
+        oldTable.records.length === records.length && oldTable.records.every((r, i) => sameOutcome(r, records[i]!))) {
+      outcome.kept = true;
+      continue;
+    }
+    const bytes = tableBytes(records, metadata);
+    tables.set(c.id, bytes);
+    entries.set(c.id, { ...entry, table_sha256: sha256Hex(bytes) });
   }
   if (tables.size) {
-    await commitReferences(refDir, (current) => {
-      const conditions = { ...(current?.conditions ?? {}) };
-      for (const [id, entry] of entries) {
-        const superseded = current?.conditions[id]?.supersedes_plan_sha256;
-        conditions[id] = superseded ? { ...entry, supersedes_plan_sha256: superseded } : entry;
-      }
-      const manifest: ReferenceManifest = {
-        manifest_version: 1,
-        generator: 'wwref 0.1.0',
-        code: { git_commit: git.commit, git_dirty: git.dirty, workflows_sha256: code },
-        python: hello.python,
-        versions: hello.versions,
-        threads: { environment: { ...THREAD_ENV }, threadpoolctl_limit: 1 },
-        numerics: recordNumerics(profile, hello.numerics),
-        executor,
-        conditions,
-      };
-      return { manifest, tables };
-    });
+    await store.commit((current) => ({ manifest: { ...top, conditions: { ...(current?.conditions ?? {}), ...Object.fromEntries(entries) } }, tables }));
   }
-  for (const id of entries.keys()) journals.get(id)!.drop();
+  for (const o of outcomes) if (o.table && !o.failed) journals.get(o.condition)!.drop();
   return outcomes;
 }

@@ -5,7 +5,6 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { readReferenceTable } from '../references/tables.ts';
 import { loadPlanFile } from '../catalog/catalog.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
@@ -14,7 +13,7 @@ import type { FamilyName } from '../catalog/families.ts';
 import { isInside } from '../core/containment.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
 import { checkFileHashes } from '../core/hashing.ts';
-import { versionDrift } from '../execution/identity.ts';
+import { versionDrift, workflowsSha256 } from '../execution/identity.ts';
 import { platformDrift, platformNotes, type RecordedNumerics } from '../execution/numerics.ts';
 import { metricsAgree } from '../execution/verification/metrics.ts';
 import { referencesDir, ROOT, sourcePreparedDir } from '../core/paths.ts';
@@ -24,7 +23,8 @@ import { openExecutor, type ExecutorChoice } from '../execution/executors.ts';
 import { Progress } from '../core/progress.ts';
 import type { CapturedWarning, NumericsReport } from '../execution/protocol.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import { requireReferenceManifest, selectEntries } from '../references/manifest.ts';
+import type { ReferenceManifest } from '../references/manifest.ts';
+import { ReferenceStore } from '../references/store.ts';
 
 export interface ReplayOptions {
   conditions?: string[];
@@ -105,12 +105,15 @@ export function median(values: number[]): number | null {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-/** Refuses (UserError naming the file) when a table or prepared input differs from the manifest. */
-export function verifyManifestFiles(dir: string, conditions: string[]): void {
-  for (const [, entry] of selectEntries(requireReferenceManifest(dir), dir, conditions)) {
-    checkFileHashes(dir, { [entry.table]: entry.table_sha256 }, 'reference table', 'refusing to replay');
-    checkFileHashes(sourcePreparedDir(entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
-  }
+/**
+ * Why the references' code is not this checkout's: the workflow-code digest the manifest records
+ * against the one of workflows/ here (refused like version drift unless allowed).
+ */
+export function codeDrift(manifest: ReferenceManifest): string[] {
+  const here = workflowsSha256();
+  return manifest.code.workflows_sha256 === here
+    ? []
+    : [`workflow code: the references were built with workflows_sha256 ${manifest.code.workflows_sha256}, this checkout has ${here}`];
 }
 
 /** What a replay compares against: one saved record, from our tables or a published-layout pack. */
@@ -167,21 +170,18 @@ export function declaredFor(condition: string, planFile: string): Pick<ReplayTar
 
 /** Replays our own reference folder (outputs/references layout). */
 export async function replay(options: ReplayOptions = {}): Promise<ReplayReport> {
-  const dir = options.referencesDir ?? referencesDir();
-  const manifest = requireReferenceManifest(dir);
-  const entries = selectEntries(manifest, dir, options.conditions);
-  verifyManifestFiles(dir, entries.map(([id]) => id));
+  const store = new ReferenceStore(options.referencesDir ?? referencesDir());
+  const manifest = store.requireManifest();
+  const entries = store.select(manifest, options.conditions);
+  // every table is read and checked (sha256 and surface), and every prepared input, before any record runs
   const targets = entries.map(([id, entry]): ReplayTarget => {
-    const declared = declaredFor(id, entry.plan_file);
-    return {
-      condition: id,
-      family: entry.family as FamilyName,
-      input: { source: entry.source, files: entry.prepared_files },
-      records: readReferenceTable(join(dir, entry.table)).records.map(storedFromReference),
-      ...declared,
-    };
+    const records = store.table(id, manifest).records.map(storedFromReference);
+    checkFileHashes(sourcePreparedDir(entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
+    return { condition: id, family: entry.family as FamilyName, input: { source: entry.source, files: entry.prepared_files }, records, ...declaredFor(id, entry.plan_file) };
   });
-  return replayTargets(targets, { versions: manifest.versions, numerics: manifest.numerics }, options);
+  const code = codeDrift(manifest);
+  if (code.length && !options.allowVersionDrift) throw new UserError(`${code.join('; ')}; refusing to replay (pass --allow-version-drift to replay anyway)`);
+  return replayTargets(targets, { versions: manifest.versions, numerics: manifest.numerics, codeDrift: code }, options);
 }
 
 /**
@@ -191,6 +191,8 @@ export async function replay(options: ReplayOptions = {}): Promise<ReplayReport>
  */
 export interface ReplayExpectation {
   versions: Record<string, string>;
+  /** Workflow-code differences already allowed (--allow-version-drift): reported with the version drift. */
+  codeDrift?: string[];
   numerics?: RecordedNumerics | 'unrecorded';
 }
 
@@ -257,7 +259,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     const [hello] = await executor.describe();
     versions = hello!.versions;
     numerics = hello!.numerics;
-    drift = versionDrift(hello!.versions, expected.versions);
+    drift = [...versionDrift(hello!.versions, expected.versions), ...(expected.codeDrift ?? [])];
     platform = expected.numerics === 'unrecorded' ? [] : platformDrift(expected.numerics, executor.profile, hello!.numerics);
     notes = expected.numerics === 'unrecorded' ? [] : platformNotes(expected.numerics, hello!.numerics);
     if (platform.length && !options.allowPlatformDrift) {

@@ -1,12 +1,7 @@
-// outputs/references/manifest.json: what was built, with what code and runtime, and the sha256 of
-// every table and prepared input, so that replay can refuse a changed file before it runs anything.
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+// The schema of a reference folder's manifest.json: what was built, with what code and runtime, and the
+// sha256 of every table and prepared input. Reading and writing it is the store's (store.ts).
 import { z } from 'zod';
-import { UserError } from '../core/errors.ts';
 import { RecordedNumerics } from '../execution/numerics.ts';
-import { writeJsonAtomic } from '../core/fsutil.ts';
-import { referencesDir } from '../core/paths.ts';
 
 export const ConditionEntry = z.strictObject({
   source: z.string(),
@@ -49,50 +44,3 @@ export const ReferenceManifest = z.strictObject({
   conditions: z.record(z.string(), ConditionEntry),
 });
 export type ReferenceManifest = z.infer<typeof ReferenceManifest>;
-
-export function referenceManifestPath(dir = referencesDir()): string {
-  return join(dir, 'manifest.json');
-}
-
-export function readReferenceManifest(dir = referencesDir()): ReferenceManifest | undefined {
-  const path = referenceManifestPath(dir);
-  if (!existsSync(path)) return undefined;
-  let json: unknown;
-  try {
-    json = JSON.parse(readFileSync(path, 'utf8'));
-  } catch (error) {
-    throw new UserError(`reference manifest ${path} is not JSON: ${(error as Error).message}`);
-  }
-  const parsed = ReferenceManifest.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw new UserError(`reference manifest ${path} is malformed at ${issue.path.join('.')}: ${issue.message}`);
-  }
-  return parsed.data;
-}
-
-export function writeReferenceManifest(manifest: ReferenceManifest, dir = referencesDir()): void {
-  const sorted = Object.fromEntries(Object.entries(manifest.conditions).sort(([a], [b]) => a.localeCompare(b)));
-  writeJsonAtomic(referenceManifestPath(dir), { ...manifest, conditions: sorted });
-}
-
-/** The entries of the named conditions (every condition when none is named), refusing an unknown one. */
-export function selectEntries(manifest: ReferenceManifest, dir: string, conditions: readonly string[] = []): [string, ConditionEntry][] {
-  const ids = conditions.length ? [...conditions] : Object.keys(manifest.conditions);
-  return ids.map((id) => {
-    const entry = manifest.conditions[id];
-    if (!entry) {
-      const known = Object.keys(manifest.conditions);
-      const listed = known.length > 8 ? `${known.slice(0, 8).join(', ')}, … (${known.length} in all)` : known.join(', ') || 'nothing';
-      throw new UserError(`condition '${id}' is not in the reference manifest ${referenceManifestPath(dir)} (it lists ${listed})`);
-    }
-    return [id, entry];
-  });
-}
-
-/** The manifest of a reference folder, or a UserError saying how to make one. */
-export function requireReferenceManifest(dir = referencesDir()): ReferenceManifest {
-  const manifest = readReferenceManifest(dir);
-  if (!manifest) throw new UserError(`no reference manifest in ${dir}; run 'wwref rebuild' (or pass --references DIR)`);
-  return manifest;
-}

@@ -1,12 +1,10 @@
 // Reference tables: one Arrow IPC file per condition, one row per mask in ascending binary order.
 // Lists and objects (warnings, extras) are stored as JSON text so any Arrow reader (pandas, polars,
 // DuckDB) loads the table without nested types; the table's schema metadata holds its context.
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Float64, Int32, Table, tableFromIPC, Utf8, type DataType } from 'apache-arrow';
 import { arrowFileBytes } from '../core/arrow.ts';
 import { UserError } from '../core/errors.ts';
-import { writeFileAtomic } from '../core/fsutil.ts';
 import { referencesDir } from '../core/paths.ts';
 import { ReferenceRecord } from '../execution/records.ts';
 
@@ -46,21 +44,16 @@ export function tableBytes(records: ReferenceRecord[], metadata: Record<string, 
   return arrowFileBytes(columns, metadata);
 }
 
-export function writeReferenceTable(path: string, records: ReferenceRecord[], metadata: Record<string, string>): Uint8Array {
-  const bytes = tableBytes(records, metadata);
-  writeFileAtomic(path, bytes);
-  return bytes;
-}
-
 export interface LoadedTable {
   records: ReferenceRecord[];
   metadata: Record<string, string>;
 }
 
-export function readReferenceTable(path: string): LoadedTable {
+/** The records and schema metadata of a table's bytes (`path` names it in errors). Reading files is the store's. */
+export function decodeTable(bytes: Uint8Array, path: string): LoadedTable {
   let table: Table;
   try {
-    table = tableFromIPC(readFileSync(path));
+    table = tableFromIPC(bytes);
   } catch (error) {
     throw new UserError(`cannot read reference table ${path}: ${(error as Error).message}`);
   }

@@ -12,7 +12,7 @@ import { insideRoot, removeStaleEntries } from '../core/containment.ts';
 import { writeJsonAtomic, readJsonFile } from '../core/fsutil.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
 import { manifestsDir, preparedDir, sourcePreparedDir } from '../core/paths.ts';
-import { ID_RULE, isValidId } from '../catalog/plan.ts';
+import { ID_RULE, isValidId, type Plan } from '../catalog/plan.ts';
 import { PREPARE_TIMEOUT_SECONDS } from '../execution/executor.ts';
 import { WorkerPool } from '../execution/local/local-pool.ts';
 import type { PythonWorker } from '../execution/python-worker.ts';
@@ -90,6 +90,22 @@ export interface PrepareSourceOptions extends AcquireOptions {
   expected?: Readonly<Record<string, string>>;
 }
 
+/**
+ * Runs the plan's recipe on `worker` over its raw files (name -> acquired path) into the folder `out`,
+ * made empty by the caller: the one preparation path, of prepare (into its staging folder) and of
+ * audit (into a folder of its own, compared with prepared/). Returns the recipe's facts and the sha256
+ * of each prepared file.
+ */
+export async function prepareInto(
+  plan: Plan,
+  worker: PythonWorker,
+  raw: Readonly<Record<string, string>>,
+  out: string,
+): Promise<{ facts: Record<string, unknown>; preparedFiles: Record<string, string> }> {
+  const facts = await worker.prepare(plan.preparation.recipe, plan.preparation.params, { ...raw }, out);
+  return { facts, preparedFiles: hashPreparedFiles(out) };
+}
+
 /** Prepares one source on `worker`, replacing prepared/<source>/ and its manifest only on success. */
 export async function prepareSource(
   loaded: LoadedPlan,
@@ -109,8 +125,7 @@ export async function prepareSource(
   removeOwn(staging);
   mkdirSync(staging);
   try {
-    const facts = await worker.prepare(plan.preparation.recipe, plan.preparation.params, raw, staging);
-    const preparedFiles = hashPreparedFiles(staging);
+    const { facts, preparedFiles } = await prepareInto(plan, worker, raw, staging);
     const differing = Object.entries(options.expected ?? {}).filter(([name, sha]) => preparedFiles[name] !== sha);
     if (differing.length) {
       throw new UserError(

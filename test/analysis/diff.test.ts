@@ -2,6 +2,7 @@
 // changes nothing; a verified copy with one utility changed reports exactly that record, its delta and
 // the conditional effects it moves; a changed best mask and a new sign reversal, made from our own
 // records, are detected; a copy whose table no longer matches its manifest is refused.
+import { readReferenceManifest, readReferenceTable, writeReferenceManifest, writeReferenceTable } from '../support/raw-references.ts';
 import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,8 +15,7 @@ import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import type { ReferenceRecord } from '../../pipelines/execution/records.ts';
 import { exportPack } from '../../pipelines/jobs/wwb.ts';
-import { readReferenceManifest, writeReferenceManifest } from '../../pipelines/references/manifest.ts';
-import { readReferenceTable, writeReferenceTable } from '../../pipelines/references/tables.ts';
+
 import { cliInProcess } from '../support/cli.ts';
 
 const REFS = join(ROOT, 'outputs', 'references');

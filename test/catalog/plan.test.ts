@@ -1,3 +1,4 @@
+import { loadCatalog } from '../../pipelines/references/store.ts';
 import { execaSync } from 'execa';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,7 +25,7 @@ function invalid(mutate: (plan: any) => void): string {
 
 describe('construction plans', () => {
   it('the catalog has 30 sources, 36 conditions and 1,248 configurations', () => {
-    const catalog = Catalog.load();
+    const catalog = loadCatalog();
     expect(catalog.plans.size).toBe(30);
     expect(catalog.conditions.size).toBe(36);
     const masks = [...catalog.conditions.values()].reduce((n, c) => n + allMasks(c.dimensions).length, 0);

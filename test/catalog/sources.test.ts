@@ -2,16 +2,16 @@
 // workspace; the result must equal the committed manifest byte for byte (deterministic preparation,
 // manifests up to date), and every source whose plan claims byte identity must match the published
 // prepared-file sha256 (read from ../shared/published at test time).
+import { loadCatalog } from '../../pipelines/references/store.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { MANIFESTS_DIR, mirrorDirs } from '../../pipelines/core/paths.ts';
 import { manifestPath, prepareSources, PREPARED_FILES, type PrepareOutcome } from '../../pipelines/sources/prepare.ts';
 import { hasPublished, publishedPreparedSha256 } from '../../pipelines/catalog/published.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
-const catalog = Catalog.load();
+const catalog = loadCatalog();
 const haveRaw = mirrorDirs().some((d) => existsSync(join(d, 'wine', 'wine.data')));
 
 /** The 21 sources whose recipe is confirmed: they must be byte-identical. */

@@ -12,6 +12,7 @@
 // Real tables built by a real rebuild (nile) in a temporary root; the committed folders are checked unchanged.
 // The cases run in this process through runCli, what bin/wwref.mjs runs (test/support/cli.ts); the first
 // of every batch also runs as a real process and must print the same line.
+import { readReferenceManifest, writeReferenceManifest } from '../support/raw-references.ts';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -19,7 +20,7 @@ import { tableFromIPC, type DataType } from 'apache-arrow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrowFileBytes } from '../../pipelines/core/arrow.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
-import { readReferenceManifest, writeReferenceManifest } from '../../pipelines/references/manifest.ts';
+
 import { filesUnder, guardRepository } from '../sources/hardening-support.ts';
 import { cliInProcess, cliProcess, type CliOutcome } from '../support/cli.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';

@@ -11,12 +11,12 @@
 //
 // The cases run in this process through runCli, what bin/wwref.mjs runs (test/support/cli.ts); every
 // 15th also runs as a real process right after, and must give the same status and message.
+import { loadCatalog } from '../../pipelines/references/store.ts';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
 import { cliInProcess, cliProcess } from '../support/cli.ts';
 import { guardRepository, listing } from '../sources/hardening-support.ts';
@@ -72,7 +72,7 @@ beforeAll(async () => {
   execFileSync('mkfifo', [join(cwd, 'a-fifo')]);
   mkdirSync(join(cwd, 'a-folder'));
   mkdirSync(join(root, 'plans'));
-  const catalog = Catalog.load();
+  const catalog = loadCatalog();
   known = new Set([...catalog.conditions.keys(), ...catalog.plans.keys()]);
 }, 120_000);
 

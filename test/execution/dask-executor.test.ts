@@ -2,12 +2,13 @@
 // 127.0.0.1, started and stopped here): the executor contract, tables identical to the local pool's,
 // a worker killed mid-run losing nothing, a worker of another runtime or with Dask's own hash seed
 // refused, a lost scheduler stopping the job with its journal kept for the resume.
+import { loadCatalog } from '../../pipelines/references/store.ts';
+import { readReferenceManifest, readReferenceTable } from '../support/raw-references.ts';
 import { execa, execaSync, type ResultPromise } from 'execa';
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { startScheduler, startWorkers, workerEnvironment, type LocalScheduler } from '../../pipelines/execution/dask/cluster.ts';
 import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
@@ -16,13 +17,12 @@ import { ExecutorLost } from '../../pipelines/execution/executor.ts';
 import { openExecutor } from '../../pipelines/execution/executors.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { replay, replayTargets, storedFromReference } from '../../pipelines/jobs/replay.ts';
-import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
-import { readReferenceTable } from '../../pipelines/references/tables.ts';
+
 import { readManifest } from '../../pipelines/sources/prepare.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { executorContract } from './executor-contract.ts';
 
-const catalog = Catalog.load();
+const catalog = loadCatalog();
 const committed = (id: string) => readReferenceTable(join(ROOT, 'outputs', 'references', `${id}.arrow`)).records;
 const essentials = (records: ReturnType<typeof committed>) => records.map((r) => [r.mask, r.status, r.prediction_sha256, r.utility]);
 

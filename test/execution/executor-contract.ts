@@ -1,6 +1,7 @@
 // The contract every Executor keeps, written once so that each implementation runs the same tests:
 // checked runtimes, typed failures (timeout, crash, Python error), refused runtimes and inputs, and
 // records identical whichever job submits them. Needs the prepared input of `nile` (see the caller).
+import { readReferenceTable } from '../support/raw-references.ts';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { UserError } from '../../pipelines/core/errors.ts';
@@ -18,7 +19,6 @@ import {
 } from '../../pipelines/execution/executor.ts';
 import { pinnedVersions } from '../../pipelines/execution/identity.ts';
 import { profileProblems } from '../../pipelines/execution/numerics.ts';
-import { readReferenceTable } from '../../pipelines/references/tables.ts';
 
 export type ExecutorFactory = (options: ExecutorOptions) => Executor | Promise<Executor>;
 

@@ -2,9 +2,9 @@
 // families gives the same prediction bytes computed alone in a fresh worker, after all the other
 // masks of its condition, or after them in reverse order; and the decoded input a worker shares
 // between records can be neither changed nor swapped for other bytes.
+import { loadCatalog } from '../../pipelines/references/store.ts';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { allMasks } from '../../pipelines/catalog/masks.ts';
 import { pythonExecutable, ROOT, sourcePreparedDir } from '../../pipelines/core/paths.ts';
 import type { PreparedInput } from '../../pipelines/execution/executor.ts';
@@ -23,7 +23,7 @@ function bytesOf(prediction: Encoded): string {
 }
 
 describe('no state crosses records', () => {
-  const catalog = Catalog.load();
+  const catalog = loadCatalog();
   let executor: LocalExecutor;
   beforeAll(() => {
     executor = new LocalExecutor({ workers: 1 });

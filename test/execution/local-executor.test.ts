@@ -1,7 +1,7 @@
 // The local executor (a pool of Python processes on this machine) keeps the executor contract, and
 // gives each isolation key fresh worker processes (forked from its template).
+import { loadCatalog } from '../../pipelines/references/store.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { LocalExecutor } from '../../pipelines/execution/local/local-executor.ts';
 import { prepareSources, readManifest } from '../../pipelines/sources/prepare.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
@@ -10,7 +10,7 @@ import { executorContract } from './executor-contract.ts';
 let ws: Workspace;
 beforeAll(async () => {
   ws = useTempWorkspace();
-  const [outcome] = await prepareSources([Catalog.load().source('nile')], { workers: 1, online: false });
+  const [outcome] = await prepareSources([loadCatalog().source('nile')], { workers: 1, online: false });
   expect(outcome!.ok).toBe(true);
 });
 afterAll(() => ws.dispose());

@@ -1,11 +1,12 @@
 // The numerical profile: workers run under it and are checked against it before they compute; the
 // records most sensitive to BLAS kernels and SIMD loops reproduce the committed tables on this CPU,
 // whatever x86-64 CPU it is; references of another profile are refused by replay and rebuild.
+import { loadCatalog } from '../../pipelines/references/store.ts';
+import { readReferenceManifest, readReferenceTable, tablePath, writeReferenceManifest } from '../support/raw-references.ts';
 import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readReferenceTable } from '../../pipelines/references/tables.ts';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
+
 import { UserError } from '../../pipelines/core/errors.ts';
 import {
   activeProfile,
@@ -21,8 +22,7 @@ import { RuntimeRefused } from '../../pipelines/execution/executor.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import type { NumericsReport } from '../../pipelines/execution/protocol.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
-import { tablePath } from '../../pipelines/references/tables.ts';
-import { readReferenceManifest, writeReferenceManifest } from '../../pipelines/references/manifest.ts';
+
 import { replay } from '../../pipelines/jobs/replay.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
@@ -115,7 +115,7 @@ describe('portable bits', () => {
   const sensitive = ['airfoil', 'co2', 'elnino', 'mitdb_100__d6', 'graph_lesmis__d6'];
 
   it('rebuilds the BLAS- and SIMD-sensitive conditions with the committed hashes and utilities', async () => {
-    const summary = await rebuild(Catalog.load(), { conditions: sensitive, workers: 2, fresh: true, quiet: true, log: () => {} });
+    const summary = await rebuild(loadCatalog(), { conditions: sensitive, workers: 2, fresh: true, quiet: true, log: () => {} });
     expect(summary.failed).toBe(0);
     let compared = 0;
     for (const id of sensitive) {
@@ -152,7 +152,7 @@ describe('portable bits', () => {
   it('rebuild of some conditions refuses to mix another platform into one manifest', async () => {
     const manifest = readReferenceManifest(ws.references)!;
     writeReferenceManifest({ ...manifest, numerics: { ...manifest.numerics!, profile: 'native' } });
-    await expect(rebuild(Catalog.load(), { conditions: ['airfoil'], workers: 1, quiet: true, log: () => {} })).rejects.toThrow(
+    await expect(rebuild(loadCatalog(), { conditions: ['airfoil'], workers: 1, quiet: true, log: () => {} })).rejects.toThrow(
       /built under numerical profile 'native'.*would mix runtimes in one manifest/,
     );
     expect(platformDrift(readReferenceManifest(ws.references)!.numerics, portable, here)).toHaveLength(1);

@@ -1,9 +1,9 @@
 // The retrieval shared stage (term counts reused across masks) must give the same bits as the cold
 // path, on the real scifact input.
+import { loadCatalog } from '../../pipelines/references/store.ts';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { mirrorDirs } from '../../pipelines/core/paths.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import { prepareSources, readManifest } from '../../pipelines/sources/prepare.ts';
@@ -18,7 +18,7 @@ describe.skipIf(!haveRaw)('retrieval shared stage (needs the raw mirror)', () =>
   let ws: Workspace;
   beforeAll(async () => {
     ws = useTempWorkspace();
-    const [outcome] = await prepareSources([Catalog.load().source('scifact')], { workers: 1, online: false });
+    const [outcome] = await prepareSources([loadCatalog().source('scifact')], { workers: 1, online: false });
     expect(outcome!.ok).toBe(true);
   });
   afterAll(() => ws.dispose());

@@ -1,6 +1,8 @@
 // `wwref add-source`: plan validation, the frozen plan hash, the end-to-end run with real workers on a
 // small image source shipped inside scikit-image, refusals (published source, re-adding, a changed
 // plan), --force supersession, a false equivalence declaration, and the committed worked examples.
+import { loadCatalog } from '../../pipelines/references/store.ts';
+import { readReferenceManifest, readReferenceTable } from '../support/raw-references.ts';
 import { execa, execaSync } from 'execa';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,9 +16,9 @@ import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { planJsonSchema } from '../../pipelines/catalog/plan.ts';
 import { MANIFESTS_DIR, pythonExecutable, ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
 import { manifestPath, prepareSources, readManifest } from '../../pipelines/sources/prepare.ts';
-import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
+
 import { replay } from '../../pipelines/jobs/replay.ts';
-import { readReferenceTable } from '../../pipelines/references/tables.ts';
+
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { tinyCameraPlan } from '../support/fixtures.ts';
 
@@ -156,7 +158,7 @@ describe('add-source: a new source end to end (real workers)', () => {
 
   it('the added source is part of the catalog: audit passes and the condition replays', async () => {
     expect(Catalog.loadPublished().plans.size).toBe(30);
-    const catalog = Catalog.load();
+    const catalog = loadCatalog();
     expect(catalog.plans.size).toBe(31);
     expect(catalog.condition('tiny_camera__d6').source).toBe('tiny_camera');
     const [audit] = auditCatalog(catalog, ['tiny_camera']);
@@ -267,7 +269,7 @@ describe('worked examples (sources/examples/)', () => {
         expect(sha256Hex(readFileSync(join(ROOT, 'outputs', 'examples', entry.table)))).toBe(entry.table_sha256);
       }
     }
-    expect(Catalog.load(SOURCES_DIR, join(ROOT, 'outputs', 'examples')).plans.size).toBe(30 + files.length);
+    expect(loadCatalog(join(ROOT, 'outputs', 'examples')).plans.size).toBe(30 + files.length);
   });
 
   it('the committed JSON Schema (sources/plan.schema.json) is the one plan-schema writes', () => {

@@ -1,16 +1,16 @@
 // The audit detects every kind of change along raw file -> prepared input -> manifest -> plan.
+import { loadCatalog } from '../../pipelines/references/store.ts';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { rawCachePath } from '../../pipelines/sources/acquire.ts';
 import { auditSource } from '../../pipelines/jobs/audit.ts';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { manifestPath, prepareSources } from '../../pipelines/sources/prepare.ts';
 import { sourcePreparedDir } from '../../pipelines/core/paths.ts';
 import { writeSurfaceCatalog } from '../support/fixtures.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
-const catalog = Catalog.load();
+const catalog = loadCatalog();
 const nile = catalog.source('nile');
 let ws: Workspace;
 let snapshot: Map<string, Buffer>;

@@ -2,6 +2,7 @@
 // hashing among them, and the verdict for the committed references (reproduced, as every test that
 // compares committed hashes assumes), for references built under another runtime (outputs/current:
 // the differing versions named) and for a folder without a reference manifest.
+import { readReferenceManifest } from '../support/raw-references.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,7 +10,6 @@ import { describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { activeProfile } from '../../pipelines/execution/numerics.ts';
 import { doctor } from '../../pipelines/jobs/doctor.ts';
-import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
 
 describe('wwref doctor', () => {
   it('describes the runtime and reproduces the committed references', async () => {

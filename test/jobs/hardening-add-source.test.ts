@@ -8,6 +8,8 @@
 //   absolute, or a link out of the folder is refused and nothing is deleted;
 // - stale add-source staging folders of dead processes are removed without following links.
 // Real workers for the runs; every file under a temporary root; the committed folders are checked unchanged.
+import { loadCatalog } from '../../pipelines/references/store.ts';
+import { readReferenceManifest, writeReferenceManifest } from '../support/raw-references.ts';
 import { execa } from 'execa';
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,7 +19,7 @@ import { Catalog, loadPlanFile } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { MANIFESTS_DIR, ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
-import { readReferenceManifest, writeReferenceManifest, type ConditionEntry } from '../../pipelines/references/manifest.ts';
+import { type ConditionEntry } from '../../pipelines/references/manifest.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { tinyCameraPlan } from '../support/fixtures.ts';
 import { deadPid, filesUnder, guardRepository, placeholderManifest, victim } from '../sources/hardening-support.ts';
@@ -54,7 +56,7 @@ function writeTarget(dir: string, entries: Record<string, { source: string; tabl
       failed: 0,
       table_sha256: sha256Hex(id),
       plan_sha256: e.plan_sha256 ?? sha256Hex('plan'),
-      prepared_files: {},
+      prepared_files: { 'arrays.npz': sha256Hex('arrays'), 'metadata.json.gz': sha256Hex('metadata') },
       published: { comparable: false, prepared_match: 'not_published' },
       equivalence_violations: [],
       native_seconds: 0,
@@ -85,7 +87,7 @@ async function refusedRun(promise: Promise<unknown>): Promise<string> {
 
 describe('one name rule for source and condition ids', () => {
   it('every committed source and condition id follows it (double underscores included)', () => {
-    const catalog = Catalog.load(SOURCES_DIR, join(ROOT, 'outputs', 'examples'));
+    const catalog = loadCatalog(join(ROOT, 'outputs', 'examples'));
     const ids = [...catalog.plans.keys(), ...catalog.conditions.keys()];
     expect(ids.length).toBeGreaterThan(70);
     for (const id of ids) expect(id, id).toMatch(/^[a-z][a-z0-9_]{0,63}$/);
@@ -173,11 +175,12 @@ describe('--force deletes only inside the target folder', () => {
     const absolute = victim(join(ws.root, 'abs', 'victim2.txt'));
     const linked = victim(join(ws.root, 'linked', 'victim3.txt'));
     mkdirSync(target, { recursive: true });
-    symlinkSync(linked.path, join(target, 'gone_link.arrow'));
+    symlinkSync(linked.path, join(target, 'tiny_victim_link.arrow'));
+    // a manifest names each table after its condition, inside the folder: anything else is refused as it is read
     const cases: [string, string, RegExp][] = [
-      ['../victim.txt', 'tiny_victim_gone', /table of condition 'tiny_victim_gone' '\.\.\/victim\.txt' climbs out with '\.\.'; refused: add-source replaces or deletes only files inside .*target-victim/],
-      [absolute.path, 'tiny_victim_abs', /table of condition 'tiny_victim_abs' '.*victim2\.txt' is absolute; refused/],
-      ['gone_link.arrow', 'tiny_victim_link', /table of condition 'tiny_victim_link' 'gone_link\.arrow' resolves to .*linked\/victim3\.txt, outside .*target-victim; refused/],
+      ['../victim.txt', 'tiny_victim_gone', /condition 'tiny_victim_gone': table '\.\.\/victim\.txt' is not tiny_victim_gone\.arrow/],
+      [absolute.path, 'tiny_victim_abs', /condition 'tiny_victim_abs': table '.*victim2\.txt' is not tiny_victim_abs\.arrow/],
+      ['tiny_victim_link.arrow', 'tiny_victim_link', /table of condition 'tiny_victim_link' 'tiny_victim_link\.arrow' resolves to .*linked\/victim3\.txt, outside .*target-victim; refused: add-source replaces or deletes only files inside .*target-victim/],
     ];
     for (const [table, id, expected] of cases) {
       writeTarget(target, { [id]: { source: 'tiny_victim', table, plan_file: file, plan_sha256: sha } });
@@ -187,7 +190,7 @@ describe('--force deletes only inside the target folder', () => {
     climbing.intact();
     absolute.intact();
     linked.intact();
-    expect(lstatSync(join(target, 'gone_link.arrow')).isSymbolicLink()).toBe(true);
+    expect(lstatSync(join(target, 'tiny_victim_link.arrow')).isSymbolicLink()).toBe(true);
     expect(existsSync(join(ws.prepared, 'tiny_victim'))).toBe(false); // refused before anything ran
   });
 

@@ -9,6 +9,7 @@
 // - a worker killed in the middle of a record: exit 1, the failure is reported, the good table and
 //   manifest are byte-identical, and the next run resumes the finished records.
 // Every file is under a temporary root; the committed folders are checked unchanged.
+import { readReferenceManifest } from '../support/raw-references.ts';
 import { execa, type Result, type ResultPromise } from 'execa';
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,8 +17,7 @@ import { describe, expect, it } from 'vitest';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
-import { commitReferences } from '../../pipelines/references/commit.ts';
-import { readReferenceManifest, type ReferenceManifest } from '../../pipelines/references/manifest.ts';
+import { type ReferenceManifest } from '../../pipelines/references/manifest.ts';
 import { deadPid, placeholderManifest, useGuardedWorkspace } from '../sources/hardening-support.ts';
 
 const BIN = join(ROOT, 'bin', 'wwref.mjs');
@@ -97,51 +97,6 @@ describe('concurrent rebuilds into one reference folder', () => {
 });
 
 describe("the reference folder's lock", () => {
-  const manifestWith = (id: string): ReferenceManifest =>
-    placeholderManifest({
-      [id]: {
-        source: id,
-        family: 'forecasting',
-        dimensions: 4,
-        records: 1,
-        failed: 0,
-        table: `${id}.arrow`,
-        table_sha256: sha256Hex(`table ${id}`),
-        plan_file: `sources/${id}.plan.json`,
-        plan_sha256: sha256Hex('plan'),
-        prepared_files: {},
-        published: { comparable: false, prepared_match: 'not_published' },
-        equivalence_violations: [],
-        native_seconds: 0,
-      },
-    });
-  const change = (id: string) => (current: ReferenceManifest | undefined) => {
-    const next = manifestWith(id);
-    return { manifest: { ...next, conditions: { ...current?.conditions, ...next.conditions } }, tables: new Map([[`${id}.arrow`, new TextEncoder().encode(`table ${id}`)]]) };
-  };
-
-  it('a writer refuses, after waiting, while a live process holds the lock, naming it; a dead holder is replaced', async () => {
-    const refs = join(workspace().root, 'locked');
-    await commitReferences(refs, change('first'));
-    const before = readFileSync(join(refs, 'manifest.json'));
-    const lock = join(refs, '.wwref.lock');
-    writeFileSync(lock, JSON.stringify({ pid: process.pid, since: new Date().toISOString(), argv: ['rebuild'] }));
-    const started = Date.now();
-    const error = await commitReferences(refs, change('second'), { waitSeconds: 1 }).catch((e: unknown) => e);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
-    expect(error).toBeInstanceOf(UserError);
-    expect((error as Error).message).toMatch(new RegExp(`is being written by another wwref process \\(pid ${process.pid}, lock .*\\.wwref\\.lock\\)`));
-    expect(readFileSync(join(refs, 'manifest.json')).equals(before)).toBe(true);
-    expect(existsSync(join(refs, 'second.arrow'))).toBe(false);
-    expect(existsSync(lock)).toBe(true); // another process's lock is not taken away
-
-    writeFileSync(lock, JSON.stringify({ pid: deadPid(), since: new Date().toISOString(), argv: ['rebuild'] }));
-    const written = await commitReferences(refs, change('second'), { waitSeconds: 1 });
-    expect(Object.keys(written.conditions).sort()).toEqual(['first', 'second']);
-    expect(existsSync(lock)).toBe(false);
-    manifestMatchesTables(refs);
-  });
-
   it('a rebuild from the command line waits for the lock and commits once it is released', async () => {
     const { refs, before } = await builtNile('waiting');
     const lock = join(refs, '.wwref.lock');

@@ -3,13 +3,14 @@
 // prepares it, checks both prepared files against the reference manifest and passes 16/16; `wwref
 // audit` does the same against the source manifest. A prepared input that comes out different from
 // the manifest is refused and not kept. Real workers, the committed references read only.
+import { readReferenceManifest } from '../support/raw-references.ts';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { MANIFESTS_DIR, ROOT } from '../../pipelines/core/paths.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
-import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
+
 import { prepareMissing } from '../../pipelines/sources/prepare.ts';
 import { cliInProcess } from '../support/cli.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';

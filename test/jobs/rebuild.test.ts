@@ -1,21 +1,21 @@
 // The execute stage on a real, small condition (nile: 16 forecasting records) with real workers.
+import { loadCatalog } from '../../pipelines/references/store.ts';
+import { readReferenceManifest, readReferenceTable, tablePath } from '../support/raw-references.ts';
 import { execa } from 'execa';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readReferenceTable } from '../../pipelines/references/tables.ts';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
+
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import { ROOT, sourcePreparedDir } from '../../pipelines/core/paths.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
-import { tablePath } from '../../pipelines/references/tables.ts';
-import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
+
 import { RecordTimeout, WorkerCrash, WorkerError } from '../../pipelines/execution/executor.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
-const catalog = Catalog.load();
+const catalog = loadCatalog();
 let ws: Workspace;
 
 beforeAll(() => {

@@ -1,15 +1,15 @@
 // Cold replay on a real, small condition (nile), and every tampering it must catch.
+import { loadCatalog } from '../../pipelines/references/store.ts';
+import { readReferenceManifest, readReferenceTable, tablePath, writeReferenceManifest } from '../support/raw-references.ts';
 import { cpSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readReferenceTable, tableBytes } from '../../pipelines/references/tables.ts';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
+import { tableBytes } from '../../pipelines/references/tables.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { sourcePreparedDir } from '../../pipelines/core/paths.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
-import { tablePath } from '../../pipelines/references/tables.ts';
-import { readReferenceManifest, writeReferenceManifest } from '../../pipelines/references/manifest.ts';
+
 import { replay, replayTargets, storedFromReference } from '../../pipelines/jobs/replay.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
@@ -17,7 +17,7 @@ let ws: Workspace;
 
 beforeAll(async () => {
   ws = useTempWorkspace();
-  await rebuild(Catalog.load(), { conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
+  await rebuild(loadCatalog(), { conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
 });
 afterAll(() => ws.dispose());
 
@@ -104,8 +104,14 @@ describe('replay', () => {
   it('reports a changed package version up front; --allow-version-drift replays with tolerances and says so', async () => {
     const dir = join(ws.root, 'drift');
     cpSync(ws.references, dir, { recursive: true });
+    // references built under numpy 1.26.4: the manifest and the table's metadata both say so
     const manifest = readReferenceManifest(dir)!;
     manifest.versions.numpy = '1.26.4';
+    const { records, metadata } = readReferenceTable(join(dir, 'nile.arrow'));
+    const context = JSON.parse(metadata.wwref!);
+    const bytes = tableBytes(records, { wwref: JSON.stringify({ ...context, versions: { ...context.versions, numpy: '1.26.4' } }) });
+    writeFileSync(join(dir, 'nile.arrow'), bytes);
+    manifest.conditions.nile!.table_sha256 = sha256Hex(bytes);
     writeReferenceManifest(manifest, dir);
     await expect(replay({ referencesDir: dir, quiet: true })).rejects.toThrow(/numpy: expected 1\.26\.4, installed 2\.2\.6/);
     const report = await replay({ referencesDir: dir, quiet: true, allowVersionDrift: true });

@@ -3,10 +3,11 @@
 // condition (nile, 16 records) rebuilt in .venv-current (created here if missing, ~1 min), recorded
 // with that runtime's versions, refused by a replay under the pinned runtime with the runtime to pass,
 // and replayed bit for bit once told to use it. This is the only test that builds `current`.
+import { loadCatalog } from '../../pipelines/references/store.ts';
+import { readReferenceManifest } from '../support/raw-references.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { activeRuntime, declaredRuntimes, pythonExecutable, ROOT, useRuntime } from '../../pipelines/core/paths.ts';
 import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
@@ -14,7 +15,7 @@ import { pinnedVersions, REPLAY_PACKAGES, runtimeOfVersions, versionDrift } from
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { profileByName } from '../../pipelines/execution/numerics.ts';
 import { replay } from '../../pipelines/jobs/replay.ts';
-import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
+
 import { prepareSources } from '../../pipelines/sources/prepare.ts';
 import { cliInProcess } from '../support/cli.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
@@ -97,14 +98,14 @@ describe('a sample under the current runtime', () => {
   beforeAll(async () => {
     ws = useTempWorkspace();
     // the input is prepared by the pinned runtime, as the committed references' inputs are
-    const [prepared] = await prepareSources([Catalog.load().source('nile')], { log: () => {} });
+    const [prepared] = await prepareSources([loadCatalog().source('nile')], { log: () => {} });
     expect(prepared!.ok).toBe(true);
     await underRuntime('current', () => ensurePythonRuntime());
   });
   afterAll(() => ws?.dispose());
 
   it('rebuilds nile in .venv-current: the manifest records the current pins and the effective NumPy/OpenBLAS state', async () => {
-    const summary = await underRuntime('current', () => rebuild(Catalog.load(), { conditions: ['nile'], workers: 2, quiet: true, log: () => {} }));
+    const summary = await underRuntime('current', () => rebuild(loadCatalog(), { conditions: ['nile'], workers: 2, quiet: true, log: () => {} }));
     expect(summary.conditions.map((c) => [c.condition, c.records, c.failed, c.error])).toEqual([['nile', 16, 0, undefined]]);
     const manifest = readReferenceManifest(ws.references)!;
     expect(runtimeOfVersions(manifest.versions)).toBe('current');

@@ -1,10 +1,11 @@
 // Interoperability with the published pack layout: a pack made from ../shared/published/references
-// (the published records, with our byte-identical prepared inputs) is replayed by wwref; and our
-// own tables exported as a pack replay as well.
+// (the published records, with our byte-identical prepared inputs, sealed by a manifest.json listing
+// the sha256 of every file, as a pack must be) is replayed by wwref; and our own tables exported as a
+// pack replay as well. The refusals of malformed or hostile packs are in hardening-pack.test.ts.
+import { loadCatalog } from '../../pipelines/references/store.ts';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { mirrorDirs } from '../../pipelines/core/paths.ts';
@@ -15,10 +16,10 @@ import { hasPublished, publishedConditions, publishedDir, publishedReplayVersion
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { replayTargets } from '../../pipelines/jobs/replay.ts';
 import { exportPack, readPack } from '../../pipelines/jobs/wwb.ts';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
-const catalog = Catalog.load();
+const catalog = loadCatalog();
 const haveRaw = mirrorDirs().some((d) => existsSync(join(d, 'wine', 'wine.data')));
 
 /** Published reference files whose source we prepare byte-identically. */
@@ -110,8 +111,18 @@ describe.skipIf(!hasPublished() || !haveRaw)('published pack layout (needs ../sh
     await rebuild(catalog, { conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
     const out = join(ws.root, 'ours');
     expect(exportPack(out, ['nile'])).toBe(16);
+    // the manifest lists every file of the pack, so that a reader can refuse any other
+    const listed = Object.keys(JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8')).files_sha256).sort();
+    const onDisk = (readdirSync(out, { recursive: true }) as string[]).filter((f) => statSync(join(out, f)).isFile() && f !== 'manifest.json').sort();
+    expect(listed).toEqual(onDisk);
+    expect(listed).toEqual(['inputs/nile/arrays.npz', 'inputs/nile/metadata.json.gz', 'references/nile.json']);
     const { targets, expected } = readPack(out);
     const report = await replayTargets(targets, expected, { quiet: true });
     expect(report.passed).toBe(16);
+    // exporting again into the same folder reseals it; a table the new pack would not list is refused
+    expect(exportPack(out, ['nile'])).toBe(16);
+    writeFileSync(join(out, 'references', 'stray.json'), '{}');
+    expect(() => exportPack(out, ['nile'])).toThrow(/already holds references\/stray\.json, which this export does not write/);
+    expect(() => readPack(out)).toThrow(/pack table references\/stray\.json is not listed in .*files_sha256/);
   });
 });

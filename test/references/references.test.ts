@@ -2,11 +2,12 @@
 // current with the plans and manifests, every declared equivalence holding, and — read from
 // ../shared/published at test time — equal to the published anchors and records wherever our
 // prepared input is byte-identical to the published one.
+import { loadCatalog } from '../../pipelines/references/store.ts';
+import { readReferenceManifest, readReferenceTable } from '../support/raw-references.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readReferenceTable } from '../../pipelines/references/tables.ts';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
+
 import { checkDeclared, checkPaired } from '../../pipelines/references/equivalences.ts';
 import { allMasks } from '../../pipelines/catalog/masks.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
@@ -16,11 +17,10 @@ import { MANIFESTS_DIR, ROOT } from '../../pipelines/core/paths.ts';
 import { hasPublished, publishedConditions, publishedRecords } from '../../pipelines/catalog/published.ts';
 import { deviatingMasks } from '../../pipelines/catalog/plan.ts';
 import type { ReferenceRecord } from '../../pipelines/execution/records.ts';
-import { readReferenceManifest } from '../../pipelines/references/manifest.ts';
 
 const dir = join(ROOT, 'outputs', 'references');
 const manifest = readReferenceManifest(dir);
-const catalog = Catalog.load();
+const catalog = loadCatalog();
 const tables = new Map<string, ReferenceRecord[]>(
   Object.entries(manifest?.conditions ?? {}).map(([id, entry]) => [id, readReferenceTable(join(dir, entry.table)).records]),
 );

@@ -1,14 +1,14 @@
+import { loadCatalog } from '../../pipelines/references/store.ts';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { acquireFile, rawCachePath } from '../../pipelines/sources/acquire.ts';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { mirrorDirs } from '../../pipelines/core/paths.ts';
 import type { RawFile } from '../../pipelines/catalog/plan.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
-const co2 = Catalog.load().source('co2').plan.raw_files[0]!;
+const co2 = loadCatalog().source('co2').plan.raw_files[0]!;
 const sharedRaw = mirrorDirs().find((d) => existsSync(join(d, co2.mirror_path)));
 
 describe.skipIf(!sharedRaw)('acquisition (needs the raw mirror ../shared/raw)', () => {

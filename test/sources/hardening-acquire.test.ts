@@ -5,6 +5,7 @@
 // - downloads are streamed to a temporary file in the cache, bounded by the declared size (and 2 GiB),
 //   with a read timeout; the temporary file is removed on every failure.
 // Everything is created under a temporary root; local HTTP servers listen on 127.0.0.1 only.
+import { loadCatalog } from '../../pipelines/references/store.ts';
 import { execa, execaSync } from 'execa';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -158,7 +159,7 @@ describe('only regular files are read', () => {
     writeFileSync(
       script,
       `import { Catalog } from ${JSON.stringify(pathToFileURL(join(ROOT, 'pipelines', 'catalog', 'catalog.ts')).href)};\n` +
-        `try { Catalog.load(); console.log('LOADED'); } catch (e) { console.log('REFUSED ' + e.message); }\n`,
+        `try { loadCatalog(); console.log('LOADED'); } catch (e) { console.log('REFUSED ' + e.message); }\n`,
     );
     const child = await execa('node', ['--import', 'tsx', script], { cwd: ROOT, reject: false, timeout: 30_000 });
     expect(child.timedOut, 'the catalog hung on the FIFO').toBe(false);

@@ -5,17 +5,17 @@
 // - the Python recipes refuse record and raw file names that are paths (the ECG recipe links
 //   <record>.hea/.dat/.atr into a temporary folder: '../x' would have linked outside it).
 // Real Python workers; everything under a temporary root.
+import { loadCatalog } from '../../pipelines/references/store.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { manifestPath, prepareSources } from '../../pipelines/sources/prepare.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import { mirrorDirs } from '../../pipelines/core/paths.ts';
 import { deadPid, filesUnder, useGuardedWorkspace, victim } from './hardening-support.ts';
 
-const nile = Catalog.load().source('nile');
+const nile = loadCatalog().source('nile');
 const workspace = useGuardedWorkspace();
 
 describe('stale staging folders of a killed prepare', () => {

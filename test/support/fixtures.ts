@@ -1,12 +1,13 @@
 // A synthetic reference catalog for tests: one record per mask of a utility surface, the Arrow
 // tables written with writeReferenceTable and a reference manifest that names them.
+import { writeReferenceManifest, writeReferenceTable } from './raw-references.ts';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SOURCES_DIR } from '../../pipelines/core/paths.ts';
-import { writeReferenceTable } from '../../pipelines/references/tables.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import type { ReferenceRecord } from '../../pipelines/execution/records.ts';
-import { writeReferenceManifest, type ReferenceManifest } from '../../pipelines/references/manifest.ts';
+import type { ConditionEntry, ReferenceManifest } from '../../pipelines/references/manifest.ts';
+import { tableMetadata } from '../../pipelines/references/surface.ts';
 
 export const sha = (s: string): string => sha256Hex(s);
 
@@ -74,40 +75,37 @@ export function surfaceRecords(spec: SurfaceSpec): ReferenceRecord[] {
   });
 }
 
-/** Writes `<condition>.arrow` per surface into dir and the reference manifest naming them. */
+/** Writes `<condition>.arrow` per surface into dir and the reference manifest naming them: a folder the store accepts. */
 export function writeSurfaceCatalog(dir: string, specs: readonly SurfaceSpec[], options: CatalogOptions = {}): void {
+  const commit = options.gitCommit ?? null;
+  const top: Omit<ReferenceManifest, 'conditions'> = {
+    manifest_version: 1,
+    generator: 'test fixture',
+    code: { git_commit: commit, git_dirty: commit === null ? null : false, workflows_sha256: sha('workflows') },
+    python: '3.11',
+    versions: {},
+    threads: { environment: {}, threadpoolctl_limit: 1 },
+  };
   const conditions: ReferenceManifest['conditions'] = {};
   for (const spec of specs) {
     const recs = surfaceRecords(spec);
-    const table = `${spec.condition}.arrow`;
-    const bytes = writeReferenceTable(join(dir, table), recs, { condition: spec.condition });
-    conditions[spec.condition] = {
+    const entry: ConditionEntry = {
       source: `src_${spec.condition}`,
       family: spec.family ?? 'classification',
       dimensions: spec.dimensions,
       records: recs.length,
       failed: 0,
-      table,
-      table_sha256: sha256Hex(bytes),
+      table: `${spec.condition}.arrow`,
+      table_sha256: '',
       plan_file: `sources/src_${spec.condition}.plan.json`,
       plan_sha256: sha('plan'),
-      prepared_files: {},
+      prepared_files: { 'arrays.npz': sha('arrays'), 'metadata.json.gz': sha('metadata') },
       published: { comparable: true, prepared_match: 'exact' },
       equivalence_violations: [],
-      native_seconds: 0,
+      native_seconds: recs.reduce((sum, r) => sum + (r.wall_seconds ?? 0), 0),
     };
+    const bytes = writeReferenceTable(join(dir, entry.table), recs, tableMetadata(spec.condition, entry, top));
+    conditions[spec.condition] = { ...entry, table_sha256: sha256Hex(bytes) };
   }
-  const commit = options.gitCommit ?? null;
-  writeReferenceManifest(
-    {
-      manifest_version: 1,
-      generator: 'test fixture',
-      code: { git_commit: commit, git_dirty: commit === null ? null : false, workflows_sha256: sha('workflows') },
-      python: '3.11',
-      versions: {},
-      threads: { environment: {}, threadpoolctl_limit: 1 },
-      conditions,
-    },
-    dir,
-  );
+  writeReferenceManifest({ ...top, conditions }, dir);
 }

@@ -1,0 +1,99 @@
+// The one-writer lock of a reference folder: `.wwref.lock`, holding the writer's pid. It is created
+// whole (written to a private file, then hard-linked into place, which fails if the lock exists), so
+// a lock file is never seen empty while its writer lives: an empty or unreadable lock, or one whose
+// pid is gone, is stale. A stale lock is taken over under a short-lived guard file, re-examined under
+// that guard, so that of two writers finding the same stale lock only one removes it.
+import { closeSync, linkSync, lstatSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { processAlive } from '../core/containment.ts';
+import { UserError } from '../core/errors.ts';
+import { fsError, makeDirs } from '../core/fsutil.ts';
+
+/** How long a writer waits for another one to finish before it gives up. */
+export const LOCK_WAIT_SECONDS = 120;
+export const LOCK_FILE = '.wwref.lock';
+/** A takeover guard older than this was left by a writer killed in the middle of a takeover. */
+const GUARD_STALE_MS = 10_000;
+
+interface Holder {
+  pid?: number;
+  inode: number;
+}
+
+/** The lock's holder as it is now, or undefined when there is no lock. */
+function holderOf(path: string): Holder | undefined {
+  const stats = lstatSync(path, { throwIfNoEntry: false });
+  if (!stats) return undefined;
+  let pid: number | undefined;
+  try {
+    const parsed = JSON.parse(readFileSync(path, 'utf8')) as { pid?: unknown };
+    if (typeof parsed.pid === 'number' && Number.isSafeInteger(parsed.pid) && parsed.pid > 0) pid = parsed.pid;
+  } catch {
+    // empty or torn: no live writer leaves it so (the lock is linked into place whole)
+  }
+  return { pid, inode: stats.ino };
+}
+
+const stale = (holder: Holder) => holder.pid === undefined || !processAlive(holder.pid);
+
+/** Removes the lock if it is still the stale one seen (same inode), under the takeover guard. */
+function takeOver(path: string, seen: Holder): void {
+  const guard = `${path}.takeover`;
+  const guardStats = lstatSync(guard, { throwIfNoEntry: false });
+  if (guardStats && Date.now() - guardStats.mtimeMs > GUARD_STALE_MS) rmSync(guard, { force: true });
+  let fd: number;
+  try {
+    fd = openSync(guard, 'wx');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return; // another writer is taking over: look again
+    throw fsError(error, 'lock', path);
+  }
+  try {
+    const now = holderOf(path);
+    if (now && now.inode === seen.inode && stale(now)) unlinkSync(path);
+  } finally {
+    closeSync(fd);
+    rmSync(guard, { force: true });
+  }
+}
+
+/** Takes the folder's lock (waiting for a live holder, taking over a stale one); returns its release. */
+export async function lockFolder(dir: string, waitSeconds = LOCK_WAIT_SECONDS): Promise<() => void> {
+  makeDirs(dir);
+  const path = join(dir, LOCK_FILE);
+  const mine = `${path}.${process.pid}.${Date.now()}.tmp`;
+  const deadline = Date.now() + waitSeconds * 1000;
+  try {
+    const fd = openSync(mine, 'wx');
+    writeSync(fd, JSON.stringify({ pid: process.pid, since: new Date().toISOString(), argv: process.argv.slice(2) }));
+    closeSync(fd);
+  } catch (error) {
+    throw fsError(error, 'lock', dir);
+  }
+  try {
+    for (;;) {
+      try {
+        linkSync(mine, path);
+        const inode = lstatSync(path).ino;
+        return () => {
+          // release only our own lock (never one that replaced it)
+          if (lstatSync(path, { throwIfNoEntry: false })?.ino === inode) rmSync(path, { force: true });
+        };
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw fsError(error, 'lock', dir);
+      }
+      const holder = holderOf(path);
+      if (holder && stale(holder)) {
+        takeOver(path, holder);
+        continue;
+      }
+      if (Date.now() > deadline) {
+        throw new UserError(`${dir} is being written by another wwref process (pid ${holder?.pid ?? '?'}, lock ${path}); wait for it to finish, or remove the lock if that process is gone`);
+      }
+      await sleep(100 + Math.random() * 100);
+    }
+  } finally {
+    rmSync(mine, { force: true });
+  }
+}
