@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { acquirePlan } from '../sources/acquire.ts';
-import { auditCatalog, auditFailed, auditNeeds, replayNeeds } from '../jobs/audit.ts';
+import { auditFailed, auditNeeds, auditWithReprepare, replayNeeds } from '../jobs/audit.ts';
 import { checkReferenceFolder, loadCatalog } from '../references/store.ts';
 import { familyLines, FAMILY_NAMES } from '../catalog/families.ts';
 import { UserError } from '../core/errors.ts';
@@ -312,7 +312,6 @@ async function main(args: string[]): Promise<number> {
           .option('source', { type: 'string', array: true, describe: 'source(s); default all' })
           .option('verbose', { type: 'boolean', default: false }),
       async (argv) => {
-        const { auditWithReprepare } = await import('../jobs/audit.ts');
         const catalog = loadCatalog();
         const sources = list(argv.source, 'source');
         const options = { mirrors: list(argv.mirror, 'mirror'), workers: argv.workers, log: (line: string) => out(line) };

@@ -4,8 +4,8 @@
 // reported (outliers and slowed conditions flagged), never failed.
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { isAbsolute, join } from 'node:path';
-import { loadPlanFile } from '../catalog/catalog.ts';
+import { join } from 'node:path';
+import { loadPlanFile, planFilePath } from '../catalog/catalog.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
 import { DEFAULT_RECORD_TIMEOUT_SECONDS, type Equivalence } from '../catalog/plan.ts';
@@ -16,14 +16,14 @@ import { checkFileHashes } from '../core/hashing.ts';
 import { versionDrift, workflowsSha256 } from '../execution/identity.ts';
 import { platformDrift, platformNotes, type RecordedNumerics } from '../execution/numerics.ts';
 import { metricsAgree } from '../execution/verification/metrics.ts';
-import { referencesDir, ROOT, sourcePreparedDir } from '../core/paths.ts';
+import { referencesDir, sourcePreparedDir } from '../core/paths.ts';
 import { executeRecord } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type PreparedInput } from '../execution/executor.ts';
 import { openExecutor, type ExecutorChoice } from '../execution/executors.ts';
 import { Progress } from '../core/progress.ts';
 import type { CapturedWarning, NumericsReport } from '../execution/protocol.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import type { ReferenceManifest } from '../references/manifest.ts';
+import type { ConditionEntry, ReferenceManifest } from '../references/manifest.ts';
 import { ReferenceStore } from '../references/store.ts';
 
 export interface ReplayOptions {
@@ -157,15 +157,25 @@ export function storedFromReference(record: ReferenceRecord): StoredRecord {
   };
 }
 
-/** The declarations of a condition in its plan (none when the plan file is not at hand). */
-export function declaredFor(condition: string, planFile: string): Pick<ReplayTarget, 'equivalences' | 'pairedWith' | 'timeoutSeconds'> {
-  const path = isAbsolute(planFile) ? planFile : join(ROOT, planFile);
+/**
+ * The declarations of a condition in its plan (none when the plan file is not at hand), after checking
+ * that the manifest entry is what the plan implies: the plan's hash, source and family, and the
+ * condition declared there with the entry's number of options.
+ */
+export function declaredFor(condition: string, entry: Pick<ConditionEntry, 'plan_file' | 'plan_sha256' | 'source' | 'family' | 'dimensions'>): Pick<ReplayTarget, 'equivalences' | 'pairedWith' | 'timeoutSeconds'> {
+  const path = planFilePath(entry.plan_file);
   if (!existsSync(path)) return {};
-  const { plan } = loadPlanFile(path);
+  const loaded = loadPlanFile(path);
+  const { plan } = loaded;
   const declared = plan.conditions.find((c) => c.id === condition);
-  return declared
-    ? { equivalences: declared.equivalences, timeoutSeconds: plan.execution.timeout_seconds, ...(declared.paired_with ? { pairedWith: declared.paired_with } : {}) }
-    : {};
+  const problems = [
+    loaded.sha256 !== entry.plan_sha256 ? `the plan is now sha256 ${loaded.sha256}, the references were built from ${entry.plan_sha256} (rebuild it, with --force)` : '',
+    plan.source !== entry.source ? `the plan's source is '${plan.source}', the manifest says '${entry.source}'` : '',
+    plan.family !== entry.family ? `the plan's family is ${plan.family}, the manifest says ${entry.family}` : '',
+    !declared ? 'the plan does not declare this condition' : declared.dimensions !== entry.dimensions ? `the plan gives it ${declared.dimensions} options, the manifest ${entry.dimensions}` : '',
+  ].filter(Boolean);
+  if (problems.length) throw new UserError(`condition '${condition}' does not match its plan ${entry.plan_file}: ${problems.join('; ')}; refusing to replay`);
+  return { equivalences: declared!.equivalences, timeoutSeconds: plan.execution.timeout_seconds, ...(declared!.paired_with ? { pairedWith: declared!.paired_with } : {}) };
 }
 
 /** Replays our own reference folder (outputs/references layout). */
@@ -177,7 +187,7 @@ export async function replay(options: ReplayOptions = {}): Promise<ReplayReport>
   const targets = entries.map(([id, entry]): ReplayTarget => {
     const records = store.table(id, manifest).records.map(storedFromReference);
     checkFileHashes(sourcePreparedDir(entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
-    return { condition: id, family: entry.family as FamilyName, input: { source: entry.source, files: entry.prepared_files }, records, ...declaredFor(id, entry.plan_file) };
+    return { condition: id, family: entry.family as FamilyName, input: { source: entry.source, files: entry.prepared_files }, records, ...declaredFor(id, entry) };
   });
   const code = codeDrift(manifest);
   if (code.length && !options.allowVersionDrift) throw new UserError(`${code.join('; ')}; refusing to replay (pass --allow-version-drift to replay anyway)`);

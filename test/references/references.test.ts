@@ -2,7 +2,8 @@
 // current with the plans and manifests, every declared equivalence holding, and — read from
 // ../shared/published at test time — equal to the published anchors and records wherever our
 // prepared input is byte-identical to the published one.
-import { loadCatalog } from '../../pipelines/references/store.ts';
+import { loadCatalog, ReferenceStore } from '../../pipelines/references/store.ts';
+import { codeDrift } from '../../pipelines/jobs/replay.ts';
 import { readReferenceManifest, readReferenceTable } from '../support/raw-references.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -31,6 +32,15 @@ const comparable = [...catalog.conditions.values()].filter(
 );
 
 describe('committed reference tables', () => {
+  it('every committed folder passes the store and was built by this checkout\'s workflow code (rebuild them after changing workflows/)', () => {
+    for (const folder of ['references', 'examples', 'current']) {
+      const store = new ReferenceStore(join(ROOT, 'outputs', folder));
+      const committed = store.requireManifest();
+      expect(store.records().length, folder).toBeGreaterThan(0);
+      expect(codeDrift(committed), `outputs/${folder}`).toEqual([]);
+    }
+  });
+
   it('cover the whole catalog: 36 tables, 1,248 records, all verified', () => {
     expect(manifest, 'outputs/references/manifest.json').toBeDefined();
     expect(Object.keys(manifest!.conditions).sort()).toEqual([...catalog.conditions.keys()].sort());

@@ -5,6 +5,8 @@
 // - downloads are streamed to a temporary file in the cache, bounded by the declared size (and 2 GiB),
 //   with a read timeout; the temporary file is removed on every failure.
 // Everything is created under a temporary root; local HTTP servers listen on 127.0.0.1 only.
+import { writeSurfaceCatalog } from '../support/fixtures.ts';
+import { readReferenceManifest, writeReferenceManifest } from '../support/raw-references.ts';
 import { loadCatalog } from '../../pipelines/references/store.ts';
 import { execa, execaSync } from 'execa';
 import { execFileSync } from 'node:child_process';
@@ -154,11 +156,14 @@ describe('only regular files are read', () => {
     mkdirSync(join(ws.root, 'plans'), { recursive: true });
     execFileSync('mkfifo', [fifo]);
     mkdirSync(ws.references, { recursive: true });
-    writeFileSync(join(ws.references, 'manifest.json'), JSON.stringify({ conditions: { evil: { source: 'evil', plan_file: fifo } } }));
+    writeSurfaceCatalog(ws.references, [{ condition: 'evil', dimensions: 4, utility: () => 0.5 }]);
+    const manifest = readReferenceManifest(ws.references)!;
+    manifest.conditions.evil!.plan_file = fifo;
+    writeReferenceManifest(manifest, ws.references);
     const script = join(ws.root, 'catalog.mts');
     writeFileSync(
       script,
-      `import { Catalog } from ${JSON.stringify(pathToFileURL(join(ROOT, 'pipelines', 'catalog', 'catalog.ts')).href)};\n` +
+      `import { loadCatalog } from ${JSON.stringify(pathToFileURL(join(ROOT, 'pipelines', 'references', 'store.ts')).href)};\n` +
         `try { loadCatalog(); console.log('LOADED'); } catch (e) { console.log('REFUSED ' + e.message); }\n`,
     );
     const child = await execa('node', ['--import', 'tsx', script], { cwd: ROOT, reject: false, timeout: 30_000 });
