@@ -2,7 +2,8 @@
 // records most sensitive to BLAS kernels and SIMD loops reproduce the committed tables on this CPU,
 // whatever x86-64 CPU it is; references of another profile are refused by replay and rebuild.
 import { loadCatalog } from '../../pipelines/references/store.ts';
-import { readReferenceManifest, readReferenceTable, tablePath, writeReferenceManifest } from '../support/raw-references.ts';
+import { readReferenceManifest, readReferenceTable, tablePath, writeReferenceManifest, writeReferenceTable } from '../support/raw-references.ts';
+import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -132,8 +133,13 @@ describe('portable bits', () => {
     const dir = join(ws.root, 'native-refs');
     const manifest = readReferenceManifest(ws.references)!;
     const conditions = { airfoil: manifest.conditions.airfoil! };
-    cpSync(tablePath('airfoil', ws.references), tablePath('airfoil', dir));
-    writeReferenceManifest({ ...manifest, conditions, numerics: { profile: 'native', environment: {}, effective: { ...here, blas: here.blas.map((b) => ({ ...b, architecture: 'SkylakeX' })) } } }, dir);
+    // the table built under that profile says so in its metadata too: re-sealed into the manifest
+    const reprofiled = (profile: string | null) => {
+      const { records, metadata } = readReferenceTable(tablePath('airfoil', ws.references));
+      const bytes = writeReferenceTable(tablePath('airfoil', dir), records, { wwref: JSON.stringify({ ...JSON.parse(metadata.wwref!), numerical_profile: profile }) });
+      return { airfoil: { ...conditions.airfoil, table_sha256: sha256Hex(bytes) } };
+    };
+    writeReferenceManifest({ ...manifest, conditions: reprofiled('native'), numerics: { profile: 'native', environment: {}, effective: { ...here, blas: here.blas.map((b) => ({ ...b, architecture: 'SkylakeX' })) } } }, dir);
     const refused = replay({ referencesDir: dir, quiet: true });
     await expect(refused).rejects.toThrow(UserError);
     await expect(refused).rejects.toThrow(/built under numerical profile 'native' \(.*SkylakeX.*\); this machine runs 'x86-64-v3'.*--allow-platform-drift/);
@@ -145,7 +151,7 @@ describe('portable bits', () => {
     expect(tolerant.numerical_profile).toBe(DEFAULT_PROFILE);
 
     const { numerics: _, ...unrecorded } = manifest;
-    writeReferenceManifest({ ...unrecorded, conditions }, dir);
+    writeReferenceManifest({ ...unrecorded, conditions: reprofiled(null) }, dir);
     await expect(replay({ referencesDir: dir, quiet: true })).rejects.toThrow(/the references record no numerical profile/);
   });
 
