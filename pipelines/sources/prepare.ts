@@ -10,7 +10,7 @@ import { loadPlanFile, planFilePath, type LoadedPlan } from '../catalog/catalog.
 import { UserError } from '../core/errors.ts';
 import { insideRoot, removeStaleEntries } from '../core/containment.ts';
 import { writeJsonAtomic, readJsonFile } from '../core/fsutil.ts';
-import { digest, sha256Hex } from '../core/hashing.ts';
+import { canonicalJson, digest, sha256Hex } from '../core/hashing.ts';
 import { manifestsDir, preparedDir, sourcePreparedDir } from '../core/paths.ts';
 import { ID_RULE, isValidId, type Plan } from '../catalog/plan.ts';
 import { PREPARE_TIMEOUT_SECONDS } from '../execution/executor.ts';
@@ -148,7 +148,11 @@ export async function prepareSource(
     if (lstatSync(final, { throwIfNoEntry: false })) renameSync(final, old);
     renameSync(staging, final);
     removeOwn(old);
-    if (!options.expected || !existsSync(manifestFile)) writeJsonAtomic(manifestFile, manifest);
+    if (!options.expected || !existsSync(manifestFile)) {
+      const kept = unchangedManifest(manifestFile, manifest);
+      if (kept) return kept;
+      writeJsonAtomic(manifestFile, manifest);
+    }
     return manifest;
   } finally {
     removeOwn(staging);
@@ -163,6 +167,25 @@ export interface PrepareOutcome {
 }
 
 /** Prepares several sources over a worker pool; a failure of one source does not stop the others. */
+/**
+ * The source manifest in place when it says what `fresh` says of the same bytes (intact, same plan,
+ * raw files, facts and prepared hashes; only the versions that prepared it may differ): it is kept
+ * byte for byte, so preparing again under another runtime leaves the committed manifests as they are.
+ */
+function unchangedManifest(file: string, fresh: SourceManifest): SourceManifest | undefined {
+  let old: SourceManifest;
+  try {
+    const parsed = SourceManifest.safeParse(readJsonFile(file, 'source manifest'));
+    if (!parsed.success) return undefined;
+    old = parsed.data;
+  } catch {
+    return undefined;
+  }
+  const body = ({ versions: _v, content_sha256: _c, ...rest }: SourceManifest) => canonicalJson(rest);
+  const { content_sha256, ...sealed } = old;
+  return digest(sealed) === content_sha256 && body(old) === body(fresh) ? old : undefined;
+}
+
 export async function prepareSources(
   plans: LoadedPlan[],
   options: AcquireOptions & { workers?: number; log?: (line: string) => void; expected?: (source: string) => Record<string, string> | undefined } = {},

@@ -7,10 +7,10 @@
 // Real Python workers; everything under a temporary root.
 import { loadCatalog } from '../../pipelines/references/store.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { manifestPath, prepareSources } from '../../pipelines/sources/prepare.ts';
+import { manifestPath, prepareSources, sealManifest } from '../../pipelines/sources/prepare.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import { mirrorDirs } from '../../pipelines/core/paths.ts';
 import { deadPid, filesUnder, useGuardedWorkspace, victim } from './hardening-support.ts';
@@ -118,5 +118,23 @@ describe('the Python recipes refuse names that are paths (real worker)', () => {
     expect(await prepare('statsmodels_series', params, { '../table.csv': csv }, out)).toMatch(/statsmodels_series: raw file name: '\.\.\/table\.csv' climbs out/);
     expect(await prepare('statsmodels_series', { ...params, file: csv }, { [csv]: csv }, out)).toMatch(/statsmodels_series: raw file name: '.*table\.csv' is an absolute path/);
     expect(filesUnder(out)).toEqual([]);
+  });
+});
+
+describe('preparing again', () => {
+  it('keeps a source manifest that says the same of the same bytes byte for byte, whatever versions prepared it', async () => {
+    const [first] = await prepareSources([nile], { mirrors: mirrorDirs() });
+    expect(first!.ok, first!.error).toBe(true);
+    // as if another runtime had prepared it first: other versions, sealed
+    const { content_sha256: _, ...body } = JSON.parse(readFileSync(manifestPath('nile'), 'utf8'));
+    writeFileSync(manifestPath('nile'), `${JSON.stringify(sealManifest({ ...body, versions: { ...body.versions, numpy: '9.9.9' } }), null, 2)}\n`);
+    const before = readFileSync(manifestPath('nile'));
+    const [again] = await prepareSources([nile], { mirrors: mirrorDirs() });
+    expect(again!.ok, again!.error).toBe(true);
+    expect(readFileSync(manifestPath('nile')).equals(before)).toBe(true);
+    // a manifest that no longer holds (edited without resealing) is written afresh
+    writeFileSync(manifestPath('nile'), before.toString().replace('9.9.9', '9.9.8'));
+    await prepareSources([nile], { mirrors: mirrorDirs() });
+    expect(JSON.parse(readFileSync(manifestPath('nile'), 'utf8')).versions.numpy).toBe(first!.manifest!.versions.numpy);
   });
 });
