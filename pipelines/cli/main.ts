@@ -5,7 +5,7 @@ import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { acquirePlan } from '../sources/acquire.ts';
 import { auditFailed, auditNeeds, auditWithReprepare, replayNeeds } from '../jobs/audit.ts';
-import { checkReferenceFolder, loadCatalog } from '../references/store.ts';
+import { checkReferenceFolder, loadCatalog, ReferenceStore } from '../references/store.ts';
 import { familyLines, FAMILY_NAMES } from '../catalog/families.ts';
 import { UserError } from '../core/errors.ts';
 import { exportCsv } from '../references/export.ts';
@@ -156,7 +156,10 @@ async function main(args: string[]): Promise<number> {
       // a reference folder is never inside prepared/, the raw cache or manifests/ (nor around them)
       checkReferenceFolder(argv._[0] === 'add-source' && typeof argv.references === 'string' ? argv.references : referencesDir());
       // the references of one runtime are never replaced by another's
-      if (argv._[0] === 'rebuild' || argv._[0] === 'add-source') checkRuntimeTarget(typeof argv.references === 'string' ? resolve(argv.references) : referencesDir());
+      if (argv._[0] === 'rebuild' || argv._[0] === 'add-source') {
+        const target = typeof argv.references === 'string' ? resolve(argv.references) : referencesDir();
+        checkRuntimeTarget(target, new ReferenceStore(target).manifest()?.versions);
+      }
     })
     .command(
       'list',

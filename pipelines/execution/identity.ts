@@ -1,5 +1,5 @@
 // Code and runtime identity recorded in manifests and journals.
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { simpleGit } from 'simple-git';
 import { UserError } from '../core/errors.ts';
@@ -52,18 +52,10 @@ export function runtimeOfVersions(versions: Readonly<Record<string, string>>): s
  * Refuses to write into a reference folder built under another declared runtime (e.g.
  * `rebuild --runtime current` into outputs/references, which holds the pinned references): references
  * of another runtime go into their own folder (--references DIR). A folder without a manifest, or
- * whose versions match no declared runtime, is left to the usual version checks.
+ * whose versions match no declared runtime, is left to the usual version checks. `versions` are the
+ * folder manifest's (read by the reference store).
  */
-export function checkRuntimeTarget(dir: string, runtime: RuntimeDeclaration = activeRuntime()): void {
-  const file = join(dir, 'manifest.json');
-  // only a regular file is read (a FIFO would block); anything else is left to the command's own checks
-  if (!existsSync(file) || !statSync(file).isFile()) return;
-  let versions: Record<string, string> | undefined;
-  try {
-    versions = (JSON.parse(readFileSync(file, 'utf8')) as { versions?: Record<string, string> }).versions;
-  } catch {
-    return; // a malformed manifest is reported by the command itself
-  }
+export function checkRuntimeTarget(dir: string, versions: Record<string, string> | undefined, runtime: RuntimeDeclaration = activeRuntime()): void {
   const built = versions ? runtimeOfVersions(versions) : undefined;
   if (built && built !== runtime.name) {
     throw new UserError(`${dir} holds references of runtime '${built}'; runtime '${runtime.name}' writes its references into a folder of its own (pass --references DIR, e.g. outputs/${runtime.name})`);
