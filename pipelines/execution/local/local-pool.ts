@@ -6,6 +6,8 @@
 // first task of another key gets a fresh worker. The local executor runs records on it; preparation
 // uses it directly.
 import PQueue from 'p-queue';
+import { z } from 'zod';
+import { pythonExecutable } from '../../core/paths.ts';
 import { admissionProblems, type AdmissionRules } from '../admission.ts';
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
 import { HELLO_TIMEOUT_SECONDS, RecordTimeout, RuntimeRefused, WorkerCrash, type ExecutorOptions } from '../executor.ts';
@@ -55,7 +57,16 @@ export class WorkerPool {
   private async check(worker: PythonWorker): Promise<HelloResult> {
     const [timeout, clear] = deadline(HELLO_TIMEOUT_SECONDS, () => new WorkerCrash(`worker ${worker.pid} did not answer its hello within ${HELLO_TIMEOUT_SECONDS} s`));
     try {
-      const hello = await Promise.race([worker.hello(), timeout]);
+      const hello = await Promise.race([worker.hello(), timeout]).catch((error: unknown) => {
+        // an interpreter that exits, answers with something else or stays silent is a set-up problem: one line
+        if (!(error instanceof WorkerCrash) && !(error instanceof z.ZodError)) throw error;
+        const said = worker.stderrTail().trim().split('\n').filter(Boolean).at(-1);
+        const why = error instanceof z.ZodError ? 'answered its hello with something else than a wwref worker' : (error as Error).message.split('\n')[0]!.replace(/:$/, '');
+        throw new RuntimeRefused(
+          `the Python runtime ${pythonExecutable()} did not start a wwref worker: ${why}${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; ` +
+            "check WWREF_PYTHON, or run 'npm run setup' to bring the runtime up to date",
+        );
+      });
       const problems = admissionProblems(hello, this.rules);
       if (problems.length) throw new RuntimeRefused(`worker ${worker.pid} refused before it ran anything: ${problems.join('; ')}`);
       worker.runtime = hello;
