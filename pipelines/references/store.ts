@@ -6,7 +6,7 @@
 // tables are swapped in, the manifest is written last (the commit point), and what a killed commit
 // left behind is rolled back or removed by the next one.
 import { lstatSync, readdirSync, renameSync, rmSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { insideRoot, isInside, processAlive, readRegularFile, realPath } from '../core/containment.ts';
 import { UserError } from '../core/errors.ts';
 import { fsError, writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
@@ -46,7 +46,13 @@ export function checkReferenceFolder(dir: string): string {
     if (isInside(folder, other)) throw new UserError(`reference folder ${dir} is inside ${what} (${other}), which wwref rewrites; choose another folder`);
     if (isInside(other, folder)) throw new UserError(`reference folder ${dir} contains ${what} (${other}); choose a folder of its own`);
   }
-  return realPath(folder);
+  const real = realPath(folder);
+  let existing = real;
+  while (!present(existing) && dirname(existing) !== existing) existing = dirname(existing);
+  if (!lstatSync(existing).isDirectory()) {
+    throw new UserError(`reference folder ${dir} cannot be a folder: ${existing === real ? 'it is' : `${existing} is`} a file; name a folder (it is created when missing)`);
+  }
+  return real;
 }
 
 export interface ReferenceChange {

@@ -153,6 +153,9 @@ describe('reads are contained and bounded', () => {
     symlinkSync(ws.prepared, link);
     expect(() => checkReferenceFolder(join(link, 'wine'))).toThrow(/is inside the prepared inputs/);
     expect(checkReferenceFolder(join(ws.root, 'mine'))).toBe(join(ws.root, 'mine'));
+    writeFileSync(join(ws.root, 'a-file'), 'not a folder');
+    expect(() => checkReferenceFolder(join(ws.root, 'a-file'))).toThrow(/cannot be a folder: it is a file/);
+    expect(() => checkReferenceFolder(join(ws.root, 'a-file', 'below'))).toThrow(/cannot be a folder: .*a-file is a file/);
   });
 });
 
