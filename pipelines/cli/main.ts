@@ -149,12 +149,15 @@ async function main(args: string[]): Promise<number> {
       }
       // One meaning of --references for every command that reads the catalog or the references: the
       // folder whose manifest also names added sources (add-source's --references is its target).
-      if (typeof argv.references === 'string' && argv._[0] !== 'add-source') {
+      // (a pack replayed with --format wwb is no reference folder: the catalog stays the default one)
+      const pack = argv._[0] === 'replay' && argv.format === 'wwb';
+      if (typeof argv.references === 'string' && argv._[0] !== 'add-source' && !pack) {
         if (argv.references.trim() === '') throw new UserError('--references needs a folder');
         process.env.WWREF_REFERENCES_DIR = resolve(argv.references);
       }
       // a reference folder is never inside prepared/, the raw cache or manifests/ (nor around them)
       checkReferenceFolder(argv._[0] === 'add-source' && typeof argv.references === 'string' ? argv.references : referencesDir());
+      if (pack && typeof argv.references === 'string') checkReferenceFolder(argv.references);
       // the references of one runtime are never replaced by another's
       if (argv._[0] === 'rebuild' || argv._[0] === 'add-source') {
         const target = typeof argv.references === 'string' ? resolve(argv.references) : referencesDir();

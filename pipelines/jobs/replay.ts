@@ -12,7 +12,7 @@ import { DEFAULT_RECORD_TIMEOUT_SECONDS, type Equivalence } from '../catalog/pla
 import type { FamilyName } from '../catalog/families.ts';
 import { isInside } from '../core/containment.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
-import { checkFileHashes } from '../core/hashing.ts';
+import { canonicalJson, checkFileHashes } from '../core/hashing.ts';
 import { versionDrift, workflowsSha256 } from '../execution/identity.ts';
 import { platformDrift, platformNotes, type RecordedNumerics } from '../execution/numerics.ts';
 import { metricsAgree } from '../execution/verification/metrics.ts';
@@ -45,7 +45,7 @@ export interface ReplayOptions {
 }
 
 export interface CheckFailure {
-  check: 'execution' | 'verification' | 'prediction_sha256' | 'utility' | 'independent_metric' | 'warnings' | 'tolerance_table';
+  check: 'execution' | 'verification' | 'prediction_sha256' | 'utility' | 'independent_metric' | 'native_value' | 'native_metric' | 'normalization_scale' | 'extras' | 'warnings' | 'tolerance_table';
   expected: unknown;
   actual: unknown;
 }
@@ -126,6 +126,11 @@ export interface StoredRecord {
   wall_seconds: number | null;
   /** Beat detection: the saved tolerance table (true_positive and f1 per tolerance), when saved. */
   tolerances?: Record<string, { true_positive: number; f1: number }>;
+  /** What our tables store beside (packs may not): compared exactly when present. */
+  native_metric?: string | null;
+  normalization_scale?: number | null;
+  independent_value?: number | null;
+  extras?: Record<string, unknown>;
 }
 
 /** One condition to replay: where its prepared input is and what was saved. */
@@ -153,18 +158,22 @@ export function storedFromReference(record: ReferenceRecord): StoredRecord {
     prediction_sha256: record.prediction_sha256,
     warnings: record.warnings,
     wall_seconds: record.wall_seconds,
+    native_metric: record.native_metric,
+    normalization_scale: record.normalization_scale,
+    independent_value: record.independent_value,
+    extras: record.extras,
     ...(tolerances ? { tolerances } : {}),
   };
 }
 
 /**
- * The declarations of a condition in its plan (none when the plan file is not at hand), after checking
+ * The declarations of a condition in its plan (the plan file must exist), after checking
  * that the manifest entry is what the plan implies: the plan's hash, source and family, and the
  * condition declared there with the entry's number of options.
  */
 export function declaredFor(condition: string, entry: Pick<ConditionEntry, 'plan_file' | 'plan_sha256' | 'source' | 'family' | 'dimensions'>): Pick<ReplayTarget, 'equivalences' | 'pairedWith' | 'timeoutSeconds'> {
   const path = planFilePath(entry.plan_file);
-  if (!existsSync(path)) return {};
+  if (!existsSync(path)) throw new UserError(`condition '${condition}': its plan ${entry.plan_file} (named by the manifest) does not exist, so the references cannot be checked against it; refusing to replay`);
   const loaded = loadPlanFile(path);
   const { plan } = loaded;
   const declared = plan.conditions.find((c) => c.id === condition);
@@ -225,6 +234,20 @@ function compareWithStored(record: ReferenceRecord, stored: StoredRecord, tolera
   }
   if (stored.native_value === null || record.independent_value === null || !metricsAgree(record.independent_value, stored.native_value)) {
     failures.push({ check: 'independent_metric', expected: stored.native_value, actual: record.independent_value });
+  }
+  // every other stored value this run recomputes is compared too: a re-sealed table cannot carry another
+  // scale, metric name or extras (exact; the values relax to tolerances with the hash and utility)
+  const exact: [CheckFailure['check'], unknown, unknown, boolean][] = [
+    ['native_value', stored.native_value, record.native_value, true],
+    ['independent_metric', stored.independent_value, record.independent_value, true],
+    ['normalization_scale', stored.normalization_scale, record.normalization_scale, true],
+    ['native_metric', stored.native_metric, record.native_metric, false],
+    ['extras', stored.extras, record.extras, false],
+  ];
+  for (const [check, want, got, numeric] of exact) {
+    if (want === undefined || canonicalJson(want) === canonicalJson(got)) continue;
+    if (numeric && tolerant && typeof want === 'number' && typeof got === 'number' && metricsAgree(got, want)) relaxed.push(check);
+    else if (!failures.some((f) => f.check === check)) failures.push({ check, expected: want, actual: got });
   }
   if (JSON.stringify(record.warnings) !== JSON.stringify(stored.warnings)) failures.push({ check: 'warnings', expected: stored.warnings, actual: record.warnings });
   const tolerances = record.extras.matching_tolerance_sensitivity as StoredRecord['tolerances'];

@@ -25,6 +25,8 @@ interface Holder {
 function holderOf(path: string): Holder | undefined {
   const stats = lstatSync(path, { throwIfNoEntry: false });
   if (!stats) return undefined;
+  // a folder, FIFO or link is no lock of ours: refused (reading a FIFO would block)
+  if (!stats.isFile()) throw new UserError(`the lock ${path} is not a regular file (wwref never makes it so); remove it`);
   let pid: number | undefined;
   try {
     const parsed = JSON.parse(readFileSync(path, 'utf8')) as { pid?: unknown };

@@ -126,7 +126,7 @@ export class ReferenceStore {
     if (actual !== entry.table_sha256) {
       throw new UserError(`reference table changed: ${path} has sha256 ${actual}, the manifest records ${entry.table_sha256}; rebuild the condition, or restore the file`);
     }
-    const table = decodeTable(bytes, path);
+    const table = decodeTable(bytes, path, entry.records);
     const problems = tableProblems(id, entry, manifest, table);
     if (problems.length) throw new UserError(`reference table ${path} does not hold what the manifest says: ${summarize(problems)}`);
     return table;

@@ -5,7 +5,7 @@
 // entry names, and the entry's counts following from its table.
 import { FAMILIES, type FamilyName } from '../catalog/families.ts';
 import { allMasks } from '../catalog/masks.ts';
-import { SAFE_FILE_NAME } from '../core/containment.ts';
+import { ID_MAX_LENGTH, ID_PATTERN, ID_RULE } from '../catalog/plan.ts';
 import { canonicalJson } from '../core/hashing.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import { PREPARED_FILES } from '../sources/prepare.ts';
@@ -44,7 +44,7 @@ export function manifestProblems(manifest: ReferenceManifest): string[] {
   const planOf = new Map<string, { sha: string; file: string; id: string }>();
   for (const [id, entry] of Object.entries(manifest.conditions)) {
     const where = `condition '${id}'`;
-    if (!SAFE_FILE_NAME.test(id) || id.endsWith('.arrow')) problems.push(`${where}: not a valid condition id`);
+    if (!ID_PATTERN.test(id) || id.length > ID_MAX_LENGTH) problems.push(`condition ${JSON.stringify(id).slice(0, 80)}: not a condition id (${ID_RULE})`);
     if (entry.table !== tableFile(id)) problems.push(`${where}: table '${entry.table}' is not ${tableFile(id)} (a table is named after its condition, inside the folder)`);
     // the plan decides which widths a condition has (replay checks the entry against it); here only the bounds
     if (!FAMILIES[entry.family as FamilyName]) problems.push(`${where}: unknown family '${entry.family}'`);
@@ -114,5 +114,9 @@ function recordProblems(condition: string, entry: ConditionEntry, record: Refere
   if (record.prediction_sha256 === null || !SHA256.test(record.prediction_sha256)) problems.push('no prediction sha256');
   if (record.utility === null || !Number.isFinite(record.utility) || record.utility < 0 || record.utility > 1) problems.push(`utility ${record.utility} is not in [0, 1]`);
   if (record.native_value === null || record.independent_value === null) problems.push('no native or independent metric value');
+  for (const field of ['wall_seconds', 'prediction_wall_seconds', 'metric_wall_seconds'] as const) {
+    const seconds = record[field];
+    if (seconds === null || !Number.isFinite(seconds) || seconds < 0) problems.push(`${field} ${seconds} is not a duration`);
+  }
   return problems;
 }

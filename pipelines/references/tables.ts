@@ -49,8 +49,12 @@ export interface LoadedTable {
   metadata: Record<string, string>;
 }
 
-/** The records and schema metadata of a table's bytes (`path` names it in errors). Reading files is the store's. */
-export function decodeTable(bytes: Uint8Array, path: string): LoadedTable {
+/**
+ * The records and schema metadata of a table's bytes (`path` names it in errors). Reading files is the
+ * store's. With `rows`, a table of another length is refused before any row is decoded (a few bytes
+ * of Arrow can declare millions of rows).
+ */
+export function decodeTable(bytes: Uint8Array, path: string, rows?: number): LoadedTable {
   let table: Table;
   try {
     table = tableFromIPC(bytes);
@@ -59,6 +63,9 @@ export function decodeTable(bytes: Uint8Array, path: string): LoadedTable {
   }
   const missing = TABLE_COLUMNS.filter((name) => !table.schema.fields.some((f) => f.name === name));
   if (missing.length) throw new UserError(`reference table ${path} lacks columns: ${missing.join(', ')}`);
+  const mistyped = COLUMNS.filter((c) => String(table.schema.fields.find((f) => f.name === c.name)!.type) !== String(c.type));
+  if (mistyped.length) throw new UserError(`reference table ${path}: column(s) ${mistyped.map((c) => `${c.name} (expected ${String(c.type)})`).join(', ')} have another type`);
+  if (rows !== undefined && table.numRows !== rows) throw new UserError(`reference table ${path} has ${table.numRows} rows, but the manifest records ${rows} (one per mask)`);
   const records = table.toArray().map((row, i) => {
     const raw = row.toJSON() as Record<string, unknown>;
     for (const c of COLUMNS) {

@@ -83,6 +83,45 @@ describe('replay of re-sealed references', () => {
     });
   }
 
+  it('a re-sealed scale, metric name, extras, independent value or native value (even by 5e-11) fails the replay of that record, named', async () => {
+    const edits: [string, (r: ReturnType<typeof readReferenceTable>['records'][number]) => void][] = [
+      ['normalization_scale', (r) => (r.normalization_scale = 1)],
+      ['native_metric', (r) => (r.native_metric = 'accuracy')],
+      ['extras', (r) => (r.extras = { evil: 1 })],
+      ['independent_metric', (r) => (r.independent_value = 5)],
+      ['native_value', (r) => (r.native_value = r.native_value! + 5e-11)],
+    ];
+    for (const [check, edit] of edits) {
+      const dir = await nileCopy(`field-${check}`);
+      reseal(dir, (t) => edit(t.records[0]!));
+      const report = join(workspace().root, `field-${check}.json`);
+      const result = await wwref(['replay', '--references', dir, '--report', report]);
+      expect(result.exitCode, `${check}: ${result.stderr}`).toBe(1);
+      expect(result.stdout).toMatch(/15\/16 records/);
+      const failed = JSON.parse(readFileSync(report, 'utf8')).records.filter((r: { passed: boolean }) => !r.passed);
+      expect(failed.map((r: { mask: string }) => r.mask)).toEqual(['0000']);
+      expect(failed[0].failures.map((f: { check: string }) => f.check)).toContain(check);
+    }
+  });
+
+  it('a manifest naming a plan file that does not exist is refused', async () => {
+    const dir = await nileCopy('no-plan');
+    const manifest = readReferenceManifest(dir)!;
+    manifest.conditions.nile!.plan_file = 'sources/does_not_exist.plan.json';
+    writeReferenceManifest(manifest, dir);
+    userError(await wwref(['replay', '--references', dir, '--report', join(workspace().root, 'r.json')]), /its plan sources\/does_not_exist\.plan\.json \(named by the manifest\) does not exist/);
+  });
+
+  it('a pack exported from a folder replays from the command line (--format wwb --references PACK)', async () => {
+    const dir = await nileCopy('to-pack');
+    const pack = join(workspace().root, 'nile-pack');
+    const exported = await wwref(['export', '--format', 'wwb', '--references', dir, '--out', pack]);
+    expect(exported.exitCode, String(exported.stderr)).toBe(0);
+    const replayed = await wwref(['replay', '--format', 'wwb', '--references', pack, '--report', join(workspace().root, 'pack.json')]);
+    expect(replayed.exitCode, String(replayed.stderr)).toBe(0);
+    expect(replayed.stdout).toMatch(/16\/16 records/);
+  });
+
   it('a changed code identity is refused like version drift, and named', async () => {
     const dir = await nileCopy('code');
     const manifest = readReferenceManifest(dir)!;

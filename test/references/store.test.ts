@@ -11,7 +11,8 @@ import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import type { ReferenceManifest } from '../../pipelines/references/manifest.ts';
 import { checkReferenceFolder, ReferenceStore } from '../../pipelines/references/store.ts';
 import { tableMetadata } from '../../pipelines/references/surface.ts';
-import { tableBytes } from '../../pipelines/references/tables.ts';
+import { TABLE_COLUMNS, tableBytes } from '../../pipelines/references/tables.ts';
+import { makeData, makeVector, Null, Table, tableToIPC } from 'apache-arrow';
 import { deadPid } from '../sources/hardening-support.ts';
 import { surfaceRecords, writeSurfaceCatalog } from '../support/fixtures.ts';
 import { readReferenceManifest, readReferenceTable, writeReferenceManifest, writeReferenceTable } from '../support/raw-references.ts';
@@ -63,7 +64,7 @@ describe('re-sealed tables are refused, naming what is wrong', () => {
   });
 
   const cases: [string, (t: ReturnType<typeof readReferenceTable>, m: ReferenceManifest) => void, RegExp][] = [
-    ['a dropped row', (t) => t.records.splice(15, 1), /15 rows, but the manifest records 16.*no record for mask\(s\) 1111/],
+    ['a dropped row', (t) => t.records.splice(15, 1), /has 15 rows, but the manifest records 16 \(one per mask\)/],
     ['a duplicated mask in place of another', (t) => (t.records[5] = { ...t.records[4]! }), /row 5 \(mask "0100"\): mask appears twice.*no record for mask\(s\) 0101/],
     ['a failed record', (t) => (t.records[2] = { ...t.records[2]!, status: 'failed', error: 'boom' }), /row 2 .*status failed \(boom\)/],
     ['a zeroed plan_sha256 column', (t) => t.records.forEach((r) => (r.plan_sha256 = '0'.repeat(64))), /plan_sha256 is "0{64}", the manifest says/],
@@ -133,6 +134,29 @@ describe('reads are contained and bounded', () => {
     fast(large, /more than the \d+ allowed; refused/);
   });
 
+  it('a few bytes of Arrow declaring a hundred million rows are refused before any row is decoded', () => {
+    const dir = copy();
+    const columns = Object.fromEntries(TABLE_COLUMNS.map((c) => [c, makeVector(makeData({ type: new Null(), length: 1e8, nullCount: 1e8 }))]));
+    const bytes = tableToIPC(new Table(columns), 'file');
+    expect(bytes.length).toBeLessThan(4096);
+    writeFileSync(join(dir, 'alpha.arrow'), bytes);
+    const manifest = readReferenceManifest(dir)!;
+    manifest.conditions.alpha!.table_sha256 = sha256Hex(bytes);
+    writeReferenceManifest(manifest, dir);
+    fast(dir, /column\(s\) condition \(expected Utf8\).* have another type/);
+  });
+
+  it('a condition id that is not one (terminal escapes, a newline) is refused as the manifest is read', () => {
+    for (const id of ['alpha\u001b[2J\u001b[31mOK', 'al\npha', 'Alpha']) {
+      const dir = copy();
+      const manifest = readReferenceManifest(dir)!;
+      manifest.conditions[id] = { ...manifest.conditions.alpha!, table: `${id}.arrow` };
+      delete manifest.conditions.alpha;
+      writeReferenceManifest(manifest, dir);
+      expect(refusal(dir)).toMatch(/: not a condition id \(lower-case letters/);
+    }
+  });
+
   it('a table larger than its records allow is refused unread', () => {
     const dir = copy();
     const manifest = readReferenceManifest(dir)!;
@@ -187,6 +211,17 @@ describe('commits', () => {
     expect(Object.keys(store.manifest()!.conditions).sort()).toEqual(['alpha', 'beta', 'delta', 'epsilon', 'gamma']);
     expect(existsSync(lockOf(dir))).toBe(false);
     expect(store.records()).toHaveLength(80);
+  });
+
+  it('a lock that is a folder, a FIFO or a link is refused at once, never read or followed', async () => {
+    for (const make of [(p: string) => mkdirSync(p), (p: string) => execFileSync('mkfifo', [p]), (p: string) => symlinkSync(join(ws.root, 'elsewhere-lock'), p)]) {
+      const dir = copy();
+      make(lockOf(dir));
+      const started = Date.now();
+      await expect(new ReferenceStore(dir).commit(adding('gamma'), { waitSeconds: 5 })).rejects.toThrow(/the lock .*\.wwref\.lock is not a regular file .*remove it/);
+      expect(Date.now() - started).toBeLessThan(2000);
+      expect(readdirSync(dir).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+    }
   });
 
   it("a killed commit's leftovers: the table set aside is put back when the manifest still names it, the rest removed", async () => {
