@@ -126,11 +126,11 @@ export interface StoredRecord {
   wall_seconds: number | null;
   /** Beat detection: the saved tolerance table (true_positive and f1 per tolerance), when saved. */
   tolerances?: Record<string, { true_positive: number; f1: number }>;
-  /** What our tables store beside (packs may not): compared exactly when present. */
-  native_metric?: string | null;
-  normalization_scale?: number | null;
-  independent_value?: number | null;
-  extras?: Record<string, unknown>;
+  /**
+   * Our tables: every other value the replay recomputes, compared exactly (published packs have no
+   * such record; their native value is compared with the metric tolerance).
+   */
+  recomputed?: Pick<ReferenceRecord, 'native_value' | 'independent_value' | 'normalization_scale' | 'native_metric' | 'extras'>;
 }
 
 /** One condition to replay: where its prepared input is and what was saved. */
@@ -158,10 +158,13 @@ export function storedFromReference(record: ReferenceRecord): StoredRecord {
     prediction_sha256: record.prediction_sha256,
     warnings: record.warnings,
     wall_seconds: record.wall_seconds,
-    native_metric: record.native_metric,
-    normalization_scale: record.normalization_scale,
-    independent_value: record.independent_value,
-    extras: record.extras,
+    recomputed: {
+      native_value: record.native_value,
+      independent_value: record.independent_value,
+      normalization_scale: record.normalization_scale,
+      native_metric: record.native_metric,
+      extras: record.extras,
+    },
     ...(tolerances ? { tolerances } : {}),
   };
 }
@@ -237,15 +240,18 @@ function compareWithStored(record: ReferenceRecord, stored: StoredRecord, tolera
   }
   // every other stored value this run recomputes is compared too: a re-sealed table cannot carry another
   // scale, metric name or extras (exact; the values relax to tolerances with the hash and utility)
-  const exact: [CheckFailure['check'], unknown, unknown, boolean][] = [
-    ['native_value', stored.native_value, record.native_value, true],
-    ['independent_metric', stored.independent_value, record.independent_value, true],
-    ['normalization_scale', stored.normalization_scale, record.normalization_scale, true],
-    ['native_metric', stored.native_metric, record.native_metric, false],
-    ['extras', stored.extras, record.extras, false],
-  ];
+  const saved = stored.recomputed;
+  const exact: [CheckFailure['check'], unknown, unknown, boolean][] = saved
+    ? [
+        ['native_value', saved.native_value, record.native_value, true],
+        ['independent_metric', saved.independent_value, record.independent_value, true],
+        ['normalization_scale', saved.normalization_scale, record.normalization_scale, true],
+        ['native_metric', saved.native_metric, record.native_metric, false],
+        ['extras', saved.extras, record.extras, false],
+      ]
+    : [];
   for (const [check, want, got, numeric] of exact) {
-    if (want === undefined || canonicalJson(want) === canonicalJson(got)) continue;
+    if (canonicalJson(want) === canonicalJson(got)) continue;
     if (numeric && tolerant && typeof want === 'number' && typeof got === 'number' && metricsAgree(got, want)) relaxed.push(check);
     else if (!failures.some((f) => f.check === check)) failures.push({ check, expected: want, actual: got });
   }
