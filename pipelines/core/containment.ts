@@ -30,16 +30,18 @@ function within(path: string, folder: string): boolean {
   return path === folder || path.startsWith(folder.endsWith(sep) ? folder : folder + sep);
 }
 
-/** Whether something is at `path` (not following a final link); a parent that is a file means nothing is. */
-function exists(path: string): boolean {
+/** What is at `path` (a final link not followed), or undefined: a parent that is a file means nothing is. */
+export function lstatOrNothing(path: string): Stats | undefined {
   try {
-    return lstatSync(path, { throwIfNoEntry: false }) !== undefined;
+    return lstatSync(path, { throwIfNoEntry: false });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOTDIR') return false;
+    if (code === 'ENOTDIR') return undefined;
     throw new UserError(`cannot look at ${path}: ${code ?? (error as Error).message}`);
   }
 }
+
+const exists = (path: string): boolean => lstatOrNothing(path) !== undefined;
 
 /**
  * The path with symbolic links resolved: the path itself when it exists, else its deepest existing

@@ -9,14 +9,14 @@
 // are resolved; only regular files of bounded size are opened (never a FIFO or a device); every file
 // the manifest lists is checked against its sha256, and a table or input that it does not list is
 // refused. A table is read once: the bytes hashed are the bytes parsed.
-import { closeSync, lstatSync, readdirSync, type Stats } from 'node:fs';
+import { closeSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { UserError } from '../core/errors.ts';
 import type { FamilyName } from '../catalog/families.ts';
 import { FAMILY_NAMES } from '../catalog/families.ts';
-import { hashDescriptor, insideRoot, isInside, openRegularFile, readRegularFile, realPath, relativePathProblem, SAFE_FILE_NAME } from '../core/containment.ts';
-import { fsError, writeFileAtomic } from '../core/fsutil.ts';
+import { hashDescriptor, insideRoot, isInside, lstatOrNothing, openRegularFile, readRegularFile, realPath, relativePathProblem, SAFE_FILE_NAME } from '../core/containment.ts';
+import { writeFileAtomic } from '../core/fsutil.ts';
 import { checkFileHashes, digest, sha256Hex } from '../core/hashing.ts';
 import { REPLAY_PACKAGES } from '../execution/identity.ts';
 import { readManifest, PREPARED_FILES } from '../sources/prepare.ts';
@@ -94,16 +94,6 @@ function parsePackJson<S extends z.ZodType>(schema: S, bytes: Buffer, what: stri
   const parsed = schema.safeParse(json);
   if (!parsed.success) throw new UserError(`${what} ${path} is malformed: ${firstIssue(parsed.error)}; refused`);
   return parsed.data;
-}
-
-/** lstat, or undefined when nothing is there (a parent that is a file included). */
-function lstatOrNothing(path: string): Stats | undefined {
-  try {
-    return lstatSync(path, { throwIfNoEntry: false });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
-    throw fsError(error, 'look at', path);
-  }
 }
 
 /** Whether `dir` has the shape of a pack (a references/ entry): how diff tells a pack from a reference folder. */

@@ -7,9 +7,9 @@
 // left behind is rolled back or removed by the next one.
 import { lstatSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { insideRoot, isInside, processAlive, readRegularFile, realPath } from '../core/containment.ts';
+import { insideRoot, isInside, lstatOrNothing, processAlive, readRegularFile, realPath } from '../core/containment.ts';
 import { UserError } from '../core/errors.ts';
-import { fsError, writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
+import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { fileSha256, sha256Hex } from '../core/hashing.ts';
 import { cacheDir, manifestsDir, preparedDir, referencesDir, SOURCES_DIR } from '../core/paths.ts';
 import { Catalog } from '../catalog/catalog.ts';
@@ -48,8 +48,8 @@ export function checkReferenceFolder(dir: string): string {
   }
   const real = realPath(folder);
   let existing = real;
-  while (!present(existing) && dirname(existing) !== existing) existing = dirname(existing);
-  if (!lstatSync(existing).isDirectory()) {
+  while (!lstatOrNothing(existing) && dirname(existing) !== existing) existing = dirname(existing);
+  if (!lstatOrNothing(existing)?.isDirectory()) {
     throw new UserError(`reference folder ${dir} cannot be a folder: ${existing === real ? 'it is' : `${existing} is`} a file; name a folder (it is created when missing)`);
   }
   return real;
@@ -77,7 +77,7 @@ export class ReferenceStore {
   /** The folder's manifest, validated (schema and consistency), or undefined when there is none. */
   manifest(): ReferenceManifest | undefined {
     const path = this.manifestPath;
-    if (!present(path)) return undefined;
+    if (!lstatOrNothing(path)) return undefined;
     let json: unknown;
     try {
       json = JSON.parse(readRegularFile(path, 'reference manifest', MANIFEST_MAX_BYTES).toString('utf8'));
@@ -245,16 +245,6 @@ export class ReferenceStore {
 /** The published catalog plus the sources added to the reference folder `dir` (the plans its manifest names). */
 export function loadCatalog(dir = referencesDir(), sourcesDir = SOURCES_DIR): Catalog {
   return Catalog.load(sourcesDir, new ReferenceStore(dir).planFiles());
-}
-
-/** Whether anything is at `path` (a parent that is a file means nothing is). */
-function present(path: string): boolean {
-  try {
-    return lstatSync(path, { throwIfNoEntry: false }) !== undefined;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return false;
-    throw fsError(error, 'look at', path);
-  }
 }
 
 /** At most five problems in one line, and how many more. */
