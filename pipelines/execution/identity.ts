@@ -4,7 +4,7 @@ import { join, relative } from 'node:path';
 import { simpleGit } from 'simple-git';
 import { UserError } from '../core/errors.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
-import { activeRuntime, declaredRuntimes, ROOT, WORKFLOWS_DIR, type RuntimeDeclaration } from '../core/paths.ts';
+import { declaredRuntimes, ROOT, WORKFLOWS_DIR, type RuntimeDeclaration } from '../core/paths.ts';
 
 function requirementLines(file = join(WORKFLOWS_DIR, 'requirements.txt')): string[] {
   return readFileSync(file, 'utf8').split('\n');
@@ -24,7 +24,7 @@ function pinsOf(file: string): Record<string, string> {
  * Exact versions of the active runtime (name -> version): workflows/requirements.txt for `pinned`,
  * the runtime's own requirements file for `--runtime NAME` (wwref.config.json).
  */
-export function pinnedVersions(runtime: RuntimeDeclaration = activeRuntime()): Record<string, string> {
+export function pinnedVersions(runtime: RuntimeDeclaration): Record<string, string> {
   return pinsOf(runtime.requirements);
 }
 
@@ -55,7 +55,7 @@ export function runtimeOfVersions(versions: Readonly<Record<string, string>>): s
  * whose versions match no declared runtime, is left to the usual version checks. `versions` are the
  * folder manifest's (read by the reference store).
  */
-export function checkRuntimeTarget(dir: string, versions: Record<string, string> | undefined, runtime: RuntimeDeclaration = activeRuntime()): void {
+export function checkRuntimeTarget(dir: string, versions: Record<string, string> | undefined, runtime: RuntimeDeclaration): void {
   const built = versions ? runtimeOfVersions(versions) : undefined;
   if (built && built !== runtime.name) {
     throw new UserError(`${dir} holds references of runtime '${built}'; runtime '${runtime.name}' writes its references into a folder of its own (pass --references DIR, e.g. outputs/${runtime.name})`);

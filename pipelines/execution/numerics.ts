@@ -7,9 +7,8 @@
 // references built on one CPU family would not replay on another. The portable profile pins both to
 // code paths that every x86-64-v3 CPU (AVX2 and FMA: Intel since Haswell, AMD since Zen) runs alike.
 import { z } from 'zod';
-import { readConfig } from '../core/config.ts';
 import { UserError } from '../core/errors.ts';
-import { ROOT } from '../core/paths.ts';
+import { declaredRuntimes } from '../core/paths.ts';
 import { pinnedVersions } from './identity.ts';
 import { NumericsReport } from './protocol.ts';
 
@@ -85,22 +84,15 @@ const NATIVE: NumericalProfile = {
 
 export const DEFAULT_PROFILE = 'x86-64-v3';
 
-/** A profile by name, for the NumPy version of the active runtime (or the one given). */
-export function profileByName(name: string, numpy: string | undefined = pinnedVersions().numpy): NumericalProfile {
+/** A profile by name, in the target names of `numpy` (default: the NumPy version of the `pinned` runtime). */
+export function profileByName(name: string, numpy: string | undefined = pinnedVersions(declaredRuntimes()[0]!).numpy): NumericalProfile {
   if (name === 'native') return NATIVE;
   if (name === 'x86-64-v3') return portableProfile(numpy);
   throw new UserError(`unknown numerical profile '${name}' (known: ${PROFILE_NAMES.join(', ')})`);
 }
 
-/** WWREF_NUMERICAL_PROFILE (when set and not empty), else `numerical_profile` of wwref.config.json, else the portable default. */
-export function activeProfile(): NumericalProfile {
-  const configured = readConfig(ROOT).numerical_profile;
-  if (configured !== undefined && !(PROFILE_NAMES as readonly string[]).includes(configured)) profileByName(configured); // a wrong name in the file is an error even when the variable overrides it
-  return profileByName(process.env.WWREF_NUMERICAL_PROFILE || configured || DEFAULT_PROFILE);
-}
-
 /** The profile's variables; refuses an inherited variable the profile owns with another value. */
-export function profileEnvironment(profile: NumericalProfile, inherited: NodeJS.ProcessEnv = process.env): Record<string, string> {
+export function profileEnvironment(profile: NumericalProfile, inherited: Readonly<Record<string, string | undefined>>): Record<string, string> {
   for (const key of profile.controls) {
     const have = inherited[key];
     const want = profile.environment[key];

@@ -13,7 +13,8 @@ import { insideRoot, removeStaleEntries } from '../core/containment.ts';
 import { inactivePairs } from '../catalog/masks.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { canonicalJson, digest } from '../core/hashing.ts';
-import { cacheDir, manifestsDir, referencesDir, ROOT, SOURCES_DIR, sourcePreparedDir } from '../core/paths.ts';
+import { ROOT } from '../core/paths.ts';
+import type { Paths, Settings } from '../core/settings.ts';
 import { platformDrift, profileByName } from '../execution/numerics.ts';
 import { manifestPath, prepareSources } from '../sources/prepare.ts';
 import { problemLines, staticCheck } from '../sources/check.ts';
@@ -26,7 +27,7 @@ import { rebuild } from './rebuild.ts';
 import type { ExecutorChoice } from '../execution/executors.ts';
 
 export interface AddSourceOptions extends AcquireOptions {
-  /** Target reference folder (default WWREF_REFERENCES_DIR or outputs/references). */
+  /** Target reference folder (default the settings' reference folder). */
   referencesDir?: string;
   /** Rebuild a source already in the target folder; a changed plan is recorded as superseding. */
   force?: boolean;
@@ -36,8 +37,6 @@ export interface AddSourceOptions extends AcquireOptions {
   allowVersionDrift?: boolean;
   quiet?: boolean;
   log?: (line: string) => void;
-  /** Folder of the published plans (default sources/); tests only. */
-  sourcesDir?: string;
 }
 
 export interface DiscoveredClass {
@@ -141,7 +140,8 @@ function shown(path: string): string {
  */
 function claims(target: string, targetManifest: ReferenceManifest | undefined, options: AddSourceOptions): Claim[] {
   const found: Claim[] = [];
-  const examples = join(options.sourcesDir ?? SOURCES_DIR, 'examples');
+  const { paths } = options.settings;
+  const examples = join(paths.sources, 'examples');
   const exampleFiles = existsSync(examples) ? readdirSync(examples).filter((f) => f.endsWith('.plan.json')).sort() : [];
   for (const name of exampleFiles) {
     const loaded = loadPlanFile(join(examples, name));
@@ -150,9 +150,9 @@ function claims(target: string, targetManifest: ReferenceManifest | undefined, o
     for (const c of loaded.plan.conditions) found.push({ source: loaded.plan.source, condition: c.id, planFile: loaded.file, where, added: false });
   }
   const folders = new Map<string, ReferenceManifest | undefined>();
-  for (const dir of [join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), referencesDir(), target]) {
+  for (const dir of [join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), paths.references, target]) {
     const key = resolve(dir);
-    if (!folders.has(key)) folders.set(key, key === resolve(target) ? targetManifest : new ReferenceStore(key).manifest());
+    if (!folders.has(key)) folders.set(key, key === resolve(target) ? targetManifest : new ReferenceStore(key, paths).manifest());
   }
   for (const [folder, manifest] of folders) {
     for (const [id, entry] of Object.entries(manifest?.conditions ?? {})) {
@@ -160,7 +160,7 @@ function claims(target: string, targetManifest: ReferenceManifest | undefined, o
       found.push({ source: entry.source, condition: id, planFile: entry.plan_file, where, added: true, folder });
     }
   }
-  const sourceManifests = manifestsDir();
+  const sourceManifests = paths.manifests;
   for (const name of existsSync(sourceManifests) ? readdirSync(sourceManifests).filter((f) => f.endsWith('.json')).sort() : []) {
     try {
       const manifest = JSON.parse(readFileSync(join(sourceManifests, name), 'utf8')) as { source?: unknown; plan?: { file?: unknown } };
@@ -177,7 +177,7 @@ function claims(target: string, targetManifest: ReferenceManifest | undefined, o
 /** Refusals that need no computation: ids taken elsewhere, re-adding, changed plans, tables outside the target. */
 function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, options: AddSourceOptions, targetDir: string): string[] {
   const { plan } = loaded;
-  const published = Catalog.loadPublished(options.sourcesDir ?? SOURCES_DIR);
+  const published = Catalog.loadPublished(options.settings.paths.sources);
   const mine = resolve(planFilePath(loaded.file));
   const publishedPlan = published.plans.get(plan.source);
   if (publishedPlan) {
@@ -270,10 +270,10 @@ export function freezePlan(file: string): LoadedPlan {
  * and recipe parameters (sources/check.ts), without running anything. Problems are refused together,
  * one line each with its field path and fix.
  */
-export function checkAddSource(planFile: string, options: AddSourceOptions = {}): string[] {
+export function checkAddSource(planFile: string, options: AddSourceOptions): string[] {
   const loaded = freezePlan(planFile);
-  const target = resolve(options.referencesDir ?? referencesDir());
-  const supersedes = checkTarget(loaded, new ReferenceStore(target).manifest(), options, target);
+  const target = resolve(options.referencesDir ?? options.settings.paths.references);
+  const supersedes = checkTarget(loaded, new ReferenceStore(target, options.settings.paths).manifest(), options, target);
   const { plan } = loaded;
   const statics = staticCheck(loaded, options);
   if (statics.problems.length) {
@@ -290,11 +290,13 @@ export function checkAddSource(planFile: string, options: AddSourceOptions = {})
   ];
 }
 
-export async function addSource(planFile: string, options: AddSourceOptions = {}): Promise<AddSourceResult> {
+export async function addSource(planFile: string, options: AddSourceOptions): Promise<AddSourceResult> {
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const started = performance.now();
   const workers = options.workers ?? 2;
-  const store = new ReferenceStore(options.referencesDir ?? referencesDir());
+  const { settings } = options;
+  const { paths } = settings;
+  const store = new ReferenceStore(options.referencesDir ?? paths.references, paths);
   const target = store.dir;
 
   // 1. Validate and freeze the plan; refuse what must not be overwritten.
@@ -302,8 +304,8 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
   const { plan } = loaded;
   const previous = store.manifest();
   const supersedes = checkTarget(loaded, previous, options, target);
-  const frozen = join(cacheDir(), 'add-source', `${plan.source}.frozen.json`);
-  const undo = snapshotSource(plan.source, frozen);
+  const frozen = join(paths.cache, 'add-source', `${plan.source}.frozen.json`);
+  const undo = snapshotSource(paths, plan.source, frozen);
   writeJsonAtomic(frozen, {
     source: plan.source,
     plan_file: loaded.file,
@@ -317,8 +319,8 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
 
   // 2. Acquire, prepare and execute every mask (rebuild), into a staging reference folder.
   // staging folders of add-source runs that were killed are removed (links unlinked, never followed)
-  removeStaleEntries(join(cacheDir(), 'add-source'), new RegExp(`^${plan.source}\\.staging-(\\d+)$`));
-  const staging = join(cacheDir(), 'add-source', `${plan.source}.staging-${process.pid}`);
+  removeStaleEntries(join(paths.cache, 'add-source'), new RegExp(`^${plan.source}\\.staging-(\\d+)$`));
+  const staging = join(paths.cache, 'add-source', `${plan.source}.staging-${process.pid}`);
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
   let written = false;
@@ -328,6 +330,7 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
     // reported once (not once per condition), and no execution worker is started for it.
     log(`preparing source ${plan.source}`);
     const [prepared] = await prepareSources([loaded], {
+      settings,
       mirrors: options.mirrors,
       online: options.online,
       workers: 1,
@@ -347,6 +350,7 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
     }
     const catalog = new Catalog([loaded]);
     const summary = await rebuild(catalog, {
+      settings,
       referencesDir: staging,
       workers,
       mirrors: options.mirrors,
@@ -366,7 +370,7 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
       // reported below
     }
     if (now !== loaded.sha256) problems.push(`the plan changed during the run (frozen sha256 ${loaded.sha256}, now ${now})`);
-    const built = new ReferenceStore(staging);
+    const built = new ReferenceStore(staging, paths);
     const builtManifest = built.manifest();
     const conditions: AddedCondition[] = summary.conditions.map((outcome) => {
       const condition = catalog.condition(outcome.condition).condition;
@@ -439,10 +443,10 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
  * What a failed add-source must put back: the source manifest (restored, or removed if the run
  * created it), prepared/<source>/ if the run created it, and the frozen plan.
  */
-function snapshotSource(source: string, frozen: string): () => void {
-  const manifest = manifestPath(source);
+function snapshotSource(paths: Paths, source: string, frozen: string): () => void {
+  const manifest = manifestPath(paths, source);
   const manifestBefore = existsSync(manifest) ? readFileSync(manifest) : undefined;
-  const prepared = sourcePreparedDir(source);
+  const prepared = join(paths.prepared, source);
   const preparedExisted = existsSync(prepared);
   const frozenBefore = existsSync(frozen) ? readFileSync(frozen) : undefined;
   const restore = (path: string, bytes: Buffer | undefined) => (bytes ? writeFileAtomic(path, bytes) : rmSync(path, { force: true }));

@@ -13,7 +13,7 @@ export class LocalExecutor implements Executor {
 
   constructor(options: ExecutorOptions & { inputRoots?: string[] }) {
     this.pool = new WorkerPool(options.workers, options);
-    this.inputs = new LocalInputs(options.inputRoots);
+    this.inputs = new LocalInputs(options.inputRoots?.length ? options.inputRoots : [options.settings.paths.prepared]);
   }
 
   get profile() {

@@ -7,13 +7,12 @@
 // uses it directly.
 import PQueue from 'p-queue';
 import { z } from 'zod';
-import { pythonExecutable } from '../../core/paths.ts';
 import { admissionProblems, type AdmissionRules } from '../admission.ts';
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
 import { HELLO_TIMEOUT_SECONDS, RecordTimeout, RuntimeRefused, WorkerCrash, type ExecutorOptions } from '../executor.ts';
-import { activeProfile, type NumericalProfile } from '../numerics.ts';
+import type { NumericalProfile } from '../numerics.ts';
 import type { HelloResult } from '../protocol.ts';
-import { pythonEnvironment, PythonWorker } from '../python-worker.ts';
+import { PythonWorker } from '../python-worker.ts';
 
 export type PoolOptions = Omit<ExecutorOptions, 'workers'>;
 
@@ -31,7 +30,6 @@ export class WorkerPool {
   private template?: Promise<PythonWorker>;
   private readonly all = new Set<PythonWorker>();
   private readonly queue: PQueue;
-  private readonly env: Record<string, string>;
   private readonly rules: AdmissionRules;
   readonly profile: NumericalProfile;
   /** Every checked worker's hello, in start order (replacements included). */
@@ -39,18 +37,22 @@ export class WorkerPool {
 
   constructor(
     readonly size: number,
-    private readonly options: PoolOptions = {},
+    private readonly options: PoolOptions,
   ) {
     if (!Number.isInteger(size) || size < 1) throw new Error(`worker count must be a positive integer, not ${size}`);
-    this.profile = options.profile ?? activeProfile();
-    this.env = { ...pythonEnvironment(this.profile), ...options.env };
+    this.profile = options.profile ?? options.settings.profile;
     this.rules = {
       profile: this.profile,
-      expectedVersions: options.expectedVersions ?? pinnedVersions(),
+      expectedVersions: options.expectedVersions ?? pinnedVersions(options.settings.runtime),
       allowVersionDrift: options.allowVersionDrift,
       codeSha256: workflowsSha256(),
     };
     this.queue = new PQueue({ concurrency: size });
+  }
+
+  /** How the pool's processes start: its profile, and the caller's extra variables. */
+  private launch() {
+    return { profile: this.profile, env: this.options.env };
   }
 
   /** Waits for `worker`'s hello and refuses it (RuntimeRefused) when it differs from what is expected. */
@@ -63,7 +65,7 @@ export class WorkerPool {
         const said = worker.stderrTail().trim().split('\n').filter(Boolean).at(-1);
         const why = error instanceof z.ZodError ? 'answered its hello with something else than a wwref worker' : (error as Error).message.split('\n')[0]!.replace(/:$/, '');
         throw new RuntimeRefused(
-          `the Python runtime ${pythonExecutable()} did not start a wwref worker: ${why}${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; ` +
+          `the Python runtime ${this.options.settings.python.executable} did not start a wwref worker: ${why}${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; ` +
             "check WWREF_PYTHON, or run 'npm run setup' to bring the runtime up to date",
         );
       });
@@ -80,7 +82,7 @@ export class WorkerPool {
   private async liveTemplate(): Promise<PythonWorker> {
     const current = await this.template?.catch(() => undefined);
     if (current?.alive) return current;
-    const spawned = PythonWorker.spawn(this.env);
+    const spawned = PythonWorker.spawn(this.options.settings, this.launch());
     this.template = this.check(spawned).then(
       () => spawned,
       (error: unknown) => {
@@ -94,7 +96,7 @@ export class WorkerPool {
 
   /** A fresh worker: forked from the template (spawned where there is no fork), checked. */
   private async fresh(): Promise<PythonWorker> {
-    const worker = process.platform === 'win32' ? PythonWorker.spawn(this.env) : await (await this.liveTemplate()).fork();
+    const worker = process.platform === 'win32' ? PythonWorker.spawn(this.options.settings, this.launch()) : await (await this.liveTemplate()).fork();
     this.all.add(worker);
     try {
       this.runtimes.push(await this.check(worker));
