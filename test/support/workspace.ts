@@ -53,3 +53,8 @@ export function useTempWorkspace(): Workspace {
     },
   };
 }
+
+/** prepared/<source>/ of this process's settings. */
+export function preparedFolder(source: string): string {
+  return join(currentSettings().paths.prepared, source);
+}
