@@ -25,6 +25,8 @@ export interface RunningJob {
   executor: Executor;
   /** The first admitted worker's hello. */
   hello: HelloResult;
+  /** Aborted when a signal stops the job: a body checks it before it commits anything. */
+  signal: AbortSignal;
 }
 
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -32,10 +34,12 @@ const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 export async function runJob<T>(spec: JobSpec, body: (job: RunningJob) => Promise<T>): Promise<T> {
   let stopped: NodeJS.Signals | undefined;
   let executor: Executor | undefined;
+  const abort = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopped) return; // the first signal's cleanup is under way
     stopped = signal;
     spec.log(`\n${signal === 'SIGINT' ? 'interrupted' : `stopped by ${signal}`}: stopping the workers…`);
+    abort.abort(signal);
     executor?.cancel();
   };
   for (const signal of SIGNALS) process.on(signal, onSignal);
@@ -45,7 +49,7 @@ export async function runJob<T>(spec: JobSpec, body: (job: RunningJob) => Promis
     executor = await openExecutor(choice ?? { kind: 'local' }, { ...options, settings, workers });
     if (stopped) throw interrupted();
     const [hello] = await executor.describe();
-    const result = await body({ executor, hello: hello! });
+    const result = await body({ executor, hello: hello!, signal: abort.signal });
     if (stopped) throw interrupted();
     return result;
   } catch (error) {

@@ -233,7 +233,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions): Promis
   const { runnable, unprepared } = await prepareInputs(catalog, selected, { ...options, workers }, log);
   const job = { settings, workers, executor: options.executor, profile: options.profile, allowVersionDrift: options.allowVersionDrift, log };
   const interrupted = 'finished records are kept in the journal; run the same command to resume';
-  return runJob({ ...job, interrupted }, async ({ executor }) => {
+  return runJob({ ...job, interrupted }, async ({ executor, signal }) => {
     const hello = await checkRuntime(executor, store, runnable);
     const code = workflowsSha256();
     const numerics = numericsIdentity(executor.profile, hello.numerics);
@@ -287,7 +287,8 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions): Promis
       }),
     );
 
-    // Step 6: tables, equivalence checks and the manifest.
+    // Step 6: tables, equivalence checks and the manifest (never after a signal: the journal keeps the records).
+    signal.throwIfAborted();
     const ran = executorRecord(executor, await executor.describe());
     const outcomes = await writeReferences(catalog, runnable, done, journals, { settings, store, supersedes, hello, code, git, profile: executor.profile, executor: ran });
     for (const [source, error] of unprepared) {

@@ -32,6 +32,9 @@ export class WorkerPool {
   private readonly queue: PQueue;
   private readonly rules: AdmissionRules;
   readonly profile: NumericalProfile;
+  private stopped = false;
+  /** The reject functions of the tasks submitted and not yet settled. */
+  private readonly waiting = new Set<(error: Error) => void>();
   /** Every checked worker's hello, in start order (replacements included). */
   readonly runtimes: HelloResult[] = [];
 
@@ -123,8 +126,18 @@ export class WorkerPool {
     this.all.delete(worker);
   }
 
-  /** Runs `task` on a checked worker; tasks start in submission order. */
+  /** Runs `task` on a checked worker; tasks start in submission order. A stopped pool (kill) rejects every task it holds. */
   submit<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number, isolation?: string): Promise<T> {
+    if (this.stopped) return Promise.reject(new WorkerCrash('the worker pool was stopped'));
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.add(reject);
+      this.queued(task, timeoutSeconds, isolation)
+        .then(resolve, reject)
+        .finally(() => this.waiting.delete(reject));
+    });
+  }
+
+  private queued<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number, isolation?: string): Promise<T> {
     return this.queue.add(async () => {
       const worker = await this.take(isolation);
       const [timeout, clear] = deadline(timeoutSeconds, () => new RecordTimeout(`exceeded the ${timeoutSeconds} s timeout; worker ${worker.pid} was stopped`));
@@ -159,7 +172,11 @@ export class WorkerPool {
 
   /** Stops everything now (interrupts). */
   kill(): void {
+    this.stopped = true;
+    // a cleared task never runs: its caller is told now, not left waiting
     this.queue.clear();
+    for (const reject of this.waiting) reject(new WorkerCrash('the worker pool was stopped'));
+    this.waiting.clear();
     for (const worker of this.all) worker.kill();
     void this.template?.then((t) => t.kill(), () => {});
   }
