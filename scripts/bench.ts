@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadCatalog } from '../pipelines/references/store.ts';
 import { loadSettings } from '../pipelines/core/settings.ts';
-import { DEFAULT_PROFILE, profileByName, type NumericalProfile } from '../pipelines/execution/numerics.ts';
+import { DEFAULT_PROFILE, profileByName, type NumericalProfile } from '../pipelines/core/profiles.ts';
 import { startLocalCluster } from '../pipelines/execution/dask/cluster.ts';
 import { DaskExecutor } from '../pipelines/execution/dask/dask-executor.ts';
 import type { ExecutorChoice } from '../pipelines/execution/executors.ts';

@@ -1,5 +1,6 @@
 // Where the project's own files live, derived from the repository root so the CLI works from any cwd,
 // and the runtimes wwref.config.json declares. Generated locations are settings (core/settings.ts).
+import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readConfig } from './config.ts';
@@ -36,4 +37,14 @@ export function declaredRuntimes(): RuntimeDeclaration[] {
     environment: { ...(declared[name]?.environment ?? {}) },
     notes: [...(declared[name]?.notes ?? [])],
   }));
+}
+
+/** The exact pins of a runtime's requirements file (name -> version, names lower-cased). */
+export function runtimePins(runtime: Pick<RuntimeDeclaration, 'requirements'>): Record<string, string> {
+  const pins: Record<string, string> = {};
+  for (const line of readFileSync(runtime.requirements, 'utf8').split('\n')) {
+    const match = /^\s*([A-Za-z0-9_.-]+)==([^\s#]+)/.exec(line);
+    if (match) pins[match[1]!.toLowerCase()] = match[2]!;
+  }
+  return pins;
 }

@@ -9,9 +9,8 @@
 import { delimiter, join, resolve } from 'node:path';
 import { readConfig, RUNTIME_NAME } from './config.ts';
 import { UserError } from './errors.ts';
-import { DEFAULT_RUNTIME, declaredRuntimes, MANIFESTS_DIR, ROOT, SOURCES_DIR, WORKFLOWS_DIR, type RuntimeDeclaration } from './paths.ts';
-import { DEFAULT_PROFILE, PROFILE_NAMES, profileByName, type NumericalProfile } from '../execution/numerics.ts';
-import { pinnedVersions } from '../execution/identity.ts';
+import { DEFAULT_RUNTIME, declaredRuntimes, MANIFESTS_DIR, ROOT, runtimePins, SOURCES_DIR, WORKFLOWS_DIR, type RuntimeDeclaration } from './paths.ts';
+import { DEFAULT_PROFILE, PROFILE_NAMES, profileByName, type NumericalProfile } from './profiles.ts';
 
 /** Where wwref reads and writes. */
 export interface Paths {
@@ -92,7 +91,7 @@ function selectProfile(configured: string | undefined, fromEnv: string | undefin
   if (configured !== undefined && fromEnv !== undefined && fromEnv !== configured) {
     throw new UserError(`WWREF_NUMERICAL_PROFILE=${fromEnv} contradicts numerical_profile '${configured}' of wwref.config.json, which decides it; unset the variable or edit the file`);
   }
-  return profileByName(configured ?? fromEnv ?? DEFAULT_PROFILE, pinnedVersions(runtime).numpy);
+  return profileByName(configured ?? fromEnv ?? DEFAULT_PROFILE, runtimePins(runtime).numpy);
 }
 
 function readTimeout(flag: number | undefined, fromEnv: string | undefined): number {

@@ -5,7 +5,7 @@
 import type { Settings } from '../core/settings.ts';
 import type { FamilyName } from '../catalog/families.ts';
 import { UserError } from '../core/errors.ts';
-import type { NumericalProfile } from './numerics.ts';
+import type { NumericalProfile } from '../core/profiles.ts';
 import type { HelloResult, RunResult, TruthResult } from './protocol.ts';
 
 /** How long a fresh worker may take to import its libraries and answer its hello. */

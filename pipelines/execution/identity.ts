@@ -4,20 +4,10 @@ import { join, relative } from 'node:path';
 import { simpleGit } from 'simple-git';
 import { UserError } from '../core/errors.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
-import { declaredRuntimes, ROOT, WORKFLOWS_DIR, type RuntimeDeclaration } from '../core/paths.ts';
+import { declaredRuntimes, runtimePins, ROOT, WORKFLOWS_DIR, type RuntimeDeclaration } from '../core/paths.ts';
 
 function requirementLines(file = join(WORKFLOWS_DIR, 'requirements.txt')): string[] {
   return readFileSync(file, 'utf8').split('\n');
-}
-
-/** Exact pins of a requirements file (name -> version). */
-function pinsOf(file: string): Record<string, string> {
-  const pins: Record<string, string> = {};
-  for (const line of requirementLines(file)) {
-    const match = /^\s*([A-Za-z0-9_.-]+)==([^\s#]+)/.exec(line);
-    if (match) pins[match[1]!.toLowerCase()] = match[2]!;
-  }
-  return pins;
 }
 
 /**
@@ -25,7 +15,7 @@ function pinsOf(file: string): Record<string, string> {
  * the runtime's own requirements file for `--runtime NAME` (wwref.config.json).
  */
 export function pinnedVersions(runtime: RuntimeDeclaration): Record<string, string> {
-  return pinsOf(runtime.requirements);
+  return runtimePins(runtime);
 }
 
 /**
@@ -43,7 +33,7 @@ export const REPLAY_PACKAGES: readonly string[] = requirementLines()
  */
 export function runtimeOfVersions(versions: Readonly<Record<string, string>>): string | undefined {
   return declaredRuntimes().find((r) => {
-    const pins = pinsOf(r.requirements);
+    const pins = runtimePins(r);
     return REPLAY_PACKAGES.every((p) => versions[p] === undefined || pins[p] === versions[p]) && REPLAY_PACKAGES.some((p) => versions[p] !== undefined);
   })?.name;
 }

@@ -6,7 +6,7 @@ import { execa, execaSync, type Options, type ResultPromise, type SyncOptions } 
 import { ROOT } from '../core/paths.ts';
 import { ensurePythonRuntime } from '../core/runtime.ts';
 import type { Settings } from '../core/settings.ts';
-import { profileEnvironment, type NumericalProfile } from './numerics.ts';
+import { profileEnvironment, type NumericalProfile } from '../core/profiles.ts';
 
 /** One computation thread everywhere: set before Python (and its BLAS/OpenMP pools) starts. */
 export const THREAD_ENV = {

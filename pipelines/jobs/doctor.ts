@@ -3,7 +3,8 @@
 import { relative } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import { pinnedVersions, versionDrift } from '../execution/identity.ts';
-import { describeNumerics, platformDrift, platformNotes, PROFILE_NAMES, profileByName, type NumericalProfile } from '../execution/numerics.ts';
+import { describeNumerics, platformDrift, platformNotes } from '../execution/numerics.ts';
+import { PROFILE_NAMES, profileByName, type NumericalProfile } from '../core/profiles.ts';
 import { ROOT } from '../core/paths.ts';
 import type { Settings } from '../core/settings.ts';
 import { WorkerPool } from '../execution/local/local-pool.ts';

@@ -16,7 +16,8 @@ import { TRUTH_TIMEOUT_SECONDS, type Executor, type PreparedInput } from '../exe
 import { gitIdentity, versionDrift, workflowsSha256, type GitIdentity } from '../execution/identity.ts';
 import { Journal, reverifyRun, UTILITY_RULES } from '../execution/journal.ts';
 import { executorRecord, type ExecutorChoice, type ExecutorRecord } from '../execution/executors.ts';
-import { numericsIdentity, platformDrift, recordNumerics, type NumericalProfile } from '../execution/numerics.ts';
+import { numericsIdentity, platformDrift, recordNumerics } from '../execution/numerics.ts';
+import { type NumericalProfile } from '../core/profiles.ts';
 import type { HelloResult, RunResult } from '../execution/protocol.ts';
 import { THREAD_ENV } from '../execution/launcher.ts';
 import type { ReferenceRecord } from '../execution/records.ts';

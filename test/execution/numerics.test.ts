@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { UserError } from '../../pipelines/core/errors.ts';
-import { DEFAULT_PROFILE, platformDrift, platformNotes, profileByName, profileEnvironment, profileProblems } from '../../pipelines/execution/numerics.ts';
+import { platformDrift, platformNotes, profileProblems } from '../../pipelines/execution/numerics.ts';
+import { DEFAULT_PROFILE, profileByName, profileEnvironment } from '../../pipelines/core/profiles.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { RuntimeRefused } from '../../pipelines/execution/executor.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';

@@ -13,7 +13,7 @@ import { declaredRuntimes, ROOT } from '../../pipelines/core/paths.ts';
 import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
 import { pinnedVersions, REPLAY_PACKAGES, runtimeOfVersions, versionDrift } from '../../pipelines/execution/identity.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
-import { profileByName } from '../../pipelines/execution/numerics.ts';
+import { profileByName } from '../../pipelines/core/profiles.ts';
 import { replay } from '../../pipelines/jobs/replay.ts';
 
 import { prepareSources } from '../../pipelines/sources/prepare.ts';

@@ -10,7 +10,7 @@ import { UserError } from '../../core/errors.ts';
 import { ROOT } from '../../core/paths.ts';
 import type { Settings } from '../../core/settings.ts';
 import { pythonEnvironment, startPython } from '../launcher.ts';
-import type { NumericalProfile } from '../numerics.ts';
+import type { NumericalProfile } from '../../core/profiles.ts';
 
 /** How long a scheduler may take to write its address. */
 const SCHEDULER_START_SECONDS = 60;

@@ -23,7 +23,7 @@ import {
   type TruthRequest,
 } from '../executor.ts';
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
-import type { NumericalProfile } from '../numerics.ts';
+import type { NumericalProfile } from '../../core/profiles.ts';
 import { HelloResult, InterpreterIdentity, type RunResult, type TruthResult } from '../protocol.ts';
 import { LocalInputs } from '../inputs.ts';
 import { PythonWorker } from '../python-worker.ts';

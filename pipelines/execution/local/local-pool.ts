@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { admissionProblems, type AdmissionRules } from '../admission.ts';
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
 import { HELLO_TIMEOUT_SECONDS, RecordTimeout, RuntimeRefused, WorkerCrash, type ExecutorOptions } from '../executor.ts';
-import type { NumericalProfile } from '../numerics.ts';
+import type { NumericalProfile } from '../../core/profiles.ts';
 import type { HelloResult } from '../protocol.ts';
 import { PythonWorker } from '../python-worker.ts';
 

@@ -1,7 +1,7 @@
-import { loadCatalog } from '../../references/store.ts';
-import { prepareSources } from '../../sources/prepare.ts';
-import { defineCommand } from '../command.ts';
-import { list, withMirror, withWorkers } from '../options.ts';
+import { loadCatalog } from '../../../references/store.ts';
+import { prepareSources } from '../../../sources/prepare.ts';
+import { defineCommand } from '../../command.ts';
+import { list, withMirror, withWorkers } from '../../options.ts';
 
 export default defineCommand({
   command: 'prepare',

@@ -1,11 +1,11 @@
 import { join } from 'node:path';
-import { writeJsonAtomic } from '../../core/fsutil.ts';
-import { formatSeconds } from '../../core/progress.ts';
-import { rebuild, type RebuildSummary } from '../../jobs/rebuild.ts';
-import { loadCatalog } from '../../references/store.ts';
-import { defineCommand } from '../command.ts';
-import { executorChoice, list, withExecutor, withMirror, withReferences, withWorkers } from '../options.ts';
-import { outputPath } from '../output-path.ts';
+import { writeJsonAtomic } from '../../../core/fsutil.ts';
+import { formatSeconds } from '../../../core/progress.ts';
+import { rebuild, type RebuildSummary } from '../../../jobs/rebuild.ts';
+import { loadCatalog } from '../../../references/store.ts';
+import { defineCommand } from '../../command.ts';
+import { executorChoice, list, withExecutor, withMirror, withReferences, withWorkers } from '../../options.ts';
+import { outputPath } from '../../output-path.ts';
 
 function summaryLines(summary: RebuildSummary, reportPath: string): string[] {
   const lines: string[] = [];

@@ -1,8 +1,8 @@
-import { auditFailed, auditNeeds, auditWithReprepare } from '../../jobs/audit.ts';
-import { loadCatalog } from '../../references/store.ts';
-import { prepareMissing } from '../../sources/prepare.ts';
-import { defineCommand } from '../command.ts';
-import { list, withMirror, withReferences, withWorkers } from '../options.ts';
+import { auditFailed, auditNeeds, auditWithReprepare } from '../../../jobs/audit.ts';
+import { loadCatalog } from '../../../references/store.ts';
+import { prepareMissing } from '../../../sources/prepare.ts';
+import { defineCommand } from '../../command.ts';
+import { list, withMirror, withReferences, withWorkers } from '../../options.ts';
 
 const COLUMNS = ['manifest', 'plan', 'raw', 'prepared', 'reprepared', 'published', 'equivalences'];
 

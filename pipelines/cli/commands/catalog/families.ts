@@ -1,6 +1,6 @@
-import { familyLines } from '../../catalog/families.ts';
-import { defineCommand } from '../command.ts';
-import { list } from '../options.ts';
+import { familyLines } from '../../../catalog/families.ts';
+import { defineCommand } from '../../command.ts';
+import { list } from '../../options.ts';
 
 export default defineCommand({
   command: 'families',

@@ -1,4 +1,4 @@
-import { defineCommand } from '../command.ts';
+import { defineCommand } from '../../command.ts';
 
 export default defineCommand({
   command: 'grade',
@@ -11,7 +11,7 @@ export default defineCommand({
       .option('tolerances', { type: 'string', describe: 'extra strict-reconstruction tolerances, comma-separated (0.1 is always scored)' })
       .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
   run: async (argv, { settings, out }) => {
-    const { gradeFile, gradeSummaryLines, parseTolerances } = await import('../../analysis/grade.ts');
+    const { gradeFile, gradeSummaryLines, parseTolerances } = await import('../../../analysis/grade.ts');
     const result = gradeFile(settings, { condition: argv.condition, table: argv.table, observed: argv.observed, tolerances: parseTolerances(argv.tolerances) });
     out(JSON.stringify(result, null, 2));
     for (const line of gradeSummaryLines(result)) process.stderr.write(`${line}\n`);

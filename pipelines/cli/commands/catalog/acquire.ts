@@ -1,8 +1,8 @@
-import { UserError } from '../../core/errors.ts';
-import { loadCatalog } from '../../references/store.ts';
-import { acquirePlan } from '../../sources/acquire.ts';
-import { defineCommand } from '../command.ts';
-import { list, withMirror } from '../options.ts';
+import { UserError } from '../../../core/errors.ts';
+import { loadCatalog } from '../../../references/store.ts';
+import { acquirePlan } from '../../../sources/acquire.ts';
+import { defineCommand } from '../../command.ts';
+import { list, withMirror } from '../../options.ts';
 
 export default defineCommand({
   command: 'acquire',

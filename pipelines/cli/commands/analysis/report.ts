@@ -1,6 +1,6 @@
-import { defineCommand } from '../command.ts';
-import { list, withTables } from '../options.ts';
-import { outputPath } from '../output-path.ts';
+import { defineCommand } from '../../command.ts';
+import { list, withTables } from '../../options.ts';
+import { outputPath } from '../../output-path.ts';
 
 export default defineCommand({
   command: 'report',
@@ -11,7 +11,7 @@ export default defineCommand({
       .option('figures', { type: 'string', describe: "folder for each condition's surface and heat map as SVG and PNG (drawn by matplotlib)" })
       .option('diff-with', { type: 'string', describe: 'other references (a folder or a WhatWorkedBench pack): the page gets a "diff" section comparing these references with them (as wwref diff)' }),
   run: async (argv, { settings, out }) => {
-    const { writeReportFiles } = await import('../../analysis/report.ts');
+    const { writeReportFiles } = await import('../../../analysis/report.ts');
     const { summary, figures } = writeReportFiles(settings, {
       out: argv.out === undefined ? undefined : outputPath(settings, argv.out, 'out'),
       figures: argv.figures === undefined ? undefined : outputPath(settings, argv.figures, 'figures', 'folder'),

@@ -1,6 +1,6 @@
-import { UserError } from '../../core/errors.ts';
-import { defineCommand } from '../command.ts';
-import { WORKERS_CEILING, withRuntime } from '../options.ts';
+import { UserError } from '../../../core/errors.ts';
+import { defineCommand } from '../../command.ts';
+import { WORKERS_CEILING, withRuntime } from '../../options.ts';
 
 export default defineCommand({
   command: 'worker',
@@ -12,7 +12,7 @@ export default defineCommand({
       .option('host', { type: 'string', describe: 'interface to listen on (default 127.0.0.1 for a local scheduler, else chosen by Dask)' })
       .option('print-env', { type: 'boolean', default: false, describe: 'print the environment Dask workers of this project need (for job scripts) and exit' }),
   run: async (argv, { settings, out }) => {
-    const { startWorkers, workerEnvironment } = await import('../../execution/dask/cluster.ts');
+    const { startWorkers, workerEnvironment } = await import('../../../execution/dask/cluster.ts');
     if (argv.printEnv) {
       for (const [name, value] of Object.entries(workerEnvironment(settings))) out(`export ${name}='${value}'`);
       return 0;

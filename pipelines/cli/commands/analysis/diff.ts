@@ -1,7 +1,7 @@
-import { writeFileAtomic } from '../../core/fsutil.ts';
-import { defineCommand } from '../command.ts';
-import { list } from '../options.ts';
-import { outputPath } from '../output-path.ts';
+import { writeFileAtomic } from '../../../core/fsutil.ts';
+import { defineCommand } from '../../command.ts';
+import { list } from '../../options.ts';
+import { outputPath } from '../../output-path.ts';
 
 export default defineCommand({
   command: 'diff <a> <b>',
@@ -15,7 +15,7 @@ export default defineCommand({
       .option('html', { type: 'string', describe: 'also write an HTML page: the diff table and the surfaces of A and B side by side for the conditions that changed most' })
       .option('all', { type: 'boolean', default: false, describe: 'list unchanged conditions too' }),
   run: async (argv, { settings, out }) => {
-    const { diffLines, diffReferencesWithSides, writeDiffJson } = await import('../../analysis/diff.ts');
+    const { diffLines, diffReferencesWithSides, writeDiffJson } = await import('../../../analysis/diff.ts');
     const json = argv.json === undefined ? undefined : outputPath(settings, argv.json, 'json');
     const html = argv.html === undefined ? undefined : outputPath(settings, argv.html, 'html');
     const { report, a, b } = diffReferencesWithSides(settings.paths, argv.a!, argv.b!, list(argv.condition, 'condition'));
@@ -25,7 +25,7 @@ export default defineCommand({
       out(`diff written to ${argv.json}`);
     }
     if (html) {
-      const { renderDiffPage, surfacesOf } = await import('../../analysis/diff-html.ts');
+      const { renderDiffPage, surfacesOf } = await import('../../../analysis/diff-html.ts');
       writeFileAtomic(html, renderDiffPage(report, surfacesOf(report, a.conditions, b.conditions)));
       out(`diff page written to ${argv.html}`);
     }

@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { FAMILY_NAMES } from '../../catalog/families.ts';
-import { UserError } from '../../core/errors.ts';
-import { writeFileAtomic } from '../../core/fsutil.ts';
-import { ROOT } from '../../core/paths.ts';
-import { defineCommand } from '../command.ts';
-import { list, withMirror } from '../options.ts';
-import { outputPath } from '../output-path.ts';
+import { FAMILY_NAMES } from '../../../catalog/families.ts';
+import { UserError } from '../../../core/errors.ts';
+import { writeFileAtomic } from '../../../core/fsutil.ts';
+import { ROOT } from '../../../core/paths.ts';
+import { defineCommand } from '../../command.ts';
+import { list, withMirror } from '../../options.ts';
+import { outputPath } from '../../output-path.ts';
 
 export default defineCommand({
   command: 'new-source',
@@ -21,7 +21,7 @@ export default defineCommand({
       .option('out', { type: 'string', describe: 'plan file to write (default ./<source>.plan.json)' })
       .option('force', { type: 'boolean', default: false, describe: 'overwrite an existing plan file' }),
   run: async (argv, { settings, out }) => {
-    const { defaultPlanFile, newSourcePlan } = await import('../../sources/scaffold.ts');
+    const { defaultPlanFile, newSourcePlan } = await import('../../../sources/scaffold.ts');
     const { plan, notes } = newSourcePlan({
       settings,
       family: argv.family,

@@ -1,6 +1,6 @@
-import { loadCatalog } from '../../references/store.ts';
-import { defineCommand } from '../command.ts';
-import { withReferences } from '../options.ts';
+import { loadCatalog } from '../../../references/store.ts';
+import { defineCommand } from '../../command.ts';
+import { withReferences } from '../../options.ts';
 
 export default defineCommand({
   command: 'list',

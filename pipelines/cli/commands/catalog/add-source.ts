@@ -1,5 +1,5 @@
-import { defineCommand } from '../command.ts';
-import { executorChoice, withExecutor, withMirror, withWorkers } from '../options.ts';
+import { defineCommand } from '../../command.ts';
+import { executorChoice, withExecutor, withMirror, withWorkers } from '../../options.ts';
 
 export default defineCommand({
   command: 'add-source <plan>',
@@ -14,7 +14,7 @@ export default defineCommand({
   // --references is the target folder; the catalog the command sees stays the default one
   ownReferences: () => true,
   run: async (argv, { settings, out }) => {
-    const { addSource, addSourceLines, checkAddSource } = await import('../../jobs/add-source.ts');
+    const { addSource, addSourceLines, checkAddSource } = await import('../../../jobs/add-source.ts');
     const options = {
       settings,
       referencesDir: argv.references,

@@ -1,14 +1,14 @@
 import { join } from 'node:path';
-import { UserError } from '../../core/errors.ts';
-import { ROOT } from '../../core/paths.ts';
-import { replayNeeds } from '../../jobs/audit.ts';
-import { replay, replayTargets, writeReplayReport, type ReplayReport } from '../../jobs/replay.ts';
-import { readPack } from '../../jobs/wwb.ts';
-import { loadCatalog } from '../../references/store.ts';
-import { prepareMissing } from '../../sources/prepare.ts';
-import { defineCommand } from '../command.ts';
-import { executorChoice, list, withExecutor, withTables, withWorkers } from '../options.ts';
-import { outputPath } from '../output-path.ts';
+import { UserError } from '../../../core/errors.ts';
+import { ROOT } from '../../../core/paths.ts';
+import { replayNeeds } from '../../../jobs/audit.ts';
+import { replay, replayTargets, writeReplayReport, type ReplayReport } from '../../../jobs/replay.ts';
+import { readPack } from '../../../jobs/wwb.ts';
+import { loadCatalog } from '../../../references/store.ts';
+import { prepareMissing } from '../../../sources/prepare.ts';
+import { defineCommand } from '../../command.ts';
+import { executorChoice, list, withExecutor, withTables, withWorkers } from '../../options.ts';
+import { outputPath } from '../../output-path.ts';
 
 function reportLines(report: ReplayReport, reportPath: string): string[] {
   const lines: string[] = [];

@@ -1,8 +1,8 @@
-import { exportPack } from '../../jobs/wwb.ts';
-import { exportCsv } from '../../references/export.ts';
-import { defineCommand } from '../command.ts';
-import { list, withTables } from '../options.ts';
-import { outputPath } from '../output-path.ts';
+import { exportPack } from '../../../jobs/wwb.ts';
+import { exportCsv } from '../../../references/export.ts';
+import { defineCommand } from '../../command.ts';
+import { list, withTables } from '../../options.ts';
+import { outputPath } from '../../output-path.ts';
 
 export default defineCommand({
   command: 'export',
