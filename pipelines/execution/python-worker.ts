@@ -158,7 +158,7 @@ export class PythonWorker {
   private forks = 0;
   private socketDir?: string;
   /** This worker's hello, once its pool has checked it against the numerical profile. */
-  runtime?: HelloResult;
+  admitted?: HelloResult;
   /** The isolation key of the records this worker has run (see RecordRequest.isolation). */
   isolation?: string;
 

@@ -374,7 +374,7 @@ export async function reprepareSources(plans: readonly LoadedPlan[], options: Re
   const started = new Map<string, number>();
   let done = 0;
   try {
-    const hello = await pool.runtime();
+    const hello = await pool.hello();
     const versions = { python: hello.python, ...hello.versions };
     await Promise.all(
       due.map(([loaded, manifest]) =>

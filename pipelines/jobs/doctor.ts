@@ -25,13 +25,13 @@ async function probe(settings: Settings, profile: NumericalProfile): Promise<{ h
     try {
       const checked = new WorkerPool(1, { settings, profile, allowVersionDrift: true });
       try {
-        return { hello: await checked.runtime() };
+        return { hello: await checked.hello() };
       } finally {
         await checked.close();
       }
     } catch (error) {
       if (!(error instanceof UserError)) throw error;
-      return { hello: await pool.runtime(), refusal: error.message };
+      return { hello: await pool.hello(), refusal: error.message };
     }
   } finally {
     await pool.close();

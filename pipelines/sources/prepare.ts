@@ -194,7 +194,7 @@ export async function prepareSources(
   const log = options.log ?? (() => {});
   const pool = new WorkerPool(options.workers ?? 1, { settings: options.settings });
   try {
-    const hello = await pool.runtime();
+    const hello = await pool.hello();
     const versions = { python: hello.python, ...hello.versions };
     return await Promise.all(
       plans.map((loaded) =>

@@ -21,8 +21,8 @@ export class LocalExecutor implements Executor {
   }
 
   async describe(): Promise<HelloResult[]> {
-    await this.pool.runtime();
-    return [...this.pool.runtimes];
+    await this.pool.hello();
+    return [...this.pool.hellos];
   }
 
   async truth(request: TruthRequest, options: RunOptions): Promise<TruthResult['truth']> {

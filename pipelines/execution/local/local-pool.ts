@@ -36,7 +36,7 @@ export class WorkerPool {
   /** The reject functions of the tasks submitted and not yet settled. */
   private readonly waiting = new Set<(error: Error) => void>();
   /** Every checked worker's hello, in start order (replacements included). */
-  readonly runtimes: HelloResult[] = [];
+  readonly hellos: HelloResult[] = [];
 
   constructor(
     readonly size: number,
@@ -74,7 +74,7 @@ export class WorkerPool {
       });
       const problems = admissionProblems(hello, this.rules);
       if (problems.length) throw new RuntimeRefused(`worker ${worker.pid} refused before it ran anything: ${problems.join('; ')}`);
-      worker.runtime = hello;
+      worker.admitted = hello;
       return hello;
     } finally {
       clear();
@@ -102,7 +102,7 @@ export class WorkerPool {
     const worker = process.platform === 'win32' ? PythonWorker.spawn(this.options.settings, this.launch()) : await (await this.liveTemplate()).fork();
     this.all.add(worker);
     try {
-      this.runtimes.push(await this.check(worker));
+      this.hellos.push(await this.check(worker));
       return worker;
     } catch (error) {
       this.discard(worker);
@@ -155,9 +155,9 @@ export class WorkerPool {
     }) as Promise<T>;
   }
 
-  /** The runtime identity (hello) of a checked worker of this pool, starting one if needed. */
-  async runtime(): Promise<HelloResult> {
-    return this.runtimes[0] ?? this.submit(async (worker) => worker.runtime!, HELLO_TIMEOUT_SECONDS);
+  /** The hello of a checked worker of this pool (its interpreter's identity), starting one if needed. */
+  async hello(): Promise<HelloResult> {
+    return this.hellos[0] ?? this.submit(async (worker) => worker.admitted!, HELLO_TIMEOUT_SECONDS);
   }
 
   async close(): Promise<void> {
