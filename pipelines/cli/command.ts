@@ -12,10 +12,11 @@ export interface CommandContext {
 export interface Command<T = unknown> {
   command: string;
   describe: string;
-  builder: (y: Argv) => Argv<T>;
+  builder(y: Argv): Argv<T>;
   /** `--references` of this command names a folder of another kind (a pack, add-source's target): not the catalog's. */
-  ownReferences?: (argv: ArgumentsCamelCase<T>) => boolean;
-  run: (argv: ArgumentsCamelCase<T>, context: CommandContext) => Promise<number | void> | number | void;
+  ownReferences?(argv: ArgumentsCamelCase<T>): boolean;
+  /** The exit status (undefined: 0). */
+  run(argv: ArgumentsCamelCase<T>, context: CommandContext): Promise<number | undefined> | number | undefined;
 }
 
 /** A command, with its argument types inferred from its builder. */

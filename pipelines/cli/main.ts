@@ -30,10 +30,10 @@ import worker from './commands/runs/worker.ts';
 import { checkBareValues, checkWorkers } from './options.ts';
 
 // The analysis commands load their modules on use, so the other commands start faster.
-const COMMANDS: Command<any>[] = [list, acquire, prepare, rebuild, replay, audit, effects, grade, report, diff, addSource, newSource, planSchema, exportCommand, families, worker, doctor];
+const COMMANDS: Command[] = [list, acquire, prepare, rebuild, replay, audit, effects, grade, report, diff, addSource, newSource, planSchema, exportCommand, families, worker, doctor];
 
 /** The settings of this run: --references (unless the command's own), --runtime and --mirror on top of the file and `env`. */
-function settingsFor(argv: ArgumentsCamelCase<Record<string, unknown>>, command: Command<any> | undefined, env: NodeJS.ProcessEnv): Settings {
+function settingsFor(argv: ArgumentsCamelCase<Record<string, unknown>>, command: Command | undefined, env: NodeJS.ProcessEnv): Settings {
   const own = command?.ownReferences?.(argv as never) ?? false;
   const references = typeof argv.references === 'string' ? argv.references : undefined;
   if (references !== undefined && references.trim() === '') throw new UserError('--references needs a folder');
