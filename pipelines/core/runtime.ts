@@ -32,7 +32,7 @@ function hasFlock(): boolean {
 export function ensurePythonRuntime(settings: Settings, log: (line: string) => void = (line) => process.stderr.write(`${line}\n`)): string {
   const python = settings.python.executable;
   if (existsSync(python)) return python;
-  if (settings.python.explicit) throw new UserError(`WWREF_PYTHON names ${python}, which does not exist; unset it to use (or create) the pinned runtime in .venv`);
+  if (settings.python.explicit) throw new UserError(`${settings.python.explicit} names ${python}, which does not exist; unset it to use (or create) the pinned runtime in .venv`);
   const name = settings.runtime.name;
   log(`wwref: creating the Python runtime '${name}' in ${dirname(dirname(python))} (first use; takes a few minutes, once; 'npm run setup' does the same)…`);
   const command = hasFlock() ? ['flock', lockFile(), 'bash', SETUP_SCRIPT] : ['bash', SETUP_SCRIPT];

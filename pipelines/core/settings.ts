@@ -33,8 +33,8 @@ export interface Settings {
   paths: Paths;
   /** The runtime that executes records (`--runtime`, WWREF_RUNTIME, else `pinned`). */
   runtime: RuntimeDeclaration;
-  /** Its interpreter; `explicit` when WWREF_PYTHON named it (never created, only checked). */
-  python: { executable: string; explicit: boolean };
+  /** Its interpreter; `explicit` names who chose it (never created then, only checked). */
+  python: { executable: string; explicit: false | 'WWREF_PYTHON' | 'a flag' };
   /** The numerical profile every Python process runs under. */
   profile: NumericalProfile;
   /** Mirror directories of raw files, in the order they are tried. */
@@ -113,7 +113,7 @@ export function loadSettings(flags: SettingsFlags = {}, env: Readonly<Record<str
   const location = (key: keyof Paths, variable: string, fallback: string) => resolve(flags.paths?.[key] ?? fromEnv(variable) ?? fallback);
   const paths: Paths = {
     root: ROOT,
-    sources: flags.paths?.sources ?? SOURCES_DIR,
+    sources: resolve(flags.paths?.sources ?? SOURCES_DIR),
     workflows: WORKFLOWS_DIR,
     prepared: location('prepared', 'WWREF_PREPARED_DIR', join(ROOT, 'prepared')),
     references: nonEmpty(flags.references) !== undefined ? resolve(flags.references!) : location('references', 'WWREF_REFERENCES_DIR', join(ROOT, 'outputs', 'references')),
@@ -129,7 +129,7 @@ export function loadSettings(flags: SettingsFlags = {}, env: Readonly<Record<str
   return {
     paths,
     runtime,
-    python: { executable: python ?? join(runtime.venv, 'bin', 'python'), explicit: python !== undefined },
+    python: { executable: python ?? join(runtime.venv, 'bin', 'python'), explicit: nonEmpty(flags.python) ? 'a flag' : python !== undefined ? 'WWREF_PYTHON' : false },
     profile: selectProfile(config.numerical_profile, fromEnv('WWREF_NUMERICAL_PROFILE'), runtime),
     mirrors: [...new Set(mirrors)],
     downloads: { online: flags.online ?? env.WWREF_OFFLINE !== '1', readTimeoutSeconds: readTimeout(flags.readTimeoutSeconds, fromEnv('WWREF_DOWNLOAD_TIMEOUT_SECONDS')) },

@@ -17,8 +17,11 @@ import type { ReferenceRecord } from '../../pipelines/execution/records.ts';
 import { exportPack } from '../../pipelines/jobs/wwb.ts';
 
 import { cliInProcess } from '../support/cli.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 const REFS = join(ROOT, 'outputs', 'references');
+const SETTINGS = currentSettings();
+const PATHS = SETTINGS.paths;
 let work: string;
 
 beforeAll(() => {
@@ -42,12 +45,12 @@ function copyWithTable(name: string, condition: string, change: (records: Refere
 
 /** The records of one committed condition, as fresh objects. */
 function committed(condition: string): ReferenceRecord[] {
-  return structuredClone(loadDiffSide(REFS, [condition]).conditions.get(condition)!);
+  return structuredClone(loadDiffSide(PATHS, REFS, [condition]).conditions.get(condition)!);
 }
 
 describe('wwref diff', () => {
   it('a reference folder against itself: no change anywhere, recovery 1 for every condition', () => {
-    const report = diffReferences(REFS, REFS);
+    const report = diffReferences(PATHS, REFS, REFS);
     expect(report.totals.conditions).toBe(Object.keys(readReferenceManifest(REFS)!.conditions).length);
     expect(report.totals.records).toBe(report.conditions.reduce((n, d) => n + 2 ** d.dimensions, 0));
     expect(report.totals).toMatchObject({ conditions_changed: 0, hash_changed: 0, utility_changed: 0, status_changed: 0, warnings_changed: 0, max_abs_delta: 0, best_mask_changed: [], classes_changed: [] });
@@ -62,8 +65,8 @@ describe('wwref diff', () => {
 
   it('a folder against its own exported pack (published layout) reports no change', () => {
     const pack = join(work, 'pack');
-    exportPack(pack, ['wine', 'graph_lesmis__d6'], REFS);
-    const report = diffReferences(REFS, pack, ['wine', 'graph_lesmis__d6']);
+    exportPack(SETTINGS, pack, ['wine', 'graph_lesmis__d6'], REFS);
+    const report = diffReferences(PATHS, REFS, pack, ['wine', 'graph_lesmis__d6']);
     expect(report.b.layout).toBe('pack');
     expect(report.totals).toMatchObject({ conditions: 2, records: 16 + 64, conditions_changed: 0, hash_changed: 0, utility_changed: 0 });
   });
@@ -79,7 +82,7 @@ describe('wwref diff', () => {
       const r = records.find((x) => x.mask === mask)!;
       r.utility = r.utility! + delta;
     });
-    const report = diffReferences(REFS, copy);
+    const report = diffReferences(PATHS, REFS, copy);
     expect(report.totals.conditions_changed).toBe(1);
     expect(report.totals.utility_changed).toBe(1);
     expect(report.totals.hash_changed).toBe(0);
@@ -121,8 +124,8 @@ describe('wwref diff', () => {
     table.records[3]!.utility = 0.123;
     writeReferenceTable(file, table.records, table.metadata);
     expect(sha256Hex(readFileSync(file))).not.toBe(sha256Hex(bytes));
-    expect(() => diffReferences(REFS, dir)).toThrow(UserError);
-    expect(() => diffReferences(REFS, dir)).toThrow(/sha256/);
+    expect(() => diffReferences(PATHS, REFS, dir)).toThrow(UserError);
+    expect(() => diffReferences(PATHS, REFS, dir)).toThrow(/sha256/);
   });
 
   it('a changed best mask, made from our own records, is detected', () => {
@@ -133,14 +136,14 @@ describe('wwref diff', () => {
     runnerUp.utility = before.best_utility + before.response_range / 100;
     const d = diffCondition(a, b);
     expect(d.surface!.best_mask).toMatchObject({ a: before.best_mask, b: runnerUp.mask, changed: true });
-    const report = diffSides({ ...loadDiffSide(REFS, ['concrete']) }, { ...loadDiffSide(REFS, ['concrete']), conditions: new Map([['concrete', b]]) });
+    const report = diffSides({ ...loadDiffSide(PATHS, REFS, ['concrete']) }, { ...loadDiffSide(PATHS, REFS, ['concrete']), conditions: new Map([['concrete', b]]) });
     expect(report.totals.best_mask_changed).toEqual(['concrete']);
   });
 
   it('a sign reversal that appears at the absolute floor, made from our own records, is detected', () => {
     // Find, in the committed tables, an option that does not reverse at 1e-12 and has at least two
     // effects of one sign; flipping one of them makes it reverse.
-    const side = loadDiffSide(REFS);
+    const side = loadDiffSide(PATHS, REFS);
     let found: { condition: string; option: string; records: ReferenceRecord[]; changed: ReferenceRecord[] } | undefined;
     for (const [condition, records] of side.conditions) {
       const analysis = analyzeCondition(records);

@@ -20,6 +20,7 @@ import {
 import { UserError } from '../../pipelines/core/errors.ts';
 import { bits, sha, surfaceRecords, writeSurfaceCatalog, type SurfaceSpec } from '../support/fixtures.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 const tmp: string[] = [];
 const tempDir = () => {
@@ -156,7 +157,7 @@ describe('wwref effects on a full-size catalog', () => {
   ];
   writeSurfaceCatalog(dir, specs);
   const out = join(dir, 'effects');
-  const analyses = analyzeReferences([], dir);
+  const analyses = analyzeReferences(currentSettings().paths, [], dir);
   const { summary, files } = writeEffects(analyses, out);
 
   it('counts 3,392 effects and 342 pair interactions over 36 conditions', () => {

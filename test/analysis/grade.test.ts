@@ -9,6 +9,7 @@ import { UserError } from '../../pipelines/core/errors.ts';
 import { gradeFile, gradeSurface, parseTolerances, readObservedMasks, readPredictionTable, recoveryScore } from '../../pipelines/analysis/grade.ts';
 import { maskOf, writeSurfaceCatalog } from '../support/fixtures.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-grade-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -83,7 +84,7 @@ describe('grading a prediction', () => {
 
   it('counterexample through the files: reference table + JSON prediction', () => {
     const table = file('two.json', JSON.stringify({ '00': 0.5, '01': 0.5, '10': 0.56, '11': 0.5 }));
-    const r = gradeFile({ condition: 'two', table, referencesDir: dir });
+    const r = gradeFile(currentSettings(), { condition: 'two', table, referencesDir: dir });
     expect(r.exact_optimum).toBe(true);
     expect(r.recovery).toBeCloseTo(0.1, 12);
   });
@@ -129,16 +130,16 @@ describe('grading a prediction', () => {
     wrong[0] = 0.9; // 0000
     wrong[13] = 0; // 1101, the optimum
     const table = file('wrong.csv', csvOf(wrong, 4));
-    const plain = gradeFile({ condition: 'four', table, referencesDir: dir });
+    const plain = gradeFile(currentSettings(), { condition: 'four', table, referencesDir: dir });
     expect(plain.recovery).toBeLessThan(0.9);
     expect(plain.exact_optimum).toBe(false);
-    const observed = gradeFile({ condition: 'four', table, observed: file('obs.txt', 'mask\n0000\n1101\n'), referencesDir: dir });
+    const observed = gradeFile(currentSettings(), { condition: 'four', table, observed: file('obs.txt', 'mask\n0000\n1101\n'), referencesDir: dir });
     expect(observed.observed).toEqual(['0000', '1101']);
     expect(observed.recovery).toBe(1);
     expect(observed.exact_optimum).toBe(true);
     expect(observed.grid_mae).toBe(0);
     // Observing only one of the two wrong cells fixes only part of the table.
-    const half = gradeFile({ condition: 'four', table, observed: file('obs.json', '["1101"]'), referencesDir: dir });
+    const half = gradeFile(currentSettings(), { condition: 'four', table, observed: file('obs.json', '["1101"]'), referencesDir: dir });
     expect(half.recovery).toBeGreaterThan(plain.recovery);
     expect(half.recovery).toBeLessThan(1);
     expect(() => readObservedMasks(file('bad-obs.txt', '0000, 000x, 0000'), 4)).toThrow(/unknown mask '000x'[\s\S]*duplicate mask 0000/);

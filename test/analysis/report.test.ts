@@ -9,6 +9,7 @@ import { writeReport } from '../../pipelines/analysis/report.ts';
 import { checkReport, CHROMIUM } from '../../scripts/check-report.ts';
 import { writeSurfaceCatalog } from '../support/fixtures.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-report-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -30,7 +31,7 @@ writeSurfaceCatalog(
   { gitCommit: 'abcdef0123456789' },
 );
 const html = join(dir, 'report.html');
-const summary = writeReport(html, [], dir);
+const summary = writeReport(currentSettings({ references: dir }), html, []);
 const text = readFileSync(html, 'utf8');
 
 describe('HTML report structure (no browser)', () => {

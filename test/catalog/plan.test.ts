@@ -1,5 +1,4 @@
 import { loadCatalog } from '../../pipelines/references/store.ts';
-import { execaSync } from 'execa';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -7,7 +6,9 @@ import { Catalog, loadPlanFile } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { allMasks } from '../../pipelines/catalog/masks.ts';
 import { parsePlan } from '../../pipelines/catalog/plan.ts';
-import { pythonExecutable, SOURCES_DIR } from '../../pipelines/core/paths.ts';
+import { SOURCES_DIR } from '../../pipelines/core/paths.ts';
+import { runPython } from '../../pipelines/execution/launcher.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 const base = JSON.parse(readFileSync(join(SOURCES_DIR, 'co2.plan.json'), 'utf8'));
 
@@ -25,7 +26,7 @@ function invalid(mutate: (plan: any) => void): string {
 
 describe('construction plans', () => {
   it('the catalog has 30 sources, 36 conditions and 1,248 configurations', () => {
-    const catalog = loadCatalog();
+    const catalog = loadCatalog(currentSettings());
     expect(catalog.plans.size).toBe(30);
     expect(catalog.conditions.size).toBe(36);
     const masks = [...catalog.conditions.values()].reduce((n, c) => n + allMasks(c.dimensions).length, 0);
@@ -54,7 +55,7 @@ describe('construction plans', () => {
       'import hashlib, json, sys\n' +
       'v = json.load(open(sys.argv[1]))\n' +
       'print(hashlib.sha256(json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest())';
-    const { stdout } = execaSync(pythonExecutable(), ['-c', script, file]);
-    expect(loadPlanFile(file).sha256).toBe(stdout.trim());
+    const { stdout } = runPython(currentSettings(), ['-c', script, file]);
+    expect(loadPlanFile(file).sha256).toBe(String(stdout).trim());
   });
 });

@@ -6,13 +6,15 @@ import { loadCatalog } from '../../pipelines/references/store.ts';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MANIFESTS_DIR, mirrorDirs } from '../../pipelines/core/paths.ts';
+import { MANIFESTS_DIR } from '../../pipelines/core/paths.ts';
 import { manifestPath, prepareSources, PREPARED_FILES, type PrepareOutcome } from '../../pipelines/sources/prepare.ts';
 import { hasPublished, publishedPreparedSha256 } from '../../pipelines/catalog/published.ts';
-import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { currentSettings, useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
-const catalog = loadCatalog();
-const haveRaw = mirrorDirs().some((d) => existsSync(join(d, 'wine', 'wine.data')));
+const settings = currentSettings();
+const catalog = loadCatalog(settings);
+const haveRaw = settings.mirrors.some((d) => existsSync(join(d, 'wine', 'wine.data')));
+const published = settings.paths.published;
 
 /** The 21 sources whose recipe is confirmed: they must be byte-identical. */
 const CONFIRMED = [
@@ -27,7 +29,7 @@ describe.skipIf(!haveRaw)('prepared inputs (needs the raw mirror ../shared/raw)'
 
   beforeAll(async () => {
     ws = useTempWorkspace();
-    const results = await prepareSources([...catalog.plans.values()], { workers: 2, online: false });
+    const results = await prepareSources([...catalog.plans.values()], { settings: ws.settings, workers: 2, online: false });
     outcomes = new Map(results.map((o) => [o.source, o]));
   });
   afterAll(() => ws.dispose());
@@ -48,28 +50,28 @@ describe.skipIf(!haveRaw)('prepared inputs (needs the raw mirror ../shared/raw)'
       if (!outcome.ok) continue;
       const committed = join(MANIFESTS_DIR, `${source}.json`);
       expect(existsSync(committed), `${committed} is committed`).toBe(true);
-      expect(readFileSync(manifestPath(source), 'utf8'), source).toBe(readFileSync(committed, 'utf8'));
+      expect(readFileSync(manifestPath(ws.settings.paths, source), 'utf8'), source).toBe(readFileSync(committed, 'utf8'));
     }
   });
 
-  it.skipIf(!hasPublished())('the 21 confirmed sources are byte-identical to the published prepared files', () => {
+  it.skipIf(!hasPublished(published))('the 21 confirmed sources are byte-identical to the published prepared files', () => {
     for (const source of CONFIRMED) {
       const outcome = outcomes.get(source)!;
       expect(outcome.ok, source).toBe(true);
       for (const file of PREPARED_FILES) {
-        expect(outcome.manifest!.prepared_files[file], `${source}/${file}`).toBe(publishedPreparedSha256(source, file));
+        expect(outcome.manifest!.prepared_files[file], `${source}/${file}`).toBe(publishedPreparedSha256(published, source, file));
       }
     }
   });
 
-  it.skipIf(!hasPublished())("every plan's prepared_match claim is what we measure against the published files", () => {
+  it.skipIf(!hasPublished(published))("every plan's prepared_match claim is what we measure against the published files", () => {
     for (const [source, outcome] of outcomes) {
       if (!outcome.ok) continue;
       const claim = catalog.source(source).plan.published.prepared_match;
-      const identical = PREPARED_FILES.every((f) => outcome.manifest!.prepared_files[f] === publishedPreparedSha256(source, f));
+      const identical = PREPARED_FILES.every((f) => outcome.manifest!.prepared_files[f] === publishedPreparedSha256(published, source, f));
       expect(claim, source).toBe(identical ? 'byte_identical' : 'not_identical');
     }
   });
 });
 
-if (!hasPublished()) console.warn('published catalog (../shared/published) absent: published-identity checks skipped');
+if (!hasPublished(published)) console.warn('published catalog (../shared/published) absent: published-identity checks skipped');

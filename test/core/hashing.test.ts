@@ -1,13 +1,12 @@
 // Checks pipelines/core/hashing.ts against the real Python (the pinned venv) — json.dumps, repr(float)
 // and hashlib — in one batched Python process for the whole file.
-import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { pythonExecutable } from '../../pipelines/core/paths.ts';
-import { pythonEnvironment } from '../../pipelines/execution/python-worker.ts';
+import { startPython } from '../../pipelines/execution/launcher.ts';
+import { currentSettings } from '../support/workspace.ts';
 import { seededRandom } from '../support/random.ts';
 import { canonicalJson, compareCodePoints, digest, pyFloat, pythonFloatRepr, sha256Hex } from '../../pipelines/core/hashing.ts';
 
-const PYTHON = pythonExecutable();
+const SETTINGS = currentSettings();
 
 const random = seededRandom(20260907);
 const rand = random.next;
@@ -201,8 +200,8 @@ beforeAll(async () => {
     bytes: byteArrays.map((b) => Buffer.from(b).toString('hex')),
     keys: sortKeys,
   });
-  const { stdout } = await execa(PYTHON, ['-c', PY_SCRIPT], { input, env: pythonEnvironment() });
-  py = JSON.parse(stdout) as PyOut;
+  const { stdout } = await startPython(SETTINGS, ['-c', PY_SCRIPT], { input });
+  py = JSON.parse(String(stdout)) as PyOut;
 }, 60_000);
 
 // ---------------------------------------------------------------------------------------------

@@ -3,32 +3,30 @@
 // user error, never created. (Creating .venv itself takes minutes and the network: it is what the test
 // run's globalSetup, test/setup/runtime.ts, and .ci/run on a fresh clone exercise.)
 import { execaSync } from 'execa';
-import { afterEach, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
 import { UserError } from '../../pipelines/core/errors.ts';
-import { pythonExecutable } from '../../pipelines/core/paths.ts';
 import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
-
-const saved = process.env.WWREF_PYTHON;
-afterEach(() => {
-  if (saved === undefined) delete process.env.WWREF_PYTHON;
-  else process.env.WWREF_PYTHON = saved;
-});
+import { loadSettings } from '../../pipelines/core/settings.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 describe('ensurePythonRuntime', () => {
   it('returns the existing pinned interpreter without a set-up line, and it runs CPython 3.12 or 3.13', () => {
     const lines: string[] = [];
-    const python = ensurePythonRuntime((line) => lines.push(line));
-    expect(python).toBe(pythonExecutable());
+    const settings = currentSettings();
+    const python = ensurePythonRuntime(settings, (line) => lines.push(line));
+    expect(python).toBe(settings.python.executable);
+    if (!settings.python.explicit) expect(python).toBe(join(settings.runtime.venv, 'bin', 'python'));
     expect(lines).toEqual([]);
     const version = execaSync(python, ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])']).stdout.trim();
     expect(['3.12', '3.13']).toContain(version);
   });
 
   it('an interpreter named by WWREF_PYTHON that does not exist is refused, not created', () => {
-    process.env.WWREF_PYTHON = '/nonexistent/wwref/python';
+    const settings = loadSettings({}, { ...process.env, WWREF_PYTHON: '/nonexistent/wwref/python' });
     const lines: string[] = [];
-    expect(() => ensurePythonRuntime((line) => lines.push(line))).toThrow(UserError);
-    expect(() => ensurePythonRuntime()).toThrow(/WWREF_PYTHON names \/nonexistent\/wwref\/python, which does not exist/);
+    expect(() => ensurePythonRuntime(settings, (line) => lines.push(line))).toThrow(UserError);
+    expect(() => ensurePythonRuntime(settings)).toThrow(/WWREF_PYTHON names \/nonexistent\/wwref\/python, which does not exist/);
     expect(lines).toEqual([]);
   });
 });

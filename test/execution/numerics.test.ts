@@ -30,7 +30,7 @@ let here: NumericsReport;
 beforeAll(async () => {
   const pool = new WorkerPool(1, { settings: currentSettings() });
   try {
-    here = (await pool.runtime()).numerics;
+    here = (await pool.hello()).numerics;
   } finally {
     await pool.close();
   }
@@ -66,7 +66,7 @@ describe('numerical profile of the workers', () => {
   it("refuses a worker whose NumPy does not dispatch the profile's loops", async () => {
     const pool = new WorkerPool(1, { settings: currentSettings(), env: { NPY_DISABLE_CPU_FEATURES: 'AVX2' } });
     try {
-      await expect(pool.runtime()).rejects.toThrow(/NumPy's AVX2 loops are disabled by NPY_DISABLE_CPU_FEATURES, the profile uses them/);
+      await expect(pool.hello()).rejects.toThrow(/NumPy's AVX2 loops are disabled by NPY_DISABLE_CPU_FEATURES, the profile uses them/);
     } finally {
       await pool.close();
     }

@@ -10,7 +10,7 @@ import { currentSettings } from '../support/workspace.ts';
 let hello: HelloResult;
 const pool = new WorkerPool(1, { settings: currentSettings() });
 beforeAll(async () => {
-  hello = await pool.runtime();
+  hello = await pool.hello();
 });
 afterAll(() => pool.close());
 

@@ -8,12 +8,14 @@ import { readReferenceManifest, readReferenceTable } from '../support/raw-refere
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { currentSettings } from '../support/workspace.ts';
 
 import { checkDeclared, checkPaired } from '../../pipelines/references/equivalences.ts';
 import { allMasks } from '../../pipelines/catalog/masks.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { metricsAgree } from '../../pipelines/execution/verification/metrics.ts';
-import { DEFAULT_PROFILE, profileByName, profileProblems } from '../../pipelines/execution/numerics.ts';
+import { profileProblems } from '../../pipelines/execution/numerics.ts';
+import { DEFAULT_PROFILE, profileByName } from '../../pipelines/core/profiles.ts';
 import { MANIFESTS_DIR, ROOT } from '../../pipelines/core/paths.ts';
 import { hasPublished, publishedConditions, publishedRecords } from '../../pipelines/catalog/published.ts';
 import { deviatingMasks } from '../../pipelines/catalog/plan.ts';
@@ -21,7 +23,9 @@ import type { ReferenceRecord } from '../../pipelines/execution/records.ts';
 
 const dir = join(ROOT, 'outputs', 'references');
 const manifest = readReferenceManifest(dir);
-const catalog = loadCatalog();
+const settings = currentSettings();
+const PUBLISHED = settings.paths.published;
+const catalog = loadCatalog(settings);
 const tables = new Map<string, ReferenceRecord[]>(
   Object.entries(manifest?.conditions ?? {}).map(([id, entry]) => [id, readReferenceTable(join(dir, entry.table)).records]),
 );
@@ -34,7 +38,7 @@ const comparable = [...catalog.conditions.values()].filter(
 describe('committed reference tables', () => {
   it('every committed folder passes the store and was built by this checkout\'s workflow code (rebuild them after changing workflows/)', () => {
     for (const folder of ['references', 'examples', 'current']) {
-      const store = new ReferenceStore(join(ROOT, 'outputs', folder));
+      const store = new ReferenceStore(join(ROOT, 'outputs', folder), settings.paths);
       const committed = store.requireManifest();
       expect(store.records().length, folder).toBeGreaterThan(0);
       expect(codeDrift(committed), `outputs/${folder}`).toEqual([]);
@@ -88,9 +92,9 @@ describe('committed reference tables', () => {
   });
 });
 
-describe.skipIf(!hasPublished())('conformance with the published catalog (../shared/published)', () => {
+describe.skipIf(!hasPublished(PUBLISHED))('conformance with the published catalog (../shared/published)', () => {
   it('the free anchor observations (all-off and all-on) are equal, bit for bit', () => {
-    const published = publishedConditions();
+    const published = publishedConditions(PUBLISHED);
     expect(comparable.length).toBeGreaterThanOrEqual(21);
     for (const condition of comparable) {
       const rows = new Map(tables.get(condition.id)!.map((r) => [r.mask, r]));
@@ -103,7 +107,7 @@ describe.skipIf(!hasPublished())('conformance with the published catalog (../sha
   it('every published record of a comparable condition has our exact utility and prediction hash', () => {
     let checked = 0;
     for (const condition of comparable) {
-      const published = publishedRecords(condition.id);
+      const published = publishedRecords(PUBLISHED, condition.id);
       if (!published) continue;
       const rows = new Map(tables.get(condition.id)!.map((r) => [r.mask, r]));
       const deviating = deviatingMasks(condition.plan.plan, condition.id);

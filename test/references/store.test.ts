@@ -50,7 +50,7 @@ function reseal(dir: string, edit: (t: ReturnType<typeof readReferenceTable>, m:
 
 function refusal(dir: string): string {
   try {
-    new ReferenceStore(dir).records();
+    new ReferenceStore(dir, ws.settings.paths).records();
   } catch (error) {
     expect(error).toBeInstanceOf(UserError);
     return (error as Error).message;
@@ -60,7 +60,7 @@ function refusal(dir: string): string {
 
 describe('re-sealed tables are refused, naming what is wrong', () => {
   it('the untouched folder reads', () => {
-    expect(new ReferenceStore(good).records()).toHaveLength(32);
+    expect(new ReferenceStore(good, ws.settings.paths).records()).toHaveLength(32);
   });
 
   const cases: [string, (t: ReturnType<typeof readReferenceTable>, m: ReferenceManifest) => void, RegExp][] = [
@@ -168,18 +168,18 @@ describe('reads are contained and bounded', () => {
   });
 
   it('no reference folder inside prepared inputs, the raw cache or the source manifests, nor around them', () => {
-    expect(() => checkReferenceFolder(join(ws.prepared, 'wine'))).toThrow(/is inside the prepared inputs/);
-    expect(() => checkReferenceFolder(join(ws.cache, 'raw', 'x'))).toThrow(/is inside the raw cache/);
-    expect(() => checkReferenceFolder(join(ws.manifests, '..', 'manifests', 'y'))).toThrow(/is inside the source manifests/);
-    expect(() => checkReferenceFolder(ws.root)).toThrow(/contains the prepared inputs/);
+    expect(() => checkReferenceFolder(join(ws.prepared, 'wine'), ws.settings.paths)).toThrow(/is inside the prepared inputs/);
+    expect(() => checkReferenceFolder(join(ws.cache, 'raw', 'x'), ws.settings.paths)).toThrow(/is inside the raw cache/);
+    expect(() => checkReferenceFolder(join(ws.manifests, '..', 'manifests', 'y'), ws.settings.paths)).toThrow(/is inside the source manifests/);
+    expect(() => checkReferenceFolder(ws.root, ws.settings.paths)).toThrow(/contains the prepared inputs/);
     mkdirSync(ws.prepared, { recursive: true });
     const link = join(ws.root, 'sneaky');
     symlinkSync(ws.prepared, link);
-    expect(() => checkReferenceFolder(join(link, 'wine'))).toThrow(/is inside the prepared inputs/);
-    expect(checkReferenceFolder(join(ws.root, 'mine'))).toBe(join(ws.root, 'mine'));
+    expect(() => checkReferenceFolder(join(link, 'wine'), ws.settings.paths)).toThrow(/is inside the prepared inputs/);
+    expect(checkReferenceFolder(join(ws.root, 'mine'), ws.settings.paths)).toBe(join(ws.root, 'mine'));
     writeFileSync(join(ws.root, 'a-file'), 'not a folder');
-    expect(() => checkReferenceFolder(join(ws.root, 'a-file'))).toThrow(/cannot be a folder: it is a file/);
-    expect(() => checkReferenceFolder(join(ws.root, 'a-file', 'below'))).toThrow(/cannot be a folder: .*a-file is a file/);
+    expect(() => checkReferenceFolder(join(ws.root, 'a-file'), ws.settings.paths)).toThrow(/cannot be a folder: it is a file/);
+    expect(() => checkReferenceFolder(join(ws.root, 'a-file', 'below'), ws.settings.paths)).toThrow(/cannot be a folder: .*a-file is a file/);
   });
 });
 
@@ -197,7 +197,7 @@ describe('commits', () => {
 
   it('a live holder is waited for and named; a dead or an empty lock is taken over, by one writer at a time', async () => {
     const dir = copy();
-    const store = new ReferenceStore(dir);
+    const store = new ReferenceStore(dir, ws.settings.paths);
     writeFileSync(lockOf(dir), JSON.stringify({ pid: process.pid }));
     const error = await store.commit(adding('gamma'), { waitSeconds: 1 }).catch((e: unknown) => e);
     expect((error as Error).message).toMatch(new RegExp(`being written by another wwref process \\(pid ${process.pid}`));
@@ -218,7 +218,7 @@ describe('commits', () => {
       const dir = copy();
       make(lockOf(dir));
       const started = Date.now();
-      await expect(new ReferenceStore(dir).commit(adding('gamma'), { waitSeconds: 5 })).rejects.toThrow(/the lock .*\.wwref\.lock is not a regular file .*remove it/);
+      await expect(new ReferenceStore(dir, ws.settings.paths).commit(adding('gamma'), { waitSeconds: 5 })).rejects.toThrow(/the lock .*\.wwref\.lock is not a regular file .*remove it/);
       expect(Date.now() - started).toBeLessThan(2000);
       expect(readdirSync(dir).filter((n) => n.endsWith('.tmp'))).toEqual([]);
     }
@@ -233,7 +233,7 @@ describe('commits', () => {
     writeFileSync(join(dir, 'alpha.arrow'), Buffer.from('the new table of a killed writer'));
     writeFileSync(join(dir, `beta.arrow.${dead}.1700000000000.new.${dead}.1700000000001.tmp`), 'half');
     writeFileSync(join(dir, `manifest.json.${dead}.1700000000002.tmp`), '{"half":');
-    const store = new ReferenceStore(dir);
+    const store = new ReferenceStore(dir, ws.settings.paths);
     await store.commit(adding('gamma'));
     expect(readFileSync(join(dir, 'alpha.arrow')).equals(original)).toBe(true);
     expect(readdirSync(dir).sort()).toEqual(['alpha.arrow', 'beta.arrow', 'gamma.arrow', 'manifest.json']);
@@ -242,7 +242,7 @@ describe('commits', () => {
 
   it('refuses to write a manifest that names two plans for one source', async () => {
     const dir = copy();
-    const store = new ReferenceStore(dir);
+    const store = new ReferenceStore(dir, ws.settings.paths);
     const before = readFileSync(join(dir, 'manifest.json'));
     const change = (current: ReferenceManifest | undefined) => {
       const planned = adding('gamma')(current);

@@ -8,7 +8,7 @@
 import { writeSurfaceCatalog } from '../support/fixtures.ts';
 import { readReferenceManifest, writeReferenceManifest } from '../support/raw-references.ts';
 import { loadCatalog } from '../../pipelines/references/store.ts';
-import { execa, execaSync } from 'execa';
+import { execa } from 'execa';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -17,10 +17,11 @@ import type { AddressInfo } from 'node:net';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { acquireFile, rawCachePath } from '../../pipelines/sources/acquire.ts';
+import { acquireFile, rawCachePath, sitePackages } from '../../pipelines/sources/acquire.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { parsePlan, type RawFile } from '../../pipelines/catalog/plan.ts';
-import { pythonExecutable, ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
+import { ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
+import { loadSettings } from '../../pipelines/core/settings.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { filesUnder, guardRepository, victim } from './hardening-support.ts';
 
@@ -65,24 +66,25 @@ describe('plan fields naming paths are contained', () => {
     const secret = victim(join(ws.root, 'secret', 'data.csv'), 'a,b\n1,2\n');
     const file = rawFile(secret.content, {});
     for (const mirror_path of ['../secret/data.csv', secret.path, 'sub/../../secret/data.csv']) {
-      const error = await failure(acquireFile({ ...file, mirror_path }, { mirrors: [mirror], online: false }));
+      const error = await failure(acquireFile({ ...file, mirror_path }, { settings: ws.settings, mirrors: [mirror], online: false }));
       expect(error.message).toMatch(/mirror_path of raw file data\.csv '.*' (climbs out with '\.\.'|is absolute); refused/);
     }
     symlinkSync(join(ws.root, 'secret'), join(mirror, 'link'));
-    const error = await failure(acquireFile({ ...file, mirror_path: 'link/data.csv' }, { mirrors: [mirror], online: false }));
+    const error = await failure(acquireFile({ ...file, mirror_path: 'link/data.csv' }, { settings: ws.settings, mirrors: [mirror], online: false }));
     expect(error.message).toMatch(/mirror_path of raw file data\.csv 'link\/data\.csv' resolves to .*secret\/data\.csv, outside .*mirror; refused/);
     cacheEmpty();
     secret.intact();
   });
 
   it('package.path climbing out of site-packages is refused and the file outside is never read', async () => {
-    const purelib = execaSync(pythonExecutable(), ['-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])']).stdout.trim();
+    const purelib = sitePackages(ws.settings)!;
+    expect(purelib).toMatch(/site-packages$/);
     const secret = victim(join(ws.root, 'secret', 'pkg.csv'), 'x\n1\n');
     const climbing = relative(purelib, secret.path); // ../../.../wwref-test-*/secret/pkg.csv
     expect(climbing.startsWith('..')).toBe(true);
     for (const path of [climbing, secret.path]) {
       const file = rawFile(secret.content, { package: { distribution: 'numpy', version: '2.2.6', path } });
-      const error = await failure(acquireFile(file, { mirrors: [], online: false }));
+      const error = await failure(acquireFile(file, { settings: ws.settings, mirrors: [], online: false }));
       expect(error.message).toMatch(/package\.path of raw file data\.csv '.*' (climbs out with '\.\.'|is absolute); refused/);
     }
     cacheEmpty();
@@ -126,7 +128,7 @@ describe('only regular files are read', () => {
   it('a directory named by mirror_path is refused as such, not read', async () => {
     const mirror = join(ws.root, 'mirror');
     mkdirSync(join(mirror, 'adir'), { recursive: true });
-    const error = await failure(acquireFile(rawFile('abc', { mirror_path: 'adir' }), { mirrors: [mirror], online: false }));
+    const error = await failure(acquireFile(rawFile('abc', { mirror_path: 'adir' }), { settings: ws.settings, mirrors: [mirror], online: false }));
     expect(error.message).toMatch(/mirror file of data\.csv .*adir is a directory, not a regular file; refused/);
     cacheEmpty();
   });
@@ -139,8 +141,9 @@ describe('only regular files are read', () => {
     writeFileSync(
       script,
       `import { acquireFile } from ${JSON.stringify(pathToFileURL(join(ROOT, 'pipelines', 'sources', 'acquire.ts')).href)};\n` +
+        `import { loadSettings } from ${JSON.stringify(pathToFileURL(join(ROOT, 'pipelines', 'core', 'settings.ts')).href)};\n` +
         `const file = { name: 'data.csv', sha256: '${sha256('abc')}', bytes: 3, mirror_path: 'pipe.csv' };\n` +
-        `acquireFile(file, { mirrors: [${JSON.stringify(mirror)}], online: false }).then(() => console.log('ACQUIRED'), (e) => console.log('REFUSED ' + e.message));\n`,
+        `acquireFile(file, { settings: loadSettings({}, process.env), mirrors: [${JSON.stringify(mirror)}], online: false }).then(() => console.log('ACQUIRED'), (e) => console.log('REFUSED ' + e.message));\n`,
     );
     const started = performance.now();
     const child = await execa('node', ['--import', 'tsx', script], { cwd: ROOT, reject: false, timeout: 30_000 });
@@ -164,7 +167,8 @@ describe('only regular files are read', () => {
     writeFileSync(
       script,
       `import { loadCatalog } from ${JSON.stringify(pathToFileURL(join(ROOT, 'pipelines', 'references', 'store.ts')).href)};\n` +
-        `try { loadCatalog(); console.log('LOADED'); } catch (e) { console.log('REFUSED ' + e.message); }\n`,
+        `import { loadSettings } from ${JSON.stringify(pathToFileURL(join(ROOT, 'pipelines', 'core', 'settings.ts')).href)};\n` +
+        `try { loadCatalog(loadSettings({}, process.env)); console.log('LOADED'); } catch (e) { console.log('REFUSED ' + e.message); }\n`,
     );
     const child = await execa('node', ['--import', 'tsx', script], { cwd: ROOT, reject: false, timeout: 30_000 });
     expect(child.timedOut, 'the catalog hung on the FIFO').toBe(false);
@@ -215,9 +219,9 @@ describe('bounded downloads from a local server (127.0.0.1)', () => {
       res.end(body);
     };
     const file = rawFile(body, { upstream_url: `${base}/ok.csv` });
-    const got = await acquireFile(file, { mirrors: [], online: true, readTimeoutSeconds: 5 });
+    const got = await acquireFile(file, { settings: ws.settings, mirrors: [], online: true, readTimeoutSeconds: 5 });
     expect(got.origin).toBe('upstream');
-    expect(got.path).toBe(rawCachePath(file.sha256));
+    expect(got.path).toBe(rawCachePath(ws.settings, file.sha256));
     expect(readFileSync(got.path, 'utf8')).toBe(body);
     expect(filesUnder(join(ws.cache, 'tmp'))).toEqual([]);
   });
@@ -230,7 +234,7 @@ describe('bounded downloads from a local server (127.0.0.1)', () => {
     };
     const file = rawFile('x'.repeat(4096), { upstream_url: `${base}/big.bin` });
     const started = performance.now();
-    const error = await failure(acquireFile(file, { mirrors: [], online: true, readTimeoutSeconds: 5 }));
+    const error = await failure(acquireFile(file, { settings: ws.settings, mirrors: [], online: true, readTimeoutSeconds: 5 }));
     expect(error.message).toMatch(/big\.bin: the download exceeds the 4096 bytes declared by the plan: aborted after \d+ bytes/);
     expect((performance.now() - started) / 1000).toBeLessThan(10);
     // the client stopped reading: the server could hand over only what the socket buffers hold, not the body
@@ -245,7 +249,7 @@ describe('bounded downloads from a local server (127.0.0.1)', () => {
       void stream(res, 256 * 1024 * 1024);
     };
     const file = rawFile('y'.repeat(1000), { upstream_url: `${base}/announced.bin` });
-    const error = await failure(acquireFile(file, { mirrors: [], online: true, readTimeoutSeconds: 5 }));
+    const error = await failure(acquireFile(file, { settings: ws.settings, mirrors: [], online: true, readTimeoutSeconds: 5 }));
     expect(error.message).toMatch(/the server announces 268435456 bytes, more than the 1000 bytes declared by the plan; not downloaded/);
     await new Promise((done) => setTimeout(done, 200));
     expect(sent).toBeLessThan(64 * 1024 * 1024);
@@ -255,7 +259,7 @@ describe('bounded downloads from a local server (127.0.0.1)', () => {
   it('fewer bytes than declared: the size mismatch is named, nothing kept', async () => {
     handler = (_req, res) => res.end('z'.repeat(100));
     const file = rawFile('z'.repeat(200), { upstream_url: `${base}/short.bin` });
-    const error = await failure(acquireFile(file, { mirrors: [], online: true, readTimeoutSeconds: 5 }));
+    const error = await failure(acquireFile(file, { settings: ws.settings, mirrors: [], online: true, readTimeoutSeconds: 5 }));
     expect(error.message).toMatch(/size mismatch for data\.csv from .*short\.bin: the plan declares 200 bytes, got 100; not cached/);
     cacheEmpty();
   });
@@ -267,25 +271,24 @@ describe('bounded downloads from a local server (127.0.0.1)', () => {
     };
     const file = rawFile('w'.repeat(50), { upstream_url: `${base}/stall.bin` });
     const started = performance.now();
-    const error = await failure(acquireFile(file, { mirrors: [], online: true, readTimeoutSeconds: 1 }));
+    const error = await failure(acquireFile(file, { settings: ws.settings, mirrors: [], online: true, readTimeoutSeconds: 1 }));
     const seconds = (performance.now() - started) / 1000;
     expect(error.message).toMatch(/stall\.bin: no data for 1 s \(after 10 bytes\): download aborted/);
     expect(seconds).toBeLessThan(5);
     cacheEmpty();
   }, 20_000);
 
-  it('a server that never answers times out after WWREF_DOWNLOAD_TIMEOUT_SECONDS', async () => {
+  it("a server that never answers times out after the settings' read timeout (WWREF_DOWNLOAD_TIMEOUT_SECONDS)", async () => {
     handler = () => {}; // accepts the connection, never responds
     const file = rawFile('v'.repeat(50), { upstream_url: `${base}/silent.bin` });
-    process.env.WWREF_DOWNLOAD_TIMEOUT_SECONDS = '1';
-    try {
-      const started = performance.now();
-      const error = await failure(acquireFile(file, { mirrors: [], online: true }));
-      expect(error.message).toMatch(/silent\.bin: no data for 1 s \(after 0 bytes\): download aborted/);
-      expect((performance.now() - started) / 1000).toBeLessThan(5);
-    } finally {
-      delete process.env.WWREF_DOWNLOAD_TIMEOUT_SECONDS;
-    }
+    // the settings' read timeout, from the variable, is the default of an acquisition that names none
+    const settings = loadSettings({}, { ...process.env, WWREF_DOWNLOAD_TIMEOUT_SECONDS: '1' });
+    expect(settings.paths.cache).toBe(ws.cache);
+    expect(settings.downloads.readTimeoutSeconds).toBe(1);
+    const started = performance.now();
+    const error = await failure(acquireFile(file, { settings, mirrors: [], online: true }));
+    expect(error.message).toMatch(/silent\.bin: no data for 1 s \(after 0 bytes\): download aborted/);
+    expect((performance.now() - started) / 1000).toBeLessThan(5);
     cacheEmpty();
   }, 20_000);
 });

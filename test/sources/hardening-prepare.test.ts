@@ -12,10 +12,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manifestPath, prepareSources, sealManifest } from '../../pipelines/sources/prepare.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
-import { mirrorDirs } from '../../pipelines/core/paths.ts';
+import { currentSettings } from '../support/workspace.ts';
 import { deadPid, filesUnder, useGuardedWorkspace, victim } from './hardening-support.ts';
 
-const nile = loadCatalog().source('nile');
+const nile = loadCatalog(currentSettings()).source('nile');
 const workspace = useGuardedWorkspace();
 
 describe('stale staging folders of a killed prepare', () => {
@@ -47,9 +47,9 @@ describe('stale staging folders of a killed prepare', () => {
     const other = join(workspace().prepared, `wine.staging-${dead1}`);
     mkdirSync(other);
 
-    const [outcome] = await prepareSources([nile], { workers: 1, online: false, mirrors: [] });
+    const [outcome] = await prepareSources([nile], { settings: workspace().settings, workers: 1, online: false, mirrors: [] });
     expect(outcome!.ok, outcome!.error).toBe(true);
-    expect(existsSync(manifestPath('nile'))).toBe(true);
+    expect(existsSync(manifestPath(workspace().settings.paths, 'nile'))).toBe(true);
     expect(filesUnder(join(workspace().prepared, 'nile'))).toEqual(['arrays.npz', 'metadata.json.gz']);
 
     expect(existsSync(staging)).toBe(false);
@@ -63,7 +63,7 @@ describe('stale staging folders of a killed prepare', () => {
   });
 });
 
-const mitdb = mirrorDirs().find((d) => existsSync(join(d, 'mitbih_arrhythmia', '100.hea')));
+const mitdb = currentSettings().mirrors.find((d) => existsSync(join(d, 'mitbih_arrhythmia', '100.hea')));
 
 describe('the Python recipes refuse names that are paths (real worker)', () => {
   let pool: WorkerPool;
@@ -72,7 +72,7 @@ describe('the Python recipes refuse names that are paths (real worker)', () => {
     pyTmp = join(workspace().root, 'pytmp');
     mkdirSync(pyTmp, { recursive: true });
     // the worker's temporary folders (tempfile) go under the test root, so an escape would land there
-    pool = new WorkerPool(1, { env: { TMPDIR: pyTmp } });
+    pool = new WorkerPool(1, { settings: workspace().settings, env: { TMPDIR: pyTmp } });
   });
   afterAll(async () => {
     await pool.close();
@@ -123,18 +123,18 @@ describe('the Python recipes refuse names that are paths (real worker)', () => {
 
 describe('preparing again', () => {
   it('keeps a source manifest that says the same of the same bytes byte for byte, whatever versions prepared it', async () => {
-    const [first] = await prepareSources([nile], { mirrors: mirrorDirs() });
+    const [first] = await prepareSources([nile], { settings: workspace().settings });
     expect(first!.ok, first!.error).toBe(true);
     // as if another runtime had prepared it first: other versions, sealed
-    const { content_sha256: _, ...body } = JSON.parse(readFileSync(manifestPath('nile'), 'utf8'));
-    writeFileSync(manifestPath('nile'), `${JSON.stringify(sealManifest({ ...body, versions: { ...body.versions, numpy: '9.9.9' } }), null, 2)}\n`);
-    const before = readFileSync(manifestPath('nile'));
-    const [again] = await prepareSources([nile], { mirrors: mirrorDirs() });
+    const { content_sha256: _, ...body } = JSON.parse(readFileSync(manifestPath(workspace().settings.paths, 'nile'), 'utf8'));
+    writeFileSync(manifestPath(workspace().settings.paths, 'nile'), `${JSON.stringify(sealManifest({ ...body, versions: { ...body.versions, numpy: '9.9.9' } }), null, 2)}\n`);
+    const before = readFileSync(manifestPath(workspace().settings.paths, 'nile'));
+    const [again] = await prepareSources([nile], { settings: workspace().settings });
     expect(again!.ok, again!.error).toBe(true);
-    expect(readFileSync(manifestPath('nile')).equals(before)).toBe(true);
+    expect(readFileSync(manifestPath(workspace().settings.paths, 'nile')).equals(before)).toBe(true);
     // a manifest that no longer holds (edited without resealing) is written afresh
-    writeFileSync(manifestPath('nile'), before.toString().replace('9.9.9', '9.9.8'));
-    await prepareSources([nile], { mirrors: mirrorDirs() });
-    expect(JSON.parse(readFileSync(manifestPath('nile'), 'utf8')).versions.numpy).toBe(first!.manifest!.versions.numpy);
+    writeFileSync(manifestPath(workspace().settings.paths, 'nile'), before.toString().replace('9.9.9', '9.9.8'));
+    await prepareSources([nile], { settings: workspace().settings });
+    expect(JSON.parse(readFileSync(manifestPath(workspace().settings.paths, 'nile'), 'utf8')).versions.numpy).toBe(first!.manifest!.versions.numpy);
   });
 });

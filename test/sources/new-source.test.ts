@@ -10,13 +10,13 @@
 //   failed add-source prints its acquisition error once.
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { execaSync } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addSource, addSourceLines } from '../../pipelines/jobs/add-source.ts';
 import { loadPlanFile } from '../../pipelines/catalog/catalog.ts';
 import type { FamilyName } from '../../pipelines/catalog/families.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
-import { pythonExecutable, ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
+import { ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
+import { sitePackages } from '../../pipelines/sources/acquire.ts';
 import { INACTIVE_RULES } from '../../pipelines/sources/scaffold.ts';
 import { prepareSources } from '../../pipelines/sources/prepare.ts';
 import { cliInProcess } from '../support/cli.ts';
@@ -26,7 +26,8 @@ let ws: Workspace;
 let purelib: string;
 beforeAll(() => {
   ws = useTempWorkspace();
-  purelib = execaSync(pythonExecutable(), ['-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])']).stdout.trim();
+  purelib = sitePackages(ws.settings)!;
+  expect(purelib).toMatch(/site-packages$/);
 });
 afterAll(() => ws.dispose());
 
@@ -169,7 +170,7 @@ describe('the dry run checks everything static, each problem once with its field
 describe('recipe errors teach, and are printed once', () => {
   it('a real prepare of the header-as-data plan names the file, row 1 and column, and suggests header: true', async () => {
     const loaded = loadPlanFile(join(ws.root, 'header.plan.json'));
-    const [outcome] = await prepareSources([loaded], { workers: 1 });
+    const [outcome] = await prepareSources([loaded], { settings: ws.settings, workers: 1 });
     expect(outcome!.ok).toBe(false);
     expect(outcome!.error).toMatch(/tabular: params\.features\.2: iris\.csv row 1, column 'column_3': 'setosa' is not a number; row 1 looks like a header row .*: set header: true/);
     expect(outcome!.error).not.toMatch(/could not convert string to float/);
@@ -182,7 +183,7 @@ describe('recipe errors teach, and are printed once', () => {
       p.raw_files[0].sha256 = 'b'.repeat(64);
     }, join(ws.root, 'once.plan.json'));
     const lines: string[] = [];
-    const result = await addSource(file, { workers: 1, quiet: true, log: (l) => lines.push(l) });
+    const result = await addSource(file, { settings: ws.settings, workers: 1, quiet: true, log: (l) => lines.push(l) });
     expect(result.written).toBe(false);
     const printed = [...lines, ...addSourceLines(result)].join('\n');
     expect(printed.match(/sha256 mismatch for iris\.csv/g)).toHaveLength(1);
