@@ -19,7 +19,7 @@ def digest(value: Any) -> str:
 
 
 def prediction_sha256(rule: str, prediction: Any) -> str:
-    """sha256 of a prediction by a family's HASH_RULE: raw ndarray bytes, JSON of a dict, JSON of tolist()."""
+    """sha256 of a prediction by a family's hash rule (contracts/families.json): raw ndarray bytes, JSON of a dict, JSON of tolist()."""
     if rule == "json":
         return digest(prediction)
     array = np.asarray(prediction)
