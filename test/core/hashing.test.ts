@@ -1,8 +1,9 @@
-// Checks pipelines/core/hashing.ts against the real Python (the pinned venv) — json.dumps, repr(float)
-// and hashlib — in one batched Python process for the whole file.
+// Checks pipelines/core/hashing.ts against the real Python (the pinned venv) — the workers' canonical_json
+// and digest (workflows/hashing.py), repr(float) and hashlib — in one batched Python process for the
+// whole file.
 import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { pythonExecutable } from '../../pipelines/core/paths.ts';
+import { pythonExecutable, ROOT } from '../../pipelines/core/paths.ts';
 import { pythonEnvironment } from '../../pipelines/execution/python-worker.ts';
 import { seededRandom } from '../support/random.ts';
 import { canonicalJson, compareCodePoints, digest, pyFloat, pythonFloatRepr, sha256Hex } from '../../pipelines/core/hashing.ts';
@@ -152,6 +153,7 @@ const byteArrays = [new Uint8Array(0), new Uint8Array([0, 1, 2, 255]), Uint8Arra
 // One Python process for the whole file.
 const PY_SCRIPT = String.raw`
 import hashlib, json, struct, sys
+from workflows.hashing import canonical_json as dumps, digest
 req = json.load(sys.stdin)
 def f(h): return struct.unpack('>d', bytes.fromhex(h))[0]
 def build(n):
@@ -163,10 +165,6 @@ def build(n):
     if t == 's': return n['v']
     if t == 'l': return [build(c) for c in n['v']]
     if t == 'd': return {k: build(c) for k, c in n['v']}
-def dumps(v): return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-def digest(v):
-    if isinstance(v, (bytes, bytearray)): return hashlib.sha256(v).hexdigest()
-    return hashlib.sha256(dumps(v).encode('utf-8')).hexdigest()
 out = {
   'reprs': [repr(f(h)) for h in req['floats']],
   'trees': [[dumps(build(n)), digest(build(n))] for n in req['trees']],
@@ -201,7 +199,7 @@ beforeAll(async () => {
     bytes: byteArrays.map((b) => Buffer.from(b).toString('hex')),
     keys: sortKeys,
   });
-  const { stdout } = await execa(PYTHON, ['-c', PY_SCRIPT], { input, env: pythonEnvironment() });
+  const { stdout } = await execa(PYTHON, ['-c', PY_SCRIPT], { input, cwd: ROOT, env: pythonEnvironment() });
   py = JSON.parse(stdout) as PyOut;
 }, 60_000);
 
