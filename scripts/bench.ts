@@ -18,7 +18,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadCatalog } from '../pipelines/references/store.ts';
-import { DEFAULT_PROFILE, profileByName, type NumericalProfile } from '../pipelines/execution/numerics.ts';
+import { loadSettings } from '../pipelines/core/settings.ts';
+import { DEFAULT_PROFILE, profileByName, type NumericalProfile } from '../pipelines/core/profiles.ts';
 import { startLocalCluster } from '../pipelines/execution/dask/cluster.ts';
 import { DaskExecutor } from '../pipelines/execution/dask/dask-executor.ts';
 import type { ExecutorChoice } from '../pipelines/execution/executors.ts';
@@ -40,17 +41,16 @@ function arg(name: string): string[] {
 
 const sections = new Set((arg('section')[0] ?? 'overhead,throughput,profile,dask').split(','));
 const workerCounts = (arg('workers')[0] ?? '1,2').split(',').map(Number);
-const catalog = loadCatalog();
+// the settings of this shell; each rebuild writes into a temporary folder of its own
+const settings = loadSettings({}, process.env);
+const catalog = loadCatalog(settings);
 
 async function rebuildInTemp(conditions: string[] | undefined, workers: number, profile?: NumericalProfile, executor?: ExecutorChoice): Promise<RebuildSummary> {
   const dir = mkdtempSync(join(tmpdir(), 'wwref-bench-'));
-  process.env.WWREF_REFERENCES_DIR = join(dir, 'references');
-  process.env.WWREF_CACHE_DIR = join(dir, 'cache');
+  const temporary = { ...settings, paths: { ...settings.paths, references: join(dir, 'references'), cache: join(dir, 'cache') } };
   try {
-    return await rebuild(catalog, { conditions, workers, profile, executor, quiet: true, fresh: true, log: () => {} });
+    return await rebuild(catalog, { settings: temporary, conditions, workers, profile, executor, quiet: true, fresh: true, log: () => {} });
   } finally {
-    delete process.env.WWREF_REFERENCES_DIR;
-    delete process.env.WWREF_CACHE_DIR;
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -85,14 +85,14 @@ if (sections.has('overhead')) {
   const conditions = arg('condition').length ? arg('condition') : CHEAP;
   console.log(`per-record overhead, 1 worker, ${conditions.join(', ')}:`);
   describeRebuild('rebuild', await rebuildInTemp(conditions, 1));
-  describeReplay('replay ', await replay({ conditions, workers: 1, quiet: true }));
+  describeReplay('replay ', await replay({ settings, conditions, workers: 1, quiet: true }));
 }
 
 if (sections.has('catalog')) {
   console.log('whole catalog:');
-  const one = await replay({ workers: 1, quiet: true });
+  const one = await replay({ settings, workers: 1, quiet: true });
   describeReplay('replay, 1 worker ', one);
-  const two = await replay({ workers: 2, quiet: true });
+  const two = await replay({ settings, workers: 2, quiet: true });
   describeReplay('replay, 2 workers', two);
   console.log(`  replay wall, 2 workers / 1 worker: ${(two.wall_seconds / one.wall_seconds).toFixed(3)}`);
   describeRebuild('rebuild, 1 worker', await rebuildInTemp(undefined, 1));
@@ -142,10 +142,10 @@ if (sections.has('dask')) {
   // With 1 worker a core is left for the scheduler and the bridge; with 2 they share the cores with
   // the computing workers (on a cluster they run beside the workers, not on their cores).
   const onCluster = async (workers: number): Promise<RebuildSummary> => {
-    const cluster = await startLocalCluster(workers);
+    const cluster = await startLocalCluster(settings, workers);
     try {
       // Timed from a running cluster, as a rebuild meets it: every worker connected and admitted.
-      const warm = new DaskExecutor({ scheduler: cluster.address });
+      const warm = new DaskExecutor({ settings, scheduler: cluster.address });
       while ((await warm.describe()).length < workers) await new Promise((resolve) => setTimeout(resolve, 200));
       await warm.close();
       return await rebuildInTemp(conditions, workers, undefined, { kind: 'dask', scheduler: cluster.address });
@@ -173,12 +173,12 @@ if (sections.has('dask')) {
     }
     console.log(`  wall over all rounds / local pool: dask ${(walls.dask / walls.local).toFixed(3)}, dask-local ${(walls.daskLocal / walls.local).toFixed(3)}`);
   }
-  const cluster = await startLocalCluster(2);
+  const cluster = await startLocalCluster(settings, 2);
   try {
 
     // Dispatch: many small records in flight through the bridge and the scheduler.
-    const executor = new DaskExecutor({ scheduler: cluster.address });
-    const input = { source: 'nile', files: readManifest('nile').prepared_files };
+    const executor = new DaskExecutor({ settings, scheduler: cluster.address });
+    const input = { source: 'nile', files: readManifest(settings.paths, 'nile').prepared_files };
     const masks = Array.from({ length: 16 }, (_, i) => i.toString(2).padStart(4, '0'));
     const requests = Array.from({ length: 130 }, () => masks).flat();
     await executor.run({ family: 'forecasting', input, mask: '0000' }, { timeoutSeconds: 60 }); // input scattered, workers warm

@@ -166,7 +166,9 @@ async function main(argv: string[]): Promise<number> {
   if (!conditions.length && existsSync(html)) conditions = reportConditions(readFileSync(html, 'utf8')) ?? [];
   if (!conditions.length) {
     const { ReferenceStore } = await import('../pipelines/references/store.ts');
-    conditions = Object.keys(new ReferenceStore().manifest()?.conditions ?? {});
+    const { loadSettings } = await import('../pipelines/core/settings.ts');
+    const { paths } = loadSettings({}, process.env);
+    conditions = Object.keys(new ReferenceStore(paths.references, paths).manifest()?.conditions ?? {});
     if (!conditions.length) {
       process.stderr.write('no --condition given and no reference manifest to take the conditions from\n');
       return 2;

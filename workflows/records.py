@@ -17,11 +17,6 @@ from workflows.families import FAMILIES, REGISTRY
 from workflows.hashing import prediction_sha256
 from workflows.protocol import encode, to_json_value
 
-# Test-only switches: slow every record down (timing checks, timeouts), or end the process in the
-# middle of one mask's record (crash handling), so executors can be shown to handle both.
-TEST_DELAY_SECONDS = float(os.environ.get("WWREF_TEST_DELAY_SECONDS", "0") or 0)
-TEST_EXIT_ON_MASK = os.environ.get("WWREF_TEST_EXIT_ON_MASK")
-
 
 def hello() -> dict[str, Any]:
     """The interpreter's identity (workflows/identity.py), thread pools, numerical state, host and the
@@ -35,8 +30,6 @@ def run_record(family_name: str, data: dict[str, Any], mask: str, stage: Any = N
     """Predict and evaluate one configuration. ``stage`` is the family's SharedStage for this input
     when the caller reuses it across masks (rebuild's option), else None: nothing is kept."""
     family = FAMILIES[family_name]
-    if mask == TEST_EXIT_ON_MASK:
-        os._exit(70)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         start = time.perf_counter()
@@ -44,9 +37,6 @@ def run_record(family_name: str, data: dict[str, Any], mask: str, stage: Any = N
         middle = time.perf_counter()
         result = family.evaluate(data, prediction)
         end = time.perf_counter()
-    if TEST_DELAY_SECONDS:
-        time.sleep(TEST_DELAY_SECONDS)
-        end += TEST_DELAY_SECONDS
     return {
         "prediction": encode(prediction if isinstance(prediction, np.ndarray) else to_json_value(prediction)),
         "prediction_sha256": prediction_sha256(REGISTRY[family_name]["hash_rule"], prediction),

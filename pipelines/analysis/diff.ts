@@ -13,7 +13,7 @@ import { runtimeOfVersions } from '../execution/identity.ts';
 import { describeNumerics, type RecordedNumerics } from '../execution/numerics.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import { isPackFolder, readPack } from '../jobs/wwb.ts';
-import { ReferenceStore } from '../references/store.ts';
+import { ReferenceStore, type GuardedPaths } from '../references/store.ts';
 import { analyzeCondition, conditionalEffects, groupByCondition, REVERSAL_FLOORS, type ConditionAnalysis } from './effects.ts';
 import { gradeSurface } from './grade.ts';
 
@@ -64,7 +64,7 @@ function numericsLine(recorded: RecordedNumerics | undefined): string | null {
 }
 
 /** Reads one side: a reference folder (manifest.json + tables) or a pack (references/ + inputs/). */
-export function loadDiffSide(path: string, conditions: readonly string[] = []): DiffSide {
+export function loadDiffSide(paths: GuardedPaths, path: string, conditions: readonly string[] = []): DiffSide {
   const dir = resolve(path);
   if (!existsSync(dir)) throw new UserError(`${path} does not exist (name a reference folder or a WhatWorkedBench pack)`);
   if (isPackFolder(dir)) {
@@ -88,7 +88,7 @@ export function loadDiffSide(path: string, conditions: readonly string[] = []): 
     };
   }
   if (!existsSync(join(dir, 'manifest.json'))) throw new UserError(`${path} is neither a reference folder (no manifest.json) nor a WhatWorkedBench pack (no references/)`);
-  const store = new ReferenceStore(dir);
+  const store = new ReferenceStore(dir, paths);
   const manifest = store.requireManifest();
   return {
     path,
@@ -356,14 +356,14 @@ export function diffSides(a: DiffSide, b: DiffSide): DiffReport {
 }
 
 /** `wwref diff A B [--condition C…]`: both sides read and verified, then compared. */
-export function diffReferences(a: string, b: string, conditions: readonly string[] = []): DiffReport {
-  return diffSides(loadDiffSide(a, conditions), loadDiffSide(b, conditions));
+export function diffReferences(paths: GuardedPaths, a: string, b: string, conditions: readonly string[] = []): DiffReport {
+  return diffSides(loadDiffSide(paths, a, conditions), loadDiffSide(paths, b, conditions));
 }
 
 /** The same, keeping the loaded sides (for the HTML page's surfaces). */
-export function diffReferencesWithSides(a: string, b: string, conditions: readonly string[] = []): { report: DiffReport; a: DiffSide; b: DiffSide } {
-  const sideA = loadDiffSide(a, conditions);
-  const sideB = loadDiffSide(b, conditions);
+export function diffReferencesWithSides(paths: GuardedPaths, a: string, b: string, conditions: readonly string[] = []): { report: DiffReport; a: DiffSide; b: DiffSide } {
+  const sideA = loadDiffSide(paths, a, conditions);
+  const sideB = loadDiffSide(paths, b, conditions);
   return { report: diffSides(sideA, sideB), a: sideA, b: sideB };
 }
 

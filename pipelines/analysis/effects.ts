@@ -11,11 +11,10 @@ import { equivalenceClasses } from '../references/equivalences.ts';
 import { arrowFileBytes } from '../core/arrow.ts';
 import { csvFloat, csvQuote } from '../core/csv.ts';
 import { UserError } from '../core/errors.ts';
-import { ReferenceStore } from '../references/store.ts';
+import { ReferenceStore, type GuardedPaths } from '../references/store.ts';
 import { enabledCount, maskIndex, maskString, optionBit, optionLetter } from '../catalog/masks.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { fsum } from '../execution/verification/metrics.ts';
-import { referencesDir } from '../core/paths.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -316,8 +315,8 @@ export function groupByCondition(records: readonly ReferenceRecord[]): Reference
   return [...groups.values()];
 }
 
-export function analyzeReferences(conditions: readonly string[] = [], dir = referencesDir()): ConditionAnalysis[] {
-  return groupByCondition(new ReferenceStore(dir).records(conditions)).map(analyzeCondition);
+export function analyzeReferences(paths: GuardedPaths & { references: string }, conditions: readonly string[] = [], dir = paths.references): ConditionAnalysis[] {
+  return groupByCondition(new ReferenceStore(dir, paths).records(conditions)).map(analyzeCondition);
 }
 
 // ---------------------------------------------------------------------------------------------

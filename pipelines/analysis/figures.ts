@@ -3,13 +3,12 @@
 // Python runtime (figures.py beside this file): a maintained plotting library with its own fonts, so
 // the files look the same on every machine and need no browser or system font. This module only
 // sends the numbers (the same analysis the HTML report draws) and lists what was written.
-import { execaSync } from 'execa';
 import { join } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import { makeDirs } from '../core/fsutil.ts';
-import { cacheDir, ROOT } from '../core/paths.ts';
-import { ensurePythonRuntime } from '../core/runtime.ts';
-import { pythonEnvironment } from '../execution/python-worker.ts';
+import { ROOT } from '../core/paths.ts';
+import type { Settings } from '../core/settings.ts';
+import { runPython } from '../execution/launcher.ts';
 import type { ConditionAnalysis } from './effects.ts';
 
 export const FIGURE_SCRIPT = join(ROOT, 'pipelines', 'analysis', 'figures.py');
@@ -20,7 +19,7 @@ export function figureFiles(condition: string): string[] {
 }
 
 /** Writes the figures of every analysed condition into `dir`; returns the file names written. */
-export function writeFigures(dir: string, analyses: readonly ConditionAnalysis[]): string[] {
+export function writeFigures(settings: Settings, dir: string, analyses: readonly ConditionAnalysis[]): string[] {
   makeDirs(dir);
   const conditions = analyses.map((a) => {
     const cols = 2 ** (a.dimensions - 1);
@@ -28,10 +27,9 @@ export function writeFigures(dir: string, analyses: readonly ConditionAnalysis[]
     const effects = [...Array(a.dimensions).keys()].map((i) => a.effects.slice(i * cols, (i + 1) * cols).map((e) => e.effect));
     return { condition: a.condition, family: a.family, dimensions: a.dimensions, utilities: a.surface.utilities, best_mask: a.best_mask, effects };
   });
-  const child = execaSync(ensurePythonRuntime(), [FIGURE_SCRIPT], {
-    cwd: ROOT,
+  const child = runPython(settings, [FIGURE_SCRIPT], {
     // matplotlib's font cache goes to wwref's cache folder, never into the figure folder
-    env: { ...pythonEnvironment(), MPLBACKEND: 'Agg', MPLCONFIGDIR: join(cacheDir(), 'matplotlib') },
+    env: { MPLBACKEND: 'Agg', MPLCONFIGDIR: join(settings.paths.cache, 'matplotlib') },
     input: JSON.stringify({ out: dir, conditions }),
     reject: false,
     maxBuffer: 16 * 1024 * 1024,

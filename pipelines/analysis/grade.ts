@@ -24,7 +24,7 @@ import {
 } from './effects.ts';
 import { ReferenceStore } from '../references/store.ts';
 import { allMasks, maskIndex, maskString } from '../catalog/masks.ts';
-import { referencesDir } from '../core/paths.ts';
+import type { Settings } from '../core/settings.ts';
 
 export const DEFAULT_TOLERANCE = 0.1;
 const UTILITY_COLUMNS = ['utility', 'prediction', 'predicted_utility'];
@@ -300,8 +300,8 @@ export interface GradeOptions {
 }
 
 /** `wwref grade`: the reference surface from the manifest's table, the prediction from a file. */
-export function gradeFile(options: GradeOptions): GradeResult & { table: string } {
-  const [records] = groupByCondition(new ReferenceStore(options.referencesDir ?? referencesDir()).records([options.condition]));
+export function gradeFile(settings: Settings, options: GradeOptions): GradeResult & { table: string } {
+  const [records] = groupByCondition(new ReferenceStore(options.referencesDir ?? settings.paths.references, settings.paths).records([options.condition]));
   if (!records) throw new UserError(`reference table of condition '${options.condition}' has no records`);
   const reference = surfaceFromRecords(records);
   const predicted = readPredictionTable(options.table, reference.dimensions);

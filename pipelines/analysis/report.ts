@@ -17,7 +17,7 @@ import {
 } from './effects.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
 import { maskIndex, maskString } from '../catalog/masks.ts';
-import { referencesDir } from '../core/paths.ts';
+import type { Settings } from '../core/settings.ts';
 import { writeFigures } from './figures.ts';
 import { ReferenceStore } from '../references/store.ts';
 
@@ -233,8 +233,8 @@ ${(context.sections ?? []).join('\n')}
 }
 
 /** `wwref report`: analyse the selected reference tables and write the page; returns the summary. */
-export function writeReport(out: string, conditions: readonly string[] = [], dir = referencesDir()): CatalogSummary {
-  return writeReportFiles({ out, conditions, dir }).summary;
+export function writeReport(settings: Settings, out: string, conditions: readonly string[] = []): CatalogSummary {
+  return writeReportFiles(settings, { out, conditions }).summary;
 }
 
 export interface ReportFiles {
@@ -249,20 +249,20 @@ export interface ReportFiles {
 }
 
 /** The page and/or the figure files of the selected conditions, from one analysis. */
-export function writeReportFiles(options: ReportFiles): { summary: CatalogSummary; figures: string[] } {
-  const dir = options.dir ?? referencesDir();
+export function writeReportFiles(settings: Settings, options: ReportFiles): { summary: CatalogSummary; figures: string[] } {
+  const dir = options.dir ?? settings.paths.references;
   if (!options.out && !options.figures) throw new UserError('wwref report needs --out FILE (the HTML page), --figures DIR (SVG and PNG files), or both');
-  const analyses = analyzeReferences(options.conditions ?? [], dir);
+  const analyses = analyzeReferences(settings.paths, options.conditions ?? [], dir);
   if (!analyses.length) throw new UserError(`no reference tables to report in ${dir}`);
-  const manifest = new ReferenceStore(dir).manifest();
+  const manifest = new ReferenceStore(dir, settings.paths).manifest();
   const commit = manifest?.code.git_commit;
   const provenance = `${analyses.length} reference table(s) from ${manifest?.generator ?? 'wwref'}${commit ? `, code ${commit.slice(0, 12)}${manifest?.code.git_dirty ? ' (dirty)' : ''}` : ''}.`;
   const sections: string[] = [];
   if (options.diffWith) {
-    const { report, a, b } = diffReferencesWithSides(dir, options.diffWith, options.conditions ?? []);
+    const { report, a, b } = diffReferencesWithSides(settings.paths, dir, options.diffWith, options.conditions ?? []);
     sections.push(diffSection(report, surfacesOf(report, a.conditions, b.conditions)));
   }
   if (options.out) writeFileAtomic(options.out, renderReport(analyses, { provenance, sections }));
-  const figures = options.figures ? writeFigures(options.figures, analyses) : [];
+  const figures = options.figures ? writeFigures(settings, options.figures, analyses) : [];
   return { summary: summarize(analyses), figures };
 }

@@ -6,7 +6,7 @@ import { UserError } from '../core/errors.ts';
 import type { FamilyName } from './families.ts';
 import { digest } from '../core/hashing.ts';
 import { parsePlan, type Condition, type Plan } from './plan.ts';
-import { manifestsDir, ROOT, SOURCES_DIR } from '../core/paths.ts';
+import { MANIFESTS_DIR, ROOT, SOURCES_DIR } from '../core/paths.ts';
 
 export interface LoadedPlan {
   plan: Plan;
@@ -72,12 +72,12 @@ function addedPlans(known: LoadedPlan[], planFiles: readonly string[]): LoadedPl
 }
 
 /** A hint for a source prepared from a plan outside sources/ (added with add-source to another reference folder). */
-function addedElsewhere(source: string): string {
+function addedElsewhere(source: string, manifestsDir: string): string {
   try {
-    const manifest = JSON.parse(readFileSync(join(manifestsDir(), `${source}.json`), 'utf8')) as { plan?: { file?: string } };
+    const manifest = JSON.parse(readFileSync(join(manifestsDir, `${source}.json`), 'utf8')) as { plan?: { file?: string } };
     const file = manifest.plan?.file;
     if (!file) return '';
-    return `; '${source}' was prepared from ${file}: if it was added with 'wwref add-source --references DIR', point the commands at that folder with WWREF_REFERENCES_DIR=DIR`;
+    return `; '${source}' was prepared from ${file}: if it was added with 'wwref add-source --references DIR', point the commands at that folder with --references DIR`;
   } catch {
     return '';
   }
@@ -87,7 +87,11 @@ export class Catalog {
   readonly plans = new Map<string, LoadedPlan>();
   readonly conditions = new Map<string, CatalogCondition>();
 
-  constructor(plans: LoadedPlan[]) {
+  /** `manifestsDir`: where the source manifests are, for the hint about a source added elsewhere. */
+  constructor(
+    plans: LoadedPlan[],
+    private readonly manifestsDir = MANIFESTS_DIR,
+  ) {
     for (const loaded of plans) {
       const { plan } = loaded;
       if (this.plans.has(plan.source)) {
@@ -118,14 +122,14 @@ export class Catalog {
    * the store's loadCatalog passes them) that are not sources/*.plan.json. A named plan file that no
    * longer exists, or whose source the published catalog already has, is left out.
    */
-  static load(dir = SOURCES_DIR, addedPlanFiles: readonly string[] = []): Catalog {
+  static load(dir = SOURCES_DIR, addedPlanFiles: readonly string[] = [], manifestsDir = MANIFESTS_DIR): Catalog {
     const published = publishedPlanFiles(dir).map((f) => loadPlanFile(f));
-    return new Catalog([...published, ...addedPlans(published, addedPlanFiles)]);
+    return new Catalog([...published, ...addedPlans(published, addedPlanFiles)], manifestsDir);
   }
 
   source(name: string): LoadedPlan {
     const plan = this.plans.get(name);
-    if (!plan) throw new UserError(`unknown source '${name}' (known: ${[...this.plans.keys()].join(', ')})${addedElsewhere(name)}`);
+    if (!plan) throw new UserError(`unknown source '${name}' (known: ${[...this.plans.keys()].join(', ')})${addedElsewhere(name, this.manifestsDir)}`);
     return plan;
   }
 

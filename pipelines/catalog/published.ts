@@ -1,34 +1,30 @@
 // Read access to the published catalog facts (../shared/published), used only for conformance checks.
 import { existsSync, readFileSync } from 'node:fs';
 import { splitCsvLine } from '../core/csv.ts';
-import { join, resolve } from 'node:path';
-import { ROOT } from '../core/paths.ts';
+import { join } from 'node:path';
 
-export function publishedDir(): string {
-  return process.env.WWREF_PUBLISHED_DIR ?? resolve(ROOT, '..', 'shared', 'published');
+/** Whether `dir` (the settings' paths.published) holds the published facts. */
+export function hasPublished(dir: string): boolean {
+  return existsSync(join(dir, 'prepared_sha256.json'));
 }
 
-export function hasPublished(): boolean {
-  return existsSync(join(publishedDir(), 'prepared_sha256.json'));
-}
-
-function readJson<T>(name: string): T | undefined {
-  const path = join(publishedDir(), name);
+function readJson<T>(dir: string, name: string): T | undefined {
+  const path = join(dir, name);
   return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as T) : undefined;
 }
 
 /** Published sha256 of a source's prepared file, e.g. ("co2", "arrays.npz"). */
-export function publishedPreparedSha256(source: string, file: string): string | undefined {
-  return readJson<{ files_sha256: Record<string, string> }>('prepared_sha256.json')?.files_sha256[`inputs/${source}/${file}`];
+export function publishedPreparedSha256(dir: string, source: string, file: string): string | undefined {
+  return readJson<{ files_sha256: Record<string, string> }>(dir, 'prepared_sha256.json')?.files_sha256[`inputs/${source}/${file}`];
 }
 
-export function publishedReplayVersions(): Record<string, string> | undefined {
-  return readJson<{ replay_versions: Record<string, string> }>('prepared_sha256.json')?.replay_versions;
+export function publishedReplayVersions(dir: string): Record<string, string> | undefined {
+  return readJson<{ replay_versions: Record<string, string> }>(dir, 'prepared_sha256.json')?.replay_versions;
 }
 
 /** The published source block of a condition (sources.json). */
-export function publishedSource(condition: string): Record<string, unknown> | undefined {
-  return readJson<{ sources: Record<string, { source: Record<string, unknown> }> }>('sources.json')?.sources[condition]?.source;
+export function publishedSource(dir: string, condition: string): Record<string, unknown> | undefined {
+  return readJson<{ sources: Record<string, { source: Record<string, unknown> }> }>(dir, 'sources.json')?.sources[condition]?.source;
 }
 
 export interface PublishedCondition {
@@ -38,8 +34,8 @@ export interface PublishedCondition {
   free_observations: { mask: string; utility: number }[];
 }
 
-export function publishedConditions(): Record<string, PublishedCondition> {
-  return readJson<{ conditions: Record<string, PublishedCondition> }>('conditions.json')?.conditions ?? {};
+export function publishedConditions(dir: string): Record<string, PublishedCondition> {
+  return readJson<{ conditions: Record<string, PublishedCondition> }>(dir, 'conditions.json')?.conditions ?? {};
 }
 
 export interface PublishedRecord {
@@ -51,8 +47,8 @@ export interface PublishedRecord {
 }
 
 /** The published records of a condition (published/references/<condition>.csv), when given. */
-export function publishedRecords(condition: string): PublishedRecord[] | undefined {
-  const path = join(publishedDir(), 'references', `${condition}.csv`);
+export function publishedRecords(dir: string, condition: string): PublishedRecord[] | undefined {
+  const path = join(dir, 'references', `${condition}.csv`);
   if (!existsSync(path)) return undefined;
   const [header, ...lines] = readFileSync(path, 'utf8').trim().split('\n');
   const columns = splitCsvLine(header!);

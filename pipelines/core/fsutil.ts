@@ -32,16 +32,6 @@ export function fsError(error: unknown, action: string, path: string): Error {
 }
 
 /**
- * Test-only fault injection: WWREF_TEST_FAIL_WRITE names a file (basename) whose next atomic write
- * fails as a full disk would, so that recovery from a failed write can be shown to work.
- */
-function injectedFailure(path: string): void {
-  if (process.env.WWREF_TEST_FAIL_WRITE && process.env.WWREF_TEST_FAIL_WRITE === basename(path)) {
-    throw Object.assign(new Error(`ENOSPC: no space left on device, write '${path}'`), { code: 'ENOSPC' });
-  }
-}
-
-/**
  * Creates `dir` and its missing parents one level at a time (Node's recursive mkdir retries forever
  * where mkdir fails with ENOENT on an existing parent, as under /proc).
  */
@@ -61,7 +51,6 @@ export function writeFileAtomic(path: string, data: string | Uint8Array): void {
   const tmp = `${path}.${process.pid}.${Date.now()}.tmp`;
   try {
     makeDirs(dirname(path));
-    injectedFailure(path);
     writeFileSync(tmp, data, { flag: 'wx' });
     renameSync(tmp, path);
   } catch (error) {

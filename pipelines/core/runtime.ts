@@ -2,14 +2,15 @@
 // asks ensurePythonRuntime() for it: when .venv does not exist yet, scripts/setup-python (the script
 // `npm run setup` runs) creates it, with a progress line on stderr, so that `npm ci && npx wwref rebuild`
 // works on a fresh clone. A runtime that exists is used as it is (the workers' hello checks its
-// versions); an interpreter named by WWREF_PYTHON is never created, only checked.
+// versions); an interpreter named explicitly (WWREF_PYTHON) is never created, only checked.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { UserError } from './errors.ts';
-import { pythonExecutable, ROOT } from './paths.ts';
+import { ROOT } from './paths.ts';
+import type { Settings } from './settings.ts';
 
 export const SETUP_SCRIPT = join(ROOT, 'scripts', 'setup-python');
 
@@ -28,16 +29,17 @@ function hasFlock(): boolean {
  * runtime is set up (a few minutes, once); the set-up's own lines go to stderr, so standard output
  * stays the command's (JSON of `wwref grade`, for instance).
  */
-export function ensurePythonRuntime(log: (line: string) => void = (line) => process.stderr.write(`${line}\n`)): string {
-  const python = pythonExecutable();
+export function ensurePythonRuntime(settings: Settings, log: (line: string) => void = (line) => process.stderr.write(`${line}\n`)): string {
+  const python = settings.python.executable;
   if (existsSync(python)) return python;
-  if (process.env.WWREF_PYTHON) throw new UserError(`WWREF_PYTHON names ${python}, which does not exist; unset it to use (or create) the pinned runtime in .venv`);
-  // the runtime scripts/setup-python creates is the one WWREF_RUNTIME names (inherited), 'pinned' by default
-  const name = process.env.WWREF_RUNTIME?.trim() || 'pinned';
+  if (settings.python.explicit) throw new UserError(`WWREF_PYTHON names ${python}, which does not exist; unset it to use (or create) the pinned runtime in .venv`);
+  const name = settings.runtime.name;
   log(`wwref: creating the Python runtime '${name}' in ${dirname(dirname(python))} (first use; takes a few minutes, once; 'npm run setup' does the same)…`);
   const command = hasFlock() ? ['flock', lockFile(), 'bash', SETUP_SCRIPT] : ['bash', SETUP_SCRIPT];
   // stdout of the set-up goes to our stderr (fd 2)
-  const result = spawnSync(command[0]!, command.slice(1), { cwd: ROOT, stdio: ['ignore', 2, 2] });
+  // scripts/setup-python learns which runtime to create from WWREF_RUNTIME
+  const env = { ...settings.environment, WWREF_RUNTIME: name };
+  const result = spawnSync(command[0]!, command.slice(1), { cwd: ROOT, env, stdio: ['ignore', 2, 2] });
   if (result.error) throw new UserError(`cannot run ${SETUP_SCRIPT}: ${result.error.message}`);
   if (result.status !== 0 || !existsSync(python)) {
     throw new UserError(`the pinned Python runtime could not be created (scripts/setup-python exited with status ${result.status ?? result.signal}); see its message above, then run 'npm run setup'`);

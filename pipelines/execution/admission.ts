@@ -4,7 +4,8 @@
 // work; the Dask bridge, which computes nothing, is checked on its code and versions only.
 import { registryProblems } from '../catalog/families.ts';
 import { versionDrift, workflowsSha256 } from './identity.ts';
-import { profileProblems, type NumericalProfile } from './numerics.ts';
+import { profileProblems } from './numerics.ts';
+import { type NumericalProfile } from '../core/profiles.ts';
 import type { HelloResult, InterpreterIdentity } from './protocol.ts';
 
 export interface AdmissionRules {

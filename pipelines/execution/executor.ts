@@ -2,9 +2,10 @@
 // the local process pool (local-executor.ts) or another engine. Requests are plain data that name
 // the prepared input by source and content hashes, never by a local path; failures arrive as one
 // typed error family. Scheduling, hashing, verification and writing stay with the jobs.
+import type { Settings } from '../core/settings.ts';
 import type { FamilyName } from '../catalog/families.ts';
 import { UserError } from '../core/errors.ts';
-import type { NumericalProfile } from './numerics.ts';
+import type { NumericalProfile } from '../core/profiles.ts';
 import type { HelloResult, RunResult, TruthResult } from './protocol.ts';
 
 /** How long a fresh worker may take to import its libraries and answer its hello. */
@@ -45,15 +46,17 @@ export interface RunOptions {
 }
 
 export interface ExecutorOptions {
+  /** The process's settings: the runtime and its interpreter, the profile, where prepared inputs are. */
+  settings: Settings;
   /** Worker processes, each with one computation thread. */
   workers: number;
-  /** Numerical profile of every worker (default: the configured one). */
+  /** Numerical profile of every worker (default: the settings'). */
   profile?: NumericalProfile;
-  /** Versions every worker must report (default: workflows/requirements.txt). */
+  /** Versions every worker must report (default: the runtime's pins). */
   expectedVersions?: Readonly<Record<string, string>>;
   /** Accept workers whose versions differ (the job then compares with tolerances and says so). */
   allowVersionDrift?: boolean;
-  /** Extra environment of the worker processes (test-only switches). */
+  /** Extra environment of the worker processes (a test's double, an experiment's variable). */
   env?: Readonly<Record<string, string>>;
 }
 

@@ -26,7 +26,7 @@ export async function openExecutor(choice: ExecutorChoice, options: ExecutorOpti
       if (!choice.scheduler) throw new UserError("--executor dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)");
       return new DaskExecutor({ ...options, scheduler: choice.scheduler });
     case 'dask-local': {
-      const cluster = await startLocalCluster(options.workers, { profile: options.profile, env: options.env ? { ...options.env } : undefined });
+      const cluster = await startLocalCluster(options.settings, options.workers, { profile: options.profile, env: options.env ? { ...options.env } : undefined });
       return new DaskExecutor({ ...options, scheduler: cluster.address, onClose: () => cluster.stop() });
     }
   }

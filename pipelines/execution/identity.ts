@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { readContract } from '../core/contracts.ts';
 import { UserError } from '../core/errors.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
-import { activeRuntime, declaredRuntimes, ROOT, type RuntimeDeclaration } from '../core/paths.ts';
+import { declaredRuntimes, runtimePins, ROOT, type RuntimeDeclaration } from '../core/paths.ts';
 
 /** What the workflow-code digest covers and where the bit-deciding packages are marked (contracts/identity.json). */
 const IDENTITY = readContract(
@@ -24,22 +24,12 @@ function requirementLines(file = join(ROOT, IDENTITY.bit_deciding.requirements))
   return readFileSync(file, 'utf8').split('\n');
 }
 
-/** Exact pins of a requirements file (name -> version). */
-function pinsOf(file: string): Record<string, string> {
-  const pins: Record<string, string> = {};
-  for (const line of requirementLines(file)) {
-    const match = /^\s*([A-Za-z0-9_.-]+)==([^\s#]+)/.exec(line);
-    if (match) pins[match[1]!.toLowerCase()] = match[2]!;
-  }
-  return pins;
-}
-
 /**
  * Exact versions of the active runtime (name -> version): workflows/requirements.txt for `pinned`,
  * the runtime's own requirements file for `--runtime NAME` (wwref.config.json).
  */
-export function pinnedVersions(runtime: RuntimeDeclaration = activeRuntime()): Record<string, string> {
-  return pinsOf(runtime.requirements);
+export function pinnedVersions(runtime: RuntimeDeclaration): Record<string, string> {
+  return runtimePins(runtime);
 }
 
 /**
@@ -58,7 +48,7 @@ export const REPLAY_PACKAGES: readonly string[] = requirementLines()
  */
 export function runtimeOfVersions(versions: Readonly<Record<string, string>>): string | undefined {
   return declaredRuntimes().find((r) => {
-    const pins = pinsOf(r.requirements);
+    const pins = runtimePins(r);
     return REPLAY_PACKAGES.every((p) => versions[p] === undefined || pins[p] === versions[p]) && REPLAY_PACKAGES.some((p) => versions[p] !== undefined);
   })?.name;
 }
@@ -70,7 +60,7 @@ export function runtimeOfVersions(versions: Readonly<Record<string, string>>): s
  * whose versions match no declared runtime, is left to the usual version checks. `versions` are the
  * folder manifest's (read by the reference store).
  */
-export function checkRuntimeTarget(dir: string, versions: Record<string, string> | undefined, runtime: RuntimeDeclaration = activeRuntime()): void {
+export function checkRuntimeTarget(dir: string, versions: Record<string, string> | undefined, runtime: RuntimeDeclaration): void {
   const built = versions ? runtimeOfVersions(versions) : undefined;
   if (built && built !== runtime.name) {
     throw new UserError(`${dir} holds references of runtime '${built}'; runtime '${runtime.name}' writes its references into a folder of its own (pass --references DIR, e.g. outputs/${runtime.name})`);

@@ -4,7 +4,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { checkFileHashes } from '../core/hashing.ts';
-import { preparedDir } from '../core/paths.ts';
 import type { PreparedInput } from './executor.ts';
 import type { InputFiles } from './python-worker.ts';
 
@@ -12,8 +11,9 @@ export class LocalInputs {
   private readonly verified = new Map<string, string>();
   private readonly roots: string[];
 
-  constructor(roots?: string[]) {
-    this.roots = roots?.length ? roots : [preparedDir()];
+  /** `roots` in the order they are searched; the first is also where a missing input is reported. */
+  constructor(roots: readonly string[]) {
+    this.roots = [...roots];
   }
 
   /** The local folder of `input` and its hashes, once its files match them (UserError otherwise). */
@@ -21,7 +21,7 @@ export class LocalInputs {
     const key = JSON.stringify([input.source, Object.entries(input.files).sort()]);
     let folder = this.verified.get(key);
     if (!folder) {
-      folder = join(this.roots.find((root) => existsSync(join(root, input.source))) ?? preparedDir(), input.source);
+      folder = join(this.roots.find((root) => existsSync(join(root, input.source))) ?? this.roots[0]!, input.source);
       checkFileHashes(folder, input.files, 'prepared input', `run 'wwref prepare --source ${input.source}'`);
       this.verified.set(key, folder);
     }

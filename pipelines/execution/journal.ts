@@ -11,7 +11,6 @@ import { z } from 'zod';
 import type { FamilyName } from '../catalog/families.ts';
 import { appendNoFollow } from '../core/fsutil.ts';
 import { digest } from '../core/hashing.ts';
-import { cacheDir } from '../core/paths.ts';
 import { RunResult, type Encoded } from './protocol.ts';
 import { independentMetric, verifyRun, type Truth, type Verification } from './verification/verify.ts';
 
@@ -19,7 +18,7 @@ export interface JournalIdentity {
   condition: string;
   plan: string;
   prepared: Record<string, string>;
-  /** The runtime's name (paths.ts activeRuntime): versions alone do not tell two runtimes with the same pins apart. */
+  /** The runtime's name (settings.runtime): versions alone do not tell two runtimes with the same pins apart. */
   runtime: string;
   code: string;
   versions: Record<string, string>;
@@ -84,11 +83,13 @@ export class Journal {
   readonly path: string;
   readonly identity: string;
 
+  /** `cache`: the settings' cache folder; the journal is <cache>/journal/<condition>.jsonl. */
   constructor(
+    cache: string,
     readonly condition: string,
     identity: JournalIdentity,
   ) {
-    this.path = join(cacheDir(), 'journal', `${condition}.jsonl`);
+    this.path = join(cache, 'journal', `${condition}.jsonl`);
     this.identity = digest({ ...identity });
   }
 

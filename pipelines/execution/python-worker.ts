@@ -2,7 +2,7 @@
 // process spawned here or a fork of a *template*: a spawned worker that has imported the libraries,
 // answered its hello and never runs anything. Forking takes milliseconds instead of the second the
 // imports take, so a fresh worker per condition (replay) or per crashed worker costs almost nothing.
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -10,25 +10,10 @@ import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { z } from 'zod';
 import type { FamilyName } from '../catalog/families.ts';
-import { ROOT } from '../core/paths.ts';
-import { ensurePythonRuntime } from '../core/runtime.ts';
+import type { Settings } from '../core/settings.ts';
 import { HELLO_TIMEOUT_SECONDS, WorkerCrash, WorkerError } from './executor.ts';
-import { activeProfile, profileEnvironment, type NumericalProfile } from './numerics.ts';
+import { startPython, type LaunchOptions } from './launcher.ts';
 import { HelloResult, PrepareResult, Request, Response, RunResult, TruthResult } from './protocol.ts';
-
-/** One computation thread everywhere: set before Python (and its BLAS/OpenMP pools) starts. */
-export const THREAD_ENV = {
-  OMP_NUM_THREADS: '1',
-  OPENBLAS_NUM_THREADS: '1',
-  MKL_NUM_THREADS: '1',
-  VECLIB_MAXIMUM_THREADS: '1',
-  NUMEXPR_NUM_THREADS: '1',
-} as const;
-
-/** The environment of every Python process of the project: one thread, fixed hash seed, the numerical profile. */
-export function pythonEnvironment(profile: NumericalProfile = activeProfile()): Record<string, string> {
-  return { ...THREAD_ENV, PYTHONHASHSEED: '0', ...profileEnvironment(profile) };
-}
 
 /** How long a worker asked to shut down may take before it is killed. */
 const SHUTDOWN_GRACE_SECONDS = 5;
@@ -122,11 +107,9 @@ interface Pending {
   reject: (error: Error) => void;
 }
 
-function spawnedTransport(env: Record<string, string>, module: string, args: string[]): Transport {
-  const python = ensurePythonRuntime();
-  const child: ResultPromise = execa(python, ['-u', '-m', module, ...args], {
-    cwd: ROOT,
-    env,
+function spawnedTransport(settings: Settings, launch: LaunchOptions, module: string, args: string[]): Transport {
+  const child: ResultPromise = startPython(settings, ['-u', '-m', module, ...args], {
+    ...launch,
     stdin: 'pipe',
     stdout: 'pipe',
     stderr: 'pipe',
@@ -175,16 +158,13 @@ export class PythonWorker {
   private forks = 0;
   private socketDir?: string;
   /** This worker's hello, once its pool has checked it against the numerical profile. */
-  runtime?: HelloResult;
+  admitted?: HelloResult;
   /** The isolation key of the records this worker has run (see RecordRequest.isolation). */
   isolation?: string;
 
-  /**
-   * A spawned process running `module` (default the worker, workflows/worker.py); `env` is added to the
-   * inherited environment (pythonEnvironment() and test-only switches).
-   */
-  static spawn(env: Record<string, string>, module = 'workflows.worker', args: string[] = []): PythonWorker {
-    return new PythonWorker(spawnedTransport(env, module, args));
+  /** A spawned process of the settings' runtime running `module` (default the worker, workflows/worker.py). */
+  static spawn(settings: Settings, launch: LaunchOptions = {}, module = 'workflows.worker', args: string[] = []): PythonWorker {
+    return new PythonWorker(spawnedTransport(settings, launch, module, args));
   }
 
   private constructor(transport: Transport) {

@@ -13,8 +13,10 @@ import { insideRoot, removeStaleEntries } from '../core/containment.ts';
 import { inactivePairs } from '../catalog/masks.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { canonicalJson, digest } from '../core/hashing.ts';
-import { cacheDir, manifestsDir, referencesDir, ROOT, SOURCES_DIR, sourcePreparedDir } from '../core/paths.ts';
-import { platformDrift, profileByName } from '../execution/numerics.ts';
+import { ROOT } from '../core/paths.ts';
+import type { Paths, Settings } from '../core/settings.ts';
+import { platformDrift } from '../execution/numerics.ts';
+import { profileByName } from '../core/profiles.ts';
 import { manifestPath, prepareSources } from '../sources/prepare.ts';
 import { problemLines, staticCheck } from '../sources/check.ts';
 import type { Condition } from '../catalog/plan.ts';
@@ -22,11 +24,11 @@ import type { ReferenceRecord } from '../execution/records.ts';
 import type { ConditionEntry, ReferenceManifest } from '../references/manifest.ts';
 import { ReferenceStore } from '../references/store.ts';
 import { tableFile } from '../references/surface.ts';
-import { rebuild } from './rebuild.ts';
+import { rebuild, type RebuildSummary } from './rebuild.ts';
 import type { ExecutorChoice } from '../execution/executors.ts';
 
 export interface AddSourceOptions extends AcquireOptions {
-  /** Target reference folder (default WWREF_REFERENCES_DIR or outputs/references). */
+  /** Target reference folder (default the settings' reference folder). */
   referencesDir?: string;
   /** Rebuild a source already in the target folder; a changed plan is recorded as superseding. */
   force?: boolean;
@@ -36,8 +38,6 @@ export interface AddSourceOptions extends AcquireOptions {
   allowVersionDrift?: boolean;
   quiet?: boolean;
   log?: (line: string) => void;
-  /** Folder of the published plans (default sources/); tests only. */
-  sourcesDir?: string;
 }
 
 export interface DiscoveredClass {
@@ -141,7 +141,8 @@ function shown(path: string): string {
  */
 function claims(target: string, targetManifest: ReferenceManifest | undefined, options: AddSourceOptions): Claim[] {
   const found: Claim[] = [];
-  const examples = join(options.sourcesDir ?? SOURCES_DIR, 'examples');
+  const { paths } = options.settings;
+  const examples = join(paths.sources, 'examples');
   const exampleFiles = existsSync(examples) ? readdirSync(examples).filter((f) => f.endsWith('.plan.json')).sort() : [];
   for (const name of exampleFiles) {
     const loaded = loadPlanFile(join(examples, name));
@@ -150,9 +151,9 @@ function claims(target: string, targetManifest: ReferenceManifest | undefined, o
     for (const c of loaded.plan.conditions) found.push({ source: loaded.plan.source, condition: c.id, planFile: loaded.file, where, added: false });
   }
   const folders = new Map<string, ReferenceManifest | undefined>();
-  for (const dir of [join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), referencesDir(), target]) {
+  for (const dir of [join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), paths.references, target]) {
     const key = resolve(dir);
-    if (!folders.has(key)) folders.set(key, key === resolve(target) ? targetManifest : new ReferenceStore(key).manifest());
+    if (!folders.has(key)) folders.set(key, key === resolve(target) ? targetManifest : new ReferenceStore(key, paths).manifest());
   }
   for (const [folder, manifest] of folders) {
     for (const [id, entry] of Object.entries(manifest?.conditions ?? {})) {
@@ -160,7 +161,7 @@ function claims(target: string, targetManifest: ReferenceManifest | undefined, o
       found.push({ source: entry.source, condition: id, planFile: entry.plan_file, where, added: true, folder });
     }
   }
-  const sourceManifests = manifestsDir();
+  const sourceManifests = paths.manifests;
   for (const name of existsSync(sourceManifests) ? readdirSync(sourceManifests).filter((f) => f.endsWith('.json')).sort() : []) {
     try {
       const manifest = JSON.parse(readFileSync(join(sourceManifests, name), 'utf8')) as { source?: unknown; plan?: { file?: unknown } };
@@ -177,7 +178,7 @@ function claims(target: string, targetManifest: ReferenceManifest | undefined, o
 /** Refusals that need no computation: ids taken elsewhere, re-adding, changed plans, tables outside the target. */
 function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, options: AddSourceOptions, targetDir: string): string[] {
   const { plan } = loaded;
-  const published = Catalog.loadPublished(options.sourcesDir ?? SOURCES_DIR);
+  const published = Catalog.loadPublished(options.settings.paths.sources);
   const mine = resolve(planFilePath(loaded.file));
   const publishedPlan = published.plans.get(plan.source);
   if (publishedPlan) {
@@ -270,10 +271,10 @@ export function freezePlan(file: string): LoadedPlan {
  * and recipe parameters (sources/check.ts), without running anything. Problems are refused together,
  * one line each with its field path and fix.
  */
-export function checkAddSource(planFile: string, options: AddSourceOptions = {}): string[] {
+export function checkAddSource(planFile: string, options: AddSourceOptions): string[] {
   const loaded = freezePlan(planFile);
-  const target = resolve(options.referencesDir ?? referencesDir());
-  const supersedes = checkTarget(loaded, new ReferenceStore(target).manifest(), options, target);
+  const target = resolve(options.referencesDir ?? options.settings.paths.references);
+  const supersedes = checkTarget(loaded, new ReferenceStore(target, options.settings.paths).manifest(), options, target);
   const { plan } = loaded;
   const statics = staticCheck(loaded, options);
   if (statics.problems.length) {
@@ -290,65 +291,141 @@ export function checkAddSource(planFile: string, options: AddSourceOptions = {})
   ];
 }
 
-export async function addSource(planFile: string, options: AddSourceOptions = {}): Promise<AddSourceResult> {
-  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-  const started = performance.now();
-  const workers = options.workers ?? 2;
-  const store = new ReferenceStore(options.referencesDir ?? referencesDir());
-  const target = store.dir;
+/** Step 3: the plan is still the frozen one, every record passed, every declaration held; the discovered classes. */
+function verifyStaged(planFile: string, loaded: LoadedPlan, catalog: Catalog, summary: RebuildSummary, built: ReferenceStore): { conditions: AddedCondition[]; problems: string[] } {
+  const problems: string[] = [];
+  let now = '(missing or not JSON)';
+  try {
+    now = digest(JSON.parse(readFileSync(resolve(planFile), 'utf8')));
+  } catch {
+    // reported below
+  }
+  if (now !== loaded.sha256) problems.push(`the plan changed during the run (frozen sha256 ${loaded.sha256}, now ${now})`);
+  const builtManifest = built.manifest();
+  const conditions = summary.conditions.map((outcome): AddedCondition => {
+    const condition = catalog.condition(outcome.condition).condition;
+    const added: AddedCondition = {
+      condition: outcome.condition,
+      dimensions: condition.dimensions,
+      records: outcome.records,
+      failed: outcome.failed,
+      violations: outcome.violations,
+      classes: [],
+      nativeSeconds: outcome.nativeSeconds,
+      table: outcome.table,
+      error: outcome.error,
+    };
+    if (outcome.error) {
+      problems.push(`${outcome.condition}: ${outcome.error}`);
+      return added;
+    }
+    if (outcome.failed) {
+      // rebuild writes no table for a condition with a failed record
+      problems.push(`${outcome.condition}: ${outcome.failed} record(s) failed: ${outcome.failures.slice(0, 5).map((f) => `${f.mask} (${f.error})`).join('; ')}`);
+      return added;
+    }
+    added.classes = discoveredClasses(condition, built.table(outcome.condition, builtManifest!).records);
+    for (const v of outcome.violations) problems.push(`${outcome.condition}: declared equivalence violated: ${v}`);
+    return added;
+  });
+  return { conditions, problems };
+}
 
-  // 1. Validate and freeze the plan; refuse what must not be overwritten.
+/**
+ * Step 4: commit under the target's lock, merged into the manifest as it is then (another writer's
+ * conditions are kept): the entries of this source replaced, conditions it no longer declares removed.
+ */
+async function commitStaged(store: ReferenceStore, built: ReferenceStore, loaded: LoadedPlan, supersedes: string[], options: AddSourceOptions & { log: (line: string) => void }): Promise<boolean> {
+  const { plan } = loaded;
+  const builtManifest = built.manifest();
+  if (!builtManifest) throw new Error(`rebuild wrote no manifest in ${built.dir}`);
+  const ids = new Set(plan.conditions.map((c) => c.id));
+  const tables = new Map([...ids].map((id) => [id, readFileSync(join(built.dir, builtManifest.conditions[id]!.table))]));
+  for (const id of ids) built.table(id, builtManifest); // the staged tables are what their manifest says
+  const committed = await store.commit((current) => {
+    // what was checked before the run is checked again against the manifest as it is now
+    const again = checkTarget(loaded, current, options, store.dir);
+    if (canonicalJson(again) !== canonicalJson(supersedes) && !options.force) throw new UserError(`${store.dir} changed during the run; run add-source again`);
+    const kept = Object.entries(current?.conditions ?? {}).filter(([id, e]) => e.source !== plan.source && !ids.has(id));
+    const mixed = kept.length ? platformDrift(current!.numerics, profileByName(builtManifest.numerics!.profile), builtManifest.numerics!.effective) : [];
+    if (mixed.length) throw new UserError(`${mixed.join('; ')}: adding to ${store.dir} would mix platforms in one manifest; add the source to another folder (--references)`);
+    const stale = Object.entries(current?.conditions ?? {}).filter(([id, e]) => e.source === plan.source && !ids.has(id)).map(([id]) => id);
+    for (const id of stale) options.log(`removed ${id}: no longer declared by the plan`);
+    const entries = [...ids].map((id): [string, ConditionEntry] => {
+      const entry = builtManifest.conditions[id]!;
+      return [id, supersedes.length ? { ...entry, supersedes_plan_sha256: supersedes } : entry];
+    });
+    return { manifest: { ...builtManifest, conditions: Object.fromEntries([...kept, ...entries]) }, tables, remove: stale };
+  });
+  return committed !== undefined;
+}
+
+/** Step 1: validate and freeze the plan, refuse what must not be overwritten, record the frozen identity. */
+function freezeForTarget(planFile: string, store: ReferenceStore, options: AddSourceOptions, log: (line: string) => void) {
   const loaded = freezePlan(planFile);
   const { plan } = loaded;
-  const previous = store.manifest();
-  const supersedes = checkTarget(loaded, previous, options, target);
-  const frozen = join(cacheDir(), 'add-source', `${plan.source}.frozen.json`);
-  const undo = snapshotSource(plan.source, frozen);
+  const supersedes = checkTarget(loaded, store.manifest(), options, store.dir);
+  const frozen = join(options.settings.paths.cache, 'add-source', `${plan.source}.frozen.json`);
+  const undo = snapshotSource(options.settings.paths, plan.source, frozen);
   writeJsonAtomic(frozen, {
     source: plan.source,
     plan_file: loaded.file,
     plan_sha256: loaded.sha256,
-    references: target,
+    references: store.dir,
     force: Boolean(options.force),
     supersedes_plan_sha256: supersedes,
     frozen_at: new Date().toISOString(),
   });
   log(`plan ${loaded.file}: source ${plan.source}, ${plan.conditions.length} condition(s), plan sha256 ${loaded.sha256} (frozen)`);
+  return { loaded, supersedes, undo };
+}
 
-  // 2. Acquire, prepare and execute every mask (rebuild), into a staging reference folder.
+/**
+ * The whole run: freeze (1), prepare and execute every mask into a staging folder (2), verify (3),
+ * commit (4). Whatever ends it (a failure, a refusal, Ctrl-C or SIGTERM through the job loop), a run
+ * that wrote nothing puts back the source manifest, prepared input and frozen plan it found.
+ */
+export async function addSource(planFile: string, options: AddSourceOptions): Promise<AddSourceResult> {
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const started = performance.now();
+  const { settings } = options;
+  const { paths } = settings;
+  const store = new ReferenceStore(options.referencesDir ?? paths.references, paths);
+  const { loaded, supersedes, undo } = freezeForTarget(planFile, store, options, log);
+  const { plan } = loaded;
   // staging folders of add-source runs that were killed are removed (links unlinked, never followed)
-  removeStaleEntries(join(cacheDir(), 'add-source'), new RegExp(`^${plan.source}\\.staging-(\\d+)$`));
-  const staging = join(cacheDir(), 'add-source', `${plan.source}.staging-${process.pid}`);
+  removeStaleEntries(join(paths.cache, 'add-source'), new RegExp(`^${plan.source}\\.staging-(\\d+)$`));
+  const staging = join(paths.cache, 'add-source', `${plan.source}.staging-${process.pid}`);
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
   let written = false;
-  const identity = { source: plan.source, planFile: loaded.file, planSha256: loaded.sha256, referencesDir: target, supersedes };
+  const identity = { source: plan.source, planFile: loaded.file, planSha256: loaded.sha256, referencesDir: store.dir, supersedes };
+  const result = (rest: Pick<AddSourceResult, 'conditions' | 'problems' | 'records' | 'nativeSeconds' | 'workers'>): AddSourceResult => ({
+    ...identity,
+    ...rest,
+    written,
+    wallSeconds: (performance.now() - started) / 1000,
+  });
   try {
     // Prepare first, on its own: a raw file that cannot be acquired or a recipe error is one problem,
     // reported once (not once per condition), and no execution worker is started for it.
     log(`preparing source ${plan.source}`);
     const [prepared] = await prepareSources([loaded], {
+      settings,
       mirrors: options.mirrors,
       online: options.online,
       workers: 1,
       log: (line) => (line.startsWith(`FAILED ${plan.source}:`) ? undefined : log(line)),
     });
     if (!prepared?.ok) {
-      return {
-        ...identity,
-        conditions: [],
-        problems: [`source ${plan.source} not prepared: ${prepared?.error ?? 'preparation failed'}`],
-        written: false,
-        records: 0,
-        wallSeconds: (performance.now() - started) / 1000,
-        nativeSeconds: 0,
-        workers: 0,
-      };
+      const problems = [`source ${plan.source} not prepared: ${prepared?.error ?? 'preparation failed'}`];
+      return result({ conditions: [], problems, records: 0, nativeSeconds: 0, workers: 0 });
     }
     const catalog = new Catalog([loaded]);
     const summary = await rebuild(catalog, {
+      settings,
       referencesDir: staging,
-      workers,
+      workers: options.workers ?? 2,
       mirrors: options.mirrors,
       online: options.online,
       allowVersionDrift: options.allowVersionDrift,
@@ -356,79 +433,10 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
       log,
       executor: options.executor,
     });
-
-    // 3. Verify: the plan is still the frozen one, every record passed, every declaration held.
-    const problems: string[] = [];
-    let now = '(missing or not JSON)';
-    try {
-      now = digest(JSON.parse(readFileSync(resolve(planFile), 'utf8')));
-    } catch {
-      // reported below
-    }
-    if (now !== loaded.sha256) problems.push(`the plan changed during the run (frozen sha256 ${loaded.sha256}, now ${now})`);
-    const built = new ReferenceStore(staging);
-    const builtManifest = built.manifest();
-    const conditions: AddedCondition[] = summary.conditions.map((outcome) => {
-      const condition = catalog.condition(outcome.condition).condition;
-      const added: AddedCondition = {
-        condition: outcome.condition,
-        dimensions: condition.dimensions,
-        records: outcome.records,
-        failed: outcome.failed,
-        violations: outcome.violations,
-        classes: [],
-        nativeSeconds: outcome.nativeSeconds,
-        table: outcome.table,
-        error: outcome.error,
-      };
-      if (outcome.error) {
-        problems.push(`${outcome.condition}: ${outcome.error}`);
-        return added;
-      }
-      if (outcome.failed) {
-        // rebuild writes no table for a condition with a failed record
-        problems.push(`${outcome.condition}: ${outcome.failed} record(s) failed: ${outcome.failures.slice(0, 5).map((f) => `${f.mask} (${f.error})`).join('; ')}`);
-        return added;
-      }
-      added.classes = discoveredClasses(condition, built.table(outcome.condition, builtManifest!).records);
-      for (const v of outcome.violations) problems.push(`${outcome.condition}: declared equivalence violated: ${v}`);
-      return added;
-    });
-
-    // 4. Commit under the target's lock, merged into the manifest as it is then (another writer's
-    // conditions are kept): the entries of this source replaced, conditions it no longer declares removed.
-    if (!problems.length) {
-      if (!builtManifest) throw new Error(`rebuild wrote no manifest in ${staging}`);
-      const ids = new Set(plan.conditions.map((c) => c.id));
-      const tables = new Map([...ids].map((id) => [id, readFileSync(join(staging, builtManifest.conditions[id]!.table))]));
-      for (const id of ids) built.table(id, builtManifest); // the staged tables are what their manifest says
-      const committed = await store.commit((current) => {
-        // what was checked before the run is checked again against the manifest as it is now
-        const again = checkTarget(loaded, current, options, target);
-        if (canonicalJson(again) !== canonicalJson(supersedes) && !options.force) throw new UserError(`${target} changed during the run; run add-source again`);
-        const kept = Object.entries(current?.conditions ?? {}).filter(([id, e]) => e.source !== plan.source && !ids.has(id));
-        const mixed = kept.length ? platformDrift(current!.numerics, profileByName(builtManifest.numerics!.profile), builtManifest.numerics!.effective) : [];
-        if (mixed.length) throw new UserError(`${mixed.join('; ')}: adding to ${target} would mix platforms in one manifest; add the source to another folder (--references)`);
-        const stale = Object.entries(current?.conditions ?? {}).filter(([id, e]) => e.source === plan.source && !ids.has(id)).map(([id]) => id);
-        for (const id of stale) log(`removed ${id}: no longer declared by the plan`);
-        const entries = [...ids].map((id): [string, ConditionEntry] => {
-          const entry = builtManifest.conditions[id]!;
-          return [id, supersedes.length ? { ...entry, supersedes_plan_sha256: supersedes } : entry];
-        });
-        return { manifest: { ...builtManifest, conditions: Object.fromEntries([...kept, ...entries]) }, tables, remove: stale };
-      });
-      written = committed !== undefined;
-    }
-    return {
-      ...identity,
-      conditions,
-      problems,
-      written,
-      records: summary.records,
-      wallSeconds: (performance.now() - started) / 1000,
-      nativeSeconds: summary.nativeSeconds,
-      workers: summary.workers,
-    };
+    const built = new ReferenceStore(staging, paths);
+    const { conditions, problems } = verifyStaged(planFile, loaded, catalog, summary, built);
+    if (!problems.length) written = await commitStaged(store, built, loaded, supersedes, { ...options, log });
+    return result({ conditions, problems, records: summary.records, nativeSeconds: summary.nativeSeconds, workers: summary.workers });
   } finally {
     rmSync(staging, { recursive: true, force: true });
     if (!written) undo();
@@ -439,10 +447,10 @@ export async function addSource(planFile: string, options: AddSourceOptions = {}
  * What a failed add-source must put back: the source manifest (restored, or removed if the run
  * created it), prepared/<source>/ if the run created it, and the frozen plan.
  */
-function snapshotSource(source: string, frozen: string): () => void {
-  const manifest = manifestPath(source);
+function snapshotSource(paths: Paths, source: string, frozen: string): () => void {
+  const manifest = manifestPath(paths, source);
   const manifestBefore = existsSync(manifest) ? readFileSync(manifest) : undefined;
-  const prepared = sourcePreparedDir(source);
+  const prepared = join(paths.prepared, source);
   const preparedExisted = existsSync(prepared);
   const frozenBefore = existsSync(frozen) ? readFileSync(frozen) : undefined;
   const restore = (path: string, bytes: Buffer | undefined) => (bytes ? writeFileAtomic(path, bytes) : rmSync(path, { force: true }));

@@ -17,9 +17,8 @@ import type { Catalog, LoadedPlan } from '../catalog/catalog.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
-import { cacheDir, referencesDir } from '../core/paths.ts';
+import type { Settings } from '../core/settings.ts';
 import { manifestPath, prepareInto, PREPARED_FILES, readManifest, SourceManifest, type PreparedNeed } from '../sources/prepare.ts';
-import { sourcePreparedDir } from '../core/paths.ts';
 import { insideRoot, regularFileSha256, removeStaleEntries } from '../core/containment.ts';
 import { PREPARE_TIMEOUT_SECONDS } from '../execution/executor.ts';
 import { WorkerPool } from '../execution/local/local-pool.ts';
@@ -58,7 +57,8 @@ const COUNT_FIELDS = [
   'query_ids_sha256',
 ];
 
-export function auditSource(loaded: LoadedPlan): SourceAudit {
+export function auditSource(settings: Settings, loaded: LoadedPlan): SourceAudit {
+  const { paths } = settings;
   const { plan } = loaded;
   const audit: SourceAudit = {
     source: plan.source,
@@ -66,7 +66,7 @@ export function auditSource(loaded: LoadedPlan): SourceAudit {
     problems: [],
     notes: [],
   };
-  const path = manifestPath(plan.source);
+  const path = manifestPath(paths, plan.source);
   if (!existsSync(path)) {
     audit.checks = { manifest: 'missing', plan: 'n/a', raw: 'n/a', prepared: 'n/a', reprepared: 'n/a', published: 'n/a', equivalences: 'n/a' };
     audit.problems.push(`${path} does not exist; run 'wwref prepare --source ${plan.source}'`);
@@ -100,7 +100,7 @@ export function auditSource(loaded: LoadedPlan): SourceAudit {
       audit.checks.raw = 'FAIL';
       audit.problems.push(`raw file ${raw.name}: manifest sha256 ${raw.sha256}, plan ${planFiles.get(raw.name) ?? '(not in plan)'}`);
     }
-    const cached = rawCachePath(raw.sha256);
+    const cached = rawCachePath(settings, raw.sha256);
     if (!existsSync(cached)) {
       if (audit.checks.raw === 'ok') audit.checks.raw = 'missing';
       audit.notes.push(`raw file ${raw.name} is not in the cache (${cached}); run 'wwref acquire --source ${plan.source}'`);
@@ -113,7 +113,7 @@ export function auditSource(loaded: LoadedPlan): SourceAudit {
     }
   }
 
-  const folder = sourcePreparedDir(plan.source);
+  const folder = join(paths.prepared, plan.source);
   for (const name of PREPARED_FILES) {
     const file = join(folder, name);
     const expected = manifest.prepared_files[name];
@@ -129,11 +129,11 @@ export function auditSource(loaded: LoadedPlan): SourceAudit {
     }
   }
 
-  if (hasPublished()) {
+  if (hasPublished(paths.published)) {
     audit.checks.published = 'ok';
     const claimed = plan.published.prepared_match;
     for (const name of PREPARED_FILES) {
-      const published = publishedPreparedSha256(plan.source, name);
+      const published = publishedPreparedSha256(paths.published, plan.source, name);
       if (!published) continue;
       const ours = manifest.prepared_files[name];
       const identical = ours === published;
@@ -147,7 +147,7 @@ export function auditSource(loaded: LoadedPlan): SourceAudit {
       }
     }
     const condition = plan.conditions[0]?.id;
-    const facts = publishedSource(condition ?? '');
+    const facts = publishedSource(paths.published, condition ?? '');
     if (facts) {
       for (const field of COUNT_FIELDS) {
         if (!(field in facts) || !(field in manifest.facts)) continue;
@@ -163,13 +163,13 @@ export function auditSource(loaded: LoadedPlan): SourceAudit {
       }
     }
   }
-  auditEquivalences(loaded, audit);
+  auditEquivalences(settings, loaded, audit);
   return audit;
 }
 
 /** Declared equivalences and paired subcubes, checked on the source's reference tables (if built). */
-function auditEquivalences(loaded: LoadedPlan, audit: SourceAudit): void {
-  const store = new ReferenceStore(referencesDir());
+function auditEquivalences(settings: Settings, loaded: LoadedPlan, audit: SourceAudit): void {
+  const store = new ReferenceStore(settings.paths.references, settings.paths);
   const dir = store.dir;
   const manifest = store.manifest();
   const tables = new Map<string, ReferenceRecord[]>();
@@ -207,10 +207,10 @@ function auditEquivalences(loaded: LoadedPlan, audit: SourceAudit): void {
  * sources whose plan is still the one the manifest records (a changed plan is the audit's finding,
  * not something to prepare around). For prepareMissing() before auditCatalog().
  */
-export function auditNeeds(catalog: Catalog, sources: readonly string[] = []): PreparedNeed[] {
+export function auditNeeds(settings: Settings, catalog: Catalog, sources: readonly string[] = []): PreparedNeed[] {
   return catalog.selectSources(sources).flatMap((loaded) => {
     try {
-      const manifest = readManifest(loaded.plan.source);
+      const manifest = readManifest(settings.paths, loaded.plan.source);
       return manifest.plan.sha256 === loaded.sha256 ? [{ source: loaded.plan.source, planFile: loaded.file, planSha256: manifest.plan.sha256, files: manifest.prepared_files }] : [];
     } catch {
       return []; // no or a malformed manifest: reported by the audit
@@ -219,8 +219,8 @@ export function auditNeeds(catalog: Catalog, sources: readonly string[] = []): P
 }
 
 /** The prepared inputs a replay of `conditions` in reference folder `dir` reads (prepareMissing() before replay()). */
-export function replayNeeds(dir: string, conditions: readonly string[] = []): PreparedNeed[] {
-  const store = new ReferenceStore(dir);
+export function replayNeeds(settings: Settings, dir: string, conditions: readonly string[] = []): PreparedNeed[] {
+  const store = new ReferenceStore(dir, settings.paths);
   return store.select(store.requireManifest(), [...conditions]).map(([, entry]) => ({
     source: entry.source,
     planFile: entry.plan_file,
@@ -229,8 +229,8 @@ export function replayNeeds(dir: string, conditions: readonly string[] = []): Pr
   }));
 }
 
-export function auditCatalog(catalog: Catalog, sources: readonly string[] = []): SourceAudit[] {
-  return catalog.selectSources(sources).map(auditSource);
+export function auditCatalog(settings: Settings, catalog: Catalog, sources: readonly string[] = []): SourceAudit[] {
+  return catalog.selectSources(sources).map((loaded) => auditSource(settings, loaded));
 }
 
 export function auditFailed(audit: SourceAudit): boolean {
@@ -252,8 +252,8 @@ export interface ReprepareOptions extends AcquireOptions {
 }
 
 /** <cache>/audit: the folders sources are re-prepared into, `<source>.audit-<pid>`. */
-export function auditFolder(): string {
-  return join(cacheDir(), 'audit');
+export function auditFolder(settings: Settings): string {
+  return join(settings.paths.cache, 'audit');
 }
 
 const AUDIT_ENTRY = /^[a-z][a-z0-9_]*\.audit-(\d+)$/;
@@ -301,12 +301,12 @@ async function reprepareSource(loaded: LoadedPlan, manifest: SourceManifest, wor
     const message = error.message.split('\n').map((line) => line.trim()).join(' ');
     return { state: 'missing', problems: [`not re-prepared, its raw files cannot be acquired: ${message}; put them under a mirror folder (--mirror DIR) and run 'wwref acquire --source ${plan.source}'`], notes: result.notes };
   }
-  const folder = insideRoot(auditFolder(), `${plan.source}.audit-${process.pid}`, 'audit folder of source');
+  const folder = insideRoot(auditFolder(options.settings), `${plan.source}.audit-${process.pid}`, 'audit folder of source');
   removeOwn(folder);
   mkdirSync(folder, { recursive: true });
   try {
     const { facts, preparedFiles } = await prepareInto(plan, worker, raw, folder);
-    const prepared = sourcePreparedDir(plan.source);
+    const prepared = join(options.settings.paths.prepared, plan.source);
     for (const name of PREPARED_FILES) {
       const fresh = preparedFiles[name]!;
       const recorded = manifest.prepared_files[name];
@@ -314,13 +314,13 @@ async function reprepareSource(loaded: LoadedPlan, manifest: SourceManifest, wor
       const present = fileState(file, 'prepared file');
       const differences: string[] = [];
       if (present.sha256 !== undefined && present.sha256 !== fresh) differences.push(`${file} has ${present.sha256}`);
-      if (recorded !== fresh) differences.push(`${manifestPath(plan.source)} records ${recorded ?? 'no sha256'}`);
+      if (recorded !== fresh) differences.push(`${manifestPath(options.settings.paths, plan.source)} records ${recorded ?? 'no sha256'}`);
       if (differences.length) result.problems.push(`${name} re-prepared from the raw files and plan has sha256 ${fresh}, but ${differences.join(' and ')}`);
       if (present.problem) result.notes.push(`${file} could not be compared with the re-prepared file: ${present.problem}`);
     }
     const fields = [...new Set([...Object.keys(manifest.facts), ...Object.keys(facts)])].sort();
     const changed = fields.filter((field) => !(field in manifest.facts) || !(field in facts) || digest(manifest.facts[field]) !== digest(facts[field]));
-    for (const field of changed) result.problems.push(`fact ${field}: ${manifestPath(plan.source)} records ${shown(manifest.facts[field])}, re-prepared ${shown(facts[field])}`);
+    for (const field of changed) result.problems.push(`fact ${field}: ${manifestPath(options.settings.paths, plan.source)} records ${shown(manifest.facts[field])}, re-prepared ${shown(facts[field])}`);
     if (result.problems.length) {
       result.state = 'FAIL';
       const drift = Object.keys({ ...manifest.versions, ...versions }).filter((v) => manifest.versions[v] !== versions[v]);
@@ -333,16 +333,16 @@ async function reprepareSource(loaded: LoadedPlan, manifest: SourceManifest, wor
 }
 
 /** The manifest to compare a re-prepared source with, or why it is not re-prepared (another check reports it). */
-function reprepareTarget(loaded: LoadedPlan): { manifest: SourceManifest } | { reason: string } {
+function reprepareTarget(settings: Settings, loaded: LoadedPlan): { manifest: SourceManifest } | { reason: string } {
   let manifest: SourceManifest;
   try {
-    manifest = SourceManifest.parse(JSON.parse(readFileSync(manifestPath(loaded.plan.source), 'utf8')));
+    manifest = SourceManifest.parse(JSON.parse(readFileSync(manifestPath(settings.paths, loaded.plan.source), 'utf8')));
   } catch {
     return { reason: 'not re-prepared: no readable source manifest to compare with (see manifest)' };
   }
   if (manifest.plan.sha256 !== loaded.sha256) return { reason: 'not re-prepared: its plan changed since the manifest was written (see plan), so the recorded input cannot be made again' };
   const changed = loaded.plan.raw_files.filter((file) => {
-    const cached = fileState(rawCachePath(file.sha256), 'raw cache entry');
+    const cached = fileState(rawCachePath(settings, file.sha256), 'raw cache entry');
     return cached.problem ? cached.problem !== 'missing' : cached.sha256 !== file.sha256;
   });
   if (changed.length) return { reason: `not re-prepared: the raw cache holds a changed ${changed.map((f) => f.name).join(', ')} (see raw), which the audit leaves as it is` };
@@ -355,25 +355,26 @@ function reprepareTarget(loaded: LoadedPlan): { manifest: SourceManifest } | { r
  * changed, or whose raw cache entry changed is left out ('n/a', with the reason as a note): those
  * checks fail on their own.
  */
-export async function reprepareSources(plans: readonly LoadedPlan[], options: ReprepareOptions = {}): Promise<Map<string, Reprepared>> {
+export async function reprepareSources(plans: readonly LoadedPlan[], options: ReprepareOptions): Promise<Map<string, Reprepared>> {
   const log = options.log ?? (() => {});
   const results = new Map<string, Reprepared>();
   const due: [LoadedPlan, SourceManifest][] = [];
   for (const loaded of plans) {
-    const target = reprepareTarget(loaded);
+    const target = reprepareTarget(options.settings, loaded);
     if ('reason' in target) results.set(loaded.plan.source, { state: 'n/a', problems: [], notes: [target.reason] });
     else due.push([loaded, target.manifest]);
   }
   if (!due.length) return results;
-  mkdirSync(auditFolder(), { recursive: true });
-  removeStaleEntries(auditFolder(), AUDIT_ENTRY);
+  const folder = auditFolder(options.settings);
+  mkdirSync(folder, { recursive: true });
+  removeStaleEntries(folder, AUDIT_ENTRY);
   const workers = Math.max(1, Math.min(options.workers ?? 1, due.length));
   log(`re-preparing ${due.length} source(s) from their raw files and plans (${workers} worker(s)) to compare with prepared/ and the source manifests`);
-  const pool = new WorkerPool(workers);
+  const pool = new WorkerPool(workers, { settings: options.settings });
   const started = new Map<string, number>();
   let done = 0;
   try {
-    const hello = await pool.runtime();
+    const hello = await pool.hello();
     const versions = { python: hello.python, ...hello.versions };
     await Promise.all(
       due.map(([loaded, manifest]) =>
@@ -402,11 +403,11 @@ export async function reprepareSources(plans: readonly LoadedPlan[], options: Re
  * (reprepareSources; a raw file missing from the cache is acquired first), then every check of
  * auditSource, with the `reprepared` column and its problems and notes added.
  */
-export async function auditWithReprepare(catalog: Catalog, sources: readonly string[] = [], options: ReprepareOptions = {}): Promise<SourceAudit[]> {
+export async function auditWithReprepare(catalog: Catalog, sources: readonly string[], options: ReprepareOptions): Promise<SourceAudit[]> {
   const plans = catalog.selectSources(sources);
   const reprepared = await reprepareSources(plans, options);
   return plans.map((loaded) => {
-    const audit = auditSource(loaded);
+    const audit = auditSource(options.settings, loaded);
     const outcome = reprepared.get(loaded.plan.source);
     if (outcome) {
       audit.checks.reprepared = outcome.state;

@@ -3,8 +3,10 @@
 import { relative } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import { pinnedVersions, versionDrift } from '../execution/identity.ts';
-import { activeProfile, describeNumerics, platformDrift, platformNotes, PROFILE_NAMES, profileByName, type NumericalProfile } from '../execution/numerics.ts';
-import { pythonExecutable, referencesDir, ROOT } from '../core/paths.ts';
+import { describeNumerics, platformDrift, platformNotes } from '../execution/numerics.ts';
+import { PROFILE_NAMES, profileByName, type NumericalProfile } from '../core/profiles.ts';
+import { ROOT } from '../core/paths.ts';
+import type { Settings } from '../core/settings.ts';
 import { WorkerPool } from '../execution/local/local-pool.ts';
 import type { HelloResult } from '../execution/protocol.ts';
 import { ReferenceStore } from '../references/store.ts';
@@ -16,33 +18,34 @@ export interface DoctorResult {
 }
 
 /** A worker's hello under `profile`; when the profile refuses this machine, the reason and a native hello. */
-async function probe(profile: NumericalProfile): Promise<{ hello: HelloResult; refusal?: string }> {
+async function probe(settings: Settings, profile: NumericalProfile): Promise<{ hello: HelloResult; refusal?: string }> {
   // Versions are reported below, not refused: the doctor describes whatever runtime it finds.
-  const pool = new WorkerPool(1, { profile: profileByName('native'), allowVersionDrift: true });
+  const pool = new WorkerPool(1, { settings, profile: profileByName('native'), allowVersionDrift: true });
   try {
     try {
-      const checked = new WorkerPool(1, { profile, allowVersionDrift: true });
+      const checked = new WorkerPool(1, { settings, profile, allowVersionDrift: true });
       try {
-        return { hello: await checked.runtime() };
+        return { hello: await checked.hello() };
       } finally {
         await checked.close();
       }
     } catch (error) {
       if (!(error instanceof UserError)) throw error;
-      return { hello: await pool.runtime(), refusal: error.message };
+      return { hello: await pool.hello(), refusal: error.message };
     }
   } finally {
     await pool.close();
   }
 }
 
-export async function doctor(dir = referencesDir()): Promise<DoctorResult> {
-  const profile = activeProfile();
-  const { hello, refusal } = await probe(profile);
+export async function doctor(settings: Settings): Promise<DoctorResult> {
+  const { profile } = settings;
+  const dir = settings.paths.references;
+  const { hello, refusal } = await probe(settings, profile);
   const n = hello.numerics;
   const pad = (label: string) => label.padEnd(12);
   const lines = [
-    `${pad('python')}${hello.python} (${pythonExecutable()}), string hashing ${hello.hash_randomization ? 'randomized (PYTHONHASHSEED is not 0)' : 'fixed (PYTHONHASHSEED=0)'}`,
+    `${pad('python')}${hello.python} (${settings.python.executable}), string hashing ${hello.hash_randomization ? 'randomized (PYTHONHASHSEED is not 0)' : 'fixed (PYTHONHASHSEED=0)'}`,
     `${pad('versions')}${Object.entries(hello.versions).map(([p, v]) => `${p} ${v}`).join(', ')}`,
     `${pad('machine')}${n.machine}, ${n.cpu_model}, ${n.libc}`,
     ...n.blas.map((b, i) => `${pad(i ? '' : 'BLAS')}${b.package}: ${b.internal_api ?? '?'} ${b.version ?? '?'} (${b.library}), ${b.architecture ?? 'unknown'} kernels`),
@@ -51,14 +54,14 @@ export async function doctor(dir = referencesDir()): Promise<DoctorResult> {
     `${pad('profile')}${profile.name}: ${profile.description}`,
     `${pad('')}settings: ${Object.entries(profile.environment).map(([k, v]) => `${k}=${v}`).join(' ') || 'none'}`,
     `${pad('')}${refusal ? `REFUSED: ${refusal}` : 'effective state matches the profile'}`,
-    `${pad('profiles')}${PROFILE_NAMES.join(', ')} (choose with numerical_profile in wwref.config.json or WWREF_NUMERICAL_PROFILE)`,
+    `${pad('profiles')}${PROFILE_NAMES.join(', ')} (choose with numerical_profile in wwref.config.json, or WWREF_NUMERICAL_PROFILE where the file sets none)`,
   ];
   const why: string[] = [];
   if (refusal) why.push(refusal);
-  const pinned = versionDrift(hello.versions, pinnedVersions());
+  const pinned = versionDrift(hello.versions, pinnedVersions(settings.runtime));
   if (pinned.length) why.push(`installed versions differ from workflows/requirements.txt (${pinned.join('; ')})`);
   const shown = relative(ROOT, dir).startsWith('..') ? dir : relative(ROOT, dir) || '.';
-  const manifest = new ReferenceStore(dir).manifest();
+  const manifest = new ReferenceStore(dir, settings.paths).manifest();
   if (!manifest) {
     why.push(`no reference manifest in ${shown}`);
   } else {

@@ -3,21 +3,23 @@
 // condition's journal, then into one Arrow table per condition and the reference manifest.
 // Steps: prepare inputs -> check the runtime -> read truths -> resume journals -> execute -> write.
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Catalog, CatalogCondition, LoadedPlan } from '../catalog/catalog.ts';
 import { FAMILIES } from '../catalog/families.ts';
 import { allMasks } from '../catalog/masks.ts';
 import { UserError } from '../core/errors.ts';
 import { canonicalJson, sha256Hex } from '../core/hashing.ts';
-import { activeRuntime, referencesDir, sourcePreparedDir } from '../core/paths.ts';
+import type { Settings } from '../core/settings.ts';
 import { Progress } from '../core/progress.ts';
 import { executeRecord, recordOfRun, type RecordTask } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type Executor, type PreparedInput } from '../execution/executor.ts';
 import { gitIdentity, versionDrift, workflowsSha256, type GitIdentity } from '../execution/identity.ts';
 import { Journal, reverifyRun, UTILITY_RULES } from '../execution/journal.ts';
-import { executorRecord, openExecutor, type ExecutorChoice, type ExecutorRecord } from '../execution/executors.ts';
-import { numericsIdentity, platformDrift, recordNumerics, type NumericalProfile } from '../execution/numerics.ts';
+import { executorRecord, type ExecutorChoice, type ExecutorRecord } from '../execution/executors.ts';
+import { numericsIdentity, platformDrift, recordNumerics } from '../execution/numerics.ts';
+import { type NumericalProfile } from '../core/profiles.ts';
 import type { HelloResult, RunResult } from '../execution/protocol.ts';
-import { THREAD_ENV } from '../execution/python-worker.ts';
+import { THREAD_ENV } from '../execution/launcher.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import type { Truth } from '../execution/verification/verify.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
@@ -27,6 +29,7 @@ import { tableFile, tableMetadata } from '../references/surface.ts';
 import { tableBytes } from '../references/tables.ts';
 import type { AcquireOptions } from '../sources/acquire.ts';
 import { hashPreparedFiles, manifestPath, prepareSources, readManifest } from '../sources/prepare.ts';
+import { runJob } from './job.ts';
 
 export interface RebuildOptions extends AcquireOptions {
   conditions?: string[];
@@ -38,7 +41,7 @@ export interface RebuildOptions extends AcquireOptions {
   reuseSharedStage?: boolean;
   quiet?: boolean;
   log?: (line: string) => void;
-  /** Folder of the reference tables and manifest.json (default WWREF_REFERENCES_DIR or outputs/references). */
+  /** Folder of the reference tables and manifest.json (default the settings' reference folder). */
   referencesDir?: string;
   /** Numerical profile of the execution workers (default: the configured one). */
   profile?: NumericalProfile;
@@ -74,12 +77,12 @@ export interface RebuildSummary {
 }
 
 /** A source is ready when its manifest matches the current plan and its prepared files. */
-function preparedIsCurrent(loaded: LoadedPlan): boolean {
-  if (!existsSync(manifestPath(loaded.plan.source))) return false;
+function preparedIsCurrent(settings: Settings, loaded: LoadedPlan): boolean {
+  if (!existsSync(manifestPath(settings.paths, loaded.plan.source))) return false;
   try {
-    const manifest = readManifest(loaded.plan.source);
+    const manifest = readManifest(settings.paths, loaded.plan.source);
     if (manifest.plan.sha256 !== loaded.sha256) return false;
-    const actual = hashPreparedFiles(sourcePreparedDir(loaded.plan.source));
+    const actual = hashPreparedFiles(join(settings.paths.prepared, loaded.plan.source));
     return Object.entries(manifest.prepared_files).every(([f, h]) => actual[f] === h);
   } catch {
     return false;
@@ -89,7 +92,7 @@ function preparedIsCurrent(loaded: LoadedPlan): boolean {
 /** Step 1: prepares what is missing or stale; conditions of a source that failed are set aside. */
 async function prepareInputs(catalog: Catalog, selected: CatalogCondition[], options: RebuildOptions, log: (line: string) => void) {
   const sources = [...new Set(selected.map((c) => c.source))].map((s) => catalog.source(s));
-  const stale = sources.filter((s) => !preparedIsCurrent(s));
+  const stale = sources.filter((s) => !preparedIsCurrent(options.settings, s));
   const unprepared = new Map<string, string>();
   if (stale.length) {
     log(`preparing ${stale.length} source(s): ${stale.map((s) => s.plan.source).join(', ')}`);
@@ -147,8 +150,8 @@ async function checkRuntime(executor: Executor, store: ReferenceStore, runnable:
   return hello!;
 }
 
-function preparedInput(c: CatalogCondition): PreparedInput {
-  return { source: c.source, files: readManifest(c.source).prepared_files };
+function preparedInput(settings: Settings, c: CatalogCondition): PreparedInput {
+  return { source: c.source, files: readManifest(settings.paths, c.source).prepared_files };
 }
 
 /** Mean recorded seconds per record of the condition's current manifest entry, if any (to start large work first). */
@@ -216,26 +219,22 @@ async function resumeJournal(
   return { records, resumed };
 }
 
-export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): Promise<RebuildSummary> {
+export async function rebuild(catalog: Catalog, options: RebuildOptions): Promise<RebuildSummary> {
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const started = performance.now();
   const selected = catalog.selectConditions(options.conditions);
   const workers = options.workers ?? 2;
-  const store = new ReferenceStore(options.referencesDir ?? referencesDir());
+  const { settings } = options;
+  const store = new ReferenceStore(options.referencesDir ?? settings.paths.references, settings.paths);
   const supersedes = checkPlans(store, selected, options.force);
   const previous = store.manifest();
   // The code identity as the run starts: what it writes later does not make the code "dirty".
   const git = await gitIdentity();
 
   const { runnable, unprepared } = await prepareInputs(catalog, selected, { ...options, workers }, log);
-  const executor: Executor = await openExecutor(options.executor ?? { kind: 'local' }, { workers, profile: options.profile, allowVersionDrift: options.allowVersionDrift, log });
-  const onInterrupt = () => {
-    executor.cancel();
-    process.stderr.write('\ninterrupted: finished records are kept in the journal; run the same command to resume\n');
-    process.exit(130);
-  };
-  process.once('SIGINT', onInterrupt);
-  try {
+  const job = { settings, workers, executor: options.executor, profile: options.profile, allowVersionDrift: options.allowVersionDrift, log };
+  const interrupted = 'finished records are kept in the journal; run the same command to resume';
+  return runJob({ ...job, interrupted }, async ({ executor, signal }) => {
     const hello = await checkRuntime(executor, store, runnable);
     const code = workflowsSha256();
     const numerics = numericsIdentity(executor.profile, hello.numerics);
@@ -244,24 +243,24 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
     // cluster each is a round trip). Before the journals: a journaled run is verified against it.
     const truths = new Map<string, Truth>(
       await Promise.all(
-        runnable.map(async (c) => [c.id, await executor.truth({ family: c.family, input: preparedInput(c) }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS })] as const),
+        runnable.map(async (c) => [c.id, await executor.truth({ family: c.family, input: preparedInput(settings, c) }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS })] as const),
       ),
     );
 
     // Step 4: journals of interrupted runs, valid only for the same plan, inputs, runtime, code,
     // versions and numerics, and each run only once it verifies again.
-    const runtime = activeRuntime().name;
+    const runtime = settings.runtime.name;
     const journals = new Map<string, Journal>();
     const done = new Map<string, Map<string, ReferenceRecord>>();
     let resumed = 0;
     for (const c of runnable) {
-      const journal = new Journal(c.id, { condition: c.id, plan: c.plan.sha256, prepared: readManifest(c.source).prepared_files, runtime, code, versions: hello.versions, numerics });
+      const journal = new Journal(settings.paths.cache, c.id, { condition: c.id, plan: c.plan.sha256, prepared: readManifest(settings.paths, c.source).prepared_files, runtime, code, versions: hello.versions, numerics });
       if (options.fresh) journal.drop();
       journals.set(c.id, journal);
     }
     const kept = await Promise.all(
       runnable.map((c) => {
-        const input = preparedInput(c);
+        const input = preparedInput(settings, c);
         return resumeJournal(c, journals.get(c.id)!, executor, truths.get(c.id)!, (mask) => recordTask(c, mask, input, options), log);
       }),
     );
@@ -273,7 +272,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
     // Step 5: every missing record, largest first.
     const jobs = runnable.flatMap((c) => {
       const cost = previousCost(c, previous) ?? FAMILIES[c.family].relativeCost;
-      const input = preparedInput(c);
+      const input = preparedInput(settings, c);
       return allMasks(c.dimensions)
         .filter((mask) => !done.get(c.id)!.has(mask))
         .map((mask) => ({ c, cost, task: recordTask(c, mask, input, options) }));
@@ -289,9 +288,10 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
       }),
     );
 
-    // Step 6: tables, equivalence checks and the manifest.
+    // Step 6: tables, equivalence checks and the manifest (never after a signal: the journal keeps the records).
+    signal.throwIfAborted();
     const ran = executorRecord(executor, await executor.describe());
-    const outcomes = await writeReferences(catalog, runnable, done, journals, { store, supersedes, hello, code, git, profile: executor.profile, executor: ran });
+    const outcomes = await writeReferences(catalog, runnable, done, journals, { settings, store, supersedes, hello, code, git, profile: executor.profile, executor: ran });
     for (const [source, error] of unprepared) {
       for (const c of selected.filter((s) => s.source === source)) {
         outcomes.push({ condition: c.id, records: 0, failed: 0, nativeSeconds: 0, violations: [], failures: [], error: `source ${source} not prepared: ${error}` });
@@ -308,10 +308,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
       // the local pool runs `workers` processes; a Dask cluster as many as it had admitted at the end
       workers: executor.kind === 'local' ? workers : ran.worker_count,
     };
-  } finally {
-    process.removeListener('SIGINT', onInterrupt);
-    await executor.close();
-  }
+  });
 }
 
 /** Two runs of a record agree when everything but their timings is the same. */
@@ -332,7 +329,7 @@ async function writeReferences(
   runnable: CatalogCondition[],
   done: Map<string, Map<string, ReferenceRecord>>,
   journals: Map<string, Journal>,
-  context: { store: ReferenceStore; supersedes: Map<string, string[]>; hello: HelloResult; code: string; git: GitIdentity; profile: NumericalProfile; executor: ExecutorRecord },
+  context: { settings: Settings; store: ReferenceStore; supersedes: Map<string, string[]>; hello: HelloResult; code: string; git: GitIdentity; profile: NumericalProfile; executor: ExecutorRecord },
 ): Promise<ConditionOutcome[]> {
   const { store, supersedes, hello, code, git, profile, executor } = context;
   const before = store.manifest();
@@ -384,7 +381,7 @@ async function writeReferences(
       table_sha256: '',
       plan_file: c.plan.file,
       plan_sha256: c.plan.sha256,
-      prepared_files: readManifest(c.source).prepared_files,
+      prepared_files: readManifest(context.settings.paths, c.source).prepared_files,
       published: { comparable: c.plan.plan.published.comparable, prepared_match: c.plan.plan.published.prepared_match },
       equivalence_violations: outcome.violations,
       native_seconds: nativeSeconds,

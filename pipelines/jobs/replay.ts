@@ -16,10 +16,11 @@ import { canonicalJson, checkFileHashes } from '../core/hashing.ts';
 import { versionDrift, workflowsSha256 } from '../execution/identity.ts';
 import { platformDrift, platformNotes, type RecordedNumerics } from '../execution/numerics.ts';
 import { metricsAgree } from '../execution/verification/metrics.ts';
-import { referencesDir, sourcePreparedDir } from '../core/paths.ts';
+import type { Settings } from '../core/settings.ts';
 import { executeRecord } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type PreparedInput } from '../execution/executor.ts';
-import { openExecutor, type ExecutorChoice } from '../execution/executors.ts';
+import type { ExecutorChoice } from '../execution/executors.ts';
+import { runJob } from './job.ts';
 import { Progress } from '../core/progress.ts';
 import type { CapturedWarning, NumericsReport } from '../execution/protocol.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
@@ -27,6 +28,7 @@ import type { ConditionEntry, ReferenceManifest } from '../references/manifest.t
 import { ReferenceStore } from '../references/store.ts';
 
 export interface ReplayOptions {
+  settings: Settings;
   conditions?: string[];
   referencesDir?: string;
   allowVersionDrift?: boolean;
@@ -39,9 +41,10 @@ export interface ReplayOptions {
   workers?: number;
   /** What runs the records (default the local pool). */
   executor?: ExecutorChoice;
-  /** Extra environment for the worker (test-only switches such as WWREF_TEST_DELAY_SECONDS). */
+  /** Extra environment of the workers (a test's double, an experiment's variable). */
   workerEnv?: Record<string, string>;
   quiet?: boolean;
+  log?: (line: string) => void;
 }
 
 export interface CheckFailure {
@@ -191,14 +194,15 @@ export function declaredFor(condition: string, entry: Pick<ConditionEntry, 'plan
 }
 
 /** Replays our own reference folder (outputs/references layout). */
-export async function replay(options: ReplayOptions = {}): Promise<ReplayReport> {
-  const store = new ReferenceStore(options.referencesDir ?? referencesDir());
+export async function replay(options: ReplayOptions): Promise<ReplayReport> {
+  const { settings } = options;
+  const store = new ReferenceStore(options.referencesDir ?? settings.paths.references, settings.paths);
   const manifest = store.requireManifest();
   const entries = store.select(manifest, options.conditions);
   // every table is read and checked (sha256 and surface), and every prepared input, before any record runs
   const targets = entries.map(([id, entry]): ReplayTarget => {
     const records = store.table(id, manifest).records.map(storedFromReference);
-    checkFileHashes(sourcePreparedDir(entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
+    checkFileHashes(join(settings.paths.prepared, entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
     return { condition: id, family: entry.family as FamilyName, input: { source: entry.source, files: entry.prepared_files }, records, ...declaredFor(id, entry) };
   });
   const code = codeDrift(manifest);
@@ -269,7 +273,7 @@ function compareWithStored(record: ReferenceRecord, stored: StoredRecord, tolera
 }
 
 /** The replay itself: a fresh single-worker executor per condition, every record cold, every check. */
-export async function replayTargets(targets: ReplayTarget[], expected: ReplayExpectation, options: ReplayOptions = {}): Promise<ReplayReport> {
+export async function replayTargets(targets: ReplayTarget[], expected: ReplayExpectation, options: ReplayOptions): Promise<ReplayReport> {
   const started = performance.now();
   const outlierFactor = options.outlierFactor ?? 5;
   const total = targets.reduce((s, t) => s + t.records.length, 0);
@@ -279,13 +283,17 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   // One executor for the whole replay; every condition gets fresh worker processes of its own (its
   // isolation key), forked from a template that has computed nothing.
   const localHost = hostname();
-  const executor = await openExecutor(options.executor ?? { kind: 'local' }, {
+  const job = {
+    settings: options.settings,
+    executor: options.executor,
     workers: options.workers ?? 1,
     env: options.workerEnv,
     expectedVersions: expected.versions,
     allowVersionDrift: options.allowVersionDrift,
     inputRoots: [...new Set(targets.flatMap((t) => (t.inputRoot ? [t.inputRoot] : [])))],
-  });
+    log: options.log ?? ((line: string) => process.stderr.write(`${line}\n`)),
+    interrupted: 'nothing was written; the replay can be started again',
+  };
   const replayed = new Map<string, ReplayedRecord[]>();
   let versions: Record<string, string> = {};
   let drift: string[] = [];
@@ -294,8 +302,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   let numerics: NumericsReport | null = null;
   // The local pool runs `workers` processes; a Dask cluster as many as it had admitted at the end.
   let workerCount = options.workers ?? 1;
-  try {
-    const [hello] = await executor.describe();
+  const profile = await runJob(job, async ({ executor, hello }) => {
     versions = hello!.versions;
     numerics = hello!.numerics;
     drift = [...versionDrift(hello!.versions, expected.versions), ...(expected.codeDrift ?? [])];
@@ -351,12 +358,8 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
       }),
     );
     if (executor.kind !== 'local') workerCount = (await executor.describe()).length;
-  } catch (error) {
-    executor.cancel();
-    throw error;
-  } finally {
-    await executor.close();
-  }
+    return executor.profile;
+  });
   const records = targets.flatMap((t) => replayed.get(t.condition) ?? []);
 
   // Timing: per condition median ratio; a record far from its condition's median is an outlier, and
@@ -396,7 +399,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     platform_drift: platform,
     allow_platform_drift: Boolean(options.allowPlatformDrift),
     platform_notes: notes,
-    numerical_profile: executor.profile.name,
+    numerical_profile: profile.name,
     workers: workerCount,
     numerics,
     wall_seconds: (performance.now() - started) / 1000,
@@ -407,7 +410,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
 }
 
 /** Writes the report; the CLI has already refused a path inside a reference or prepared folder. */
-export function writeReplayReport(path: string, report: ReplayReport): void {
-  if (isInside(path, referencesDir())) throw new UserError('the replay report must not be written into the references folder');
+export function writeReplayReport(settings: Settings, path: string, report: ReplayReport): void {
+  if (isInside(path, settings.paths.references)) throw new UserError('the replay report must not be written into the references folder');
   writeJsonAtomic(path, report);
 }

@@ -20,7 +20,7 @@ import { writeFileAtomic } from '../core/fsutil.ts';
 import { checkFileHashes, digest, sha256Hex } from '../core/hashing.ts';
 import { REPLAY_PACKAGES } from '../execution/identity.ts';
 import { readManifest, PREPARED_FILES } from '../sources/prepare.ts';
-import { manifestsDir, preparedDir, referencesDir, sourcePreparedDir } from '../core/paths.ts';
+import type { Settings } from '../core/settings.ts';
 import { CapturedWarning } from '../execution/protocol.ts';
 import { ReferenceStore } from '../references/store.ts';
 import { RecordedNumerics } from '../execution/numerics.ts';
@@ -249,8 +249,8 @@ function refuseStaleTables(out: string, written: ReadonlySet<string>): void {
 }
 
 /** A prepared file's bytes, read once and checked against the sha256 the references were built from. */
-function checkedPrepared(source: string, name: string, recorded: string | undefined): Buffer {
-  const path = insideRoot(sourcePreparedDir(source), name, 'prepared input');
+function checkedPrepared(settings: Settings, source: string, name: string, recorded: string | undefined): Buffer {
+  const path = insideRoot(join(settings.paths.prepared, source), name, 'prepared input');
   if (!recorded) throw new UserError(`the reference manifest records no sha256 for prepared input ${path}; refused`);
   const bytes = readRegularFile(path, 'prepared input', PACK_FILE_MAX_BYTES);
   const actual = sha256Hex(bytes);
@@ -263,12 +263,12 @@ function checkedPrepared(source: string, name: string, recorded: string | undefi
  * (a pack killed mid-way has no new manifest, and is refused). Only under `out`, which may not be in
  * or hold the reference folder, prepared/ or the source manifests.
  */
-export function exportPack(out: string, conditions: readonly string[] = [], dir = referencesDir()): number {
-  const guarded = [dir, referencesDir(), preparedDir(), manifestsDir()];
+export function exportPack(settings: Settings, out: string, conditions: readonly string[] = [], dir = settings.paths.references): number {
+  const guarded = [dir, settings.paths.references, settings.paths.prepared, settings.paths.manifests];
   for (const folder of guarded) {
     if (isInside(out, folder)) throw new UserError(`pack folder ${out} is inside ${folder}, which only wwref itself writes; choose another folder`);
   }
-  const store = new ReferenceStore(dir);
+  const store = new ReferenceStore(dir, settings.paths);
   const manifest = store.requireManifest();
   const files: Record<string, string> = {};
   let count = 0;
@@ -278,9 +278,9 @@ export function exportPack(out: string, conditions: readonly string[] = [], dir 
   const inputs = selected.map(([id, entry]) => {
     singleName(id, 'condition');
     singleName(entry.source, 'source');
-    const source = readManifest(entry.source);
+    const source = readManifest(settings.paths, entry.source);
     const records = store.table(id, manifest).records;
-    checkFileHashes(sourcePreparedDir(entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
+    checkFileHashes(join(settings.paths.prepared, entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
     return { id, entry, source, records };
   });
   refuseStaleTables(out, new Set(inputs.map(({ id }) => `references/${id}.json`)));
@@ -311,7 +311,7 @@ export function exportPack(out: string, conditions: readonly string[] = [], dir 
     files[tableKey] = sha256Hex(tableBytes);
     // The prepared files must still be the ones the tables were built from: the bytes checked are the bytes copied.
     for (const name of PREPARED_FILES) {
-      const bytes = checkedPrepared(entry.source, name, entry.prepared_files[name]);
+      const bytes = checkedPrepared(settings, entry.source, name, entry.prepared_files[name]);
       const key = `inputs/${entry.source}/${name}`;
       writeFileAtomic(writeTarget(out, key, guarded), bytes);
       files[key] = sha256Hex(bytes);

@@ -2,7 +2,7 @@
 import { TABLE_COLUMNS } from './tables.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
 import { csvFloat, csvQuote } from '../core/csv.ts';
-import { referencesDir } from '../core/paths.ts';
+import type { Settings } from '../core/settings.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import { ReferenceStore } from './store.ts';
 
@@ -30,8 +30,8 @@ export function recordsToCsv(records: ReferenceRecord[]): string {
   return `${lines.join('\n')}\n`;
 }
 
-export function exportCsv(out: string, conditions: readonly string[] = [], dir = referencesDir()): number {
-  const records = new ReferenceStore(dir).records(conditions);
+export function exportCsv(settings: Settings, out: string, conditions: readonly string[] = []): number {
+  const records = new ReferenceStore(settings.paths.references, settings.paths).records(conditions);
   writeFileAtomic(out, recordsToCsv(records));
   return records.length;
 }

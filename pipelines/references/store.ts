@@ -11,7 +11,7 @@ import { insideRoot, isInside, lstatOrNothing, processAlive, readRegularFile, re
 import { UserError } from '../core/errors.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { fileSha256, sha256Hex } from '../core/hashing.ts';
-import { cacheDir, manifestsDir, preparedDir, referencesDir, SOURCES_DIR } from '../core/paths.ts';
+import type { Paths, Settings } from '../core/settings.ts';
 import { Catalog } from '../catalog/catalog.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import { lockFolder, LOCK_WAIT_SECONDS } from './lock.ts';
@@ -29,18 +29,21 @@ const MANIFEST_FILE = 'manifest.json';
 /** Leftovers of an interrupted write: `<name>.<pid>.<ms>.(new|old|tmp)`, possibly with a temporary suffix. */
 const LEFTOVER = /^(.+?)\.(\d+)\.(\d+)\.(new|old|tmp)(?:\.\d+\.\d+\.tmp)?$/;
 
+/** The generated folders a reference folder is kept apart from. */
+export type GuardedPaths = Pick<Paths, 'prepared' | 'cache' | 'manifests'>;
+
 /**
  * Folders a reference folder must neither be inside of nor contain: prepared inputs, the raw cache and
  * the source manifests (each is rewritten wholesale by `prepare`/`acquire`). Checked after resolving
  * `..` and symbolic links; returns the folder's absolute path.
  */
-export function checkReferenceFolder(dir: string): string {
+export function checkReferenceFolder(dir: string, paths: GuardedPaths): string {
   if (dir.trim() === '') throw new UserError('a reference folder needs a path');
   const folder = resolve(dir);
   const guarded: [string, string][] = [
-    [preparedDir(), 'the prepared inputs'],
-    [join(cacheDir(), 'raw'), 'the raw cache'],
-    [manifestsDir(), 'the source manifests'],
+    [paths.prepared, 'the prepared inputs'],
+    [join(paths.cache, 'raw'), 'the raw cache'],
+    [paths.manifests, 'the source manifests'],
   ];
   for (const [other, what] of guarded) {
     if (isInside(folder, other)) throw new UserError(`reference folder ${dir} is inside ${what} (${other}), which wwref rewrites; choose another folder`);
@@ -66,8 +69,8 @@ export interface ReferenceChange {
 export class ReferenceStore {
   readonly dir: string;
 
-  constructor(dir = referencesDir()) {
-    this.dir = checkReferenceFolder(dir);
+  constructor(dir: string, paths: GuardedPaths) {
+    this.dir = checkReferenceFolder(dir, paths);
   }
 
   get manifestPath(): string {
@@ -242,9 +245,9 @@ export class ReferenceStore {
   }
 }
 
-/** The published catalog plus the sources added to the reference folder `dir` (the plans its manifest names). */
-export function loadCatalog(dir = referencesDir(), sourcesDir = SOURCES_DIR): Catalog {
-  return Catalog.load(sourcesDir, new ReferenceStore(dir).planFiles());
+/** The published catalog plus the sources added to the settings' reference folder (the plans its manifest names). */
+export function loadCatalog(settings: Settings): Catalog {
+  return Catalog.load(settings.paths.sources, new ReferenceStore(settings.paths.references, settings.paths).planFiles(), settings.paths.manifests);
 }
 
 /** At most five problems in one line, and how many more. */

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { Float64, Int32, Table, tableFromIPC, Utf8, type DataType } from 'apache-arrow';
 import { arrowFileBytes } from '../core/arrow.ts';
 import { UserError } from '../core/errors.ts';
-import { referencesDir } from '../core/paths.ts';
 import { ReferenceRecord } from '../execution/records.ts';
 
 type Column = { name: keyof ReferenceRecord; type: DataType; json?: true };
@@ -35,7 +34,7 @@ const COLUMNS: Column[] = [
 export const TABLE_COLUMNS = COLUMNS.map((c) => c.name);
 
 /** <references>/<condition>.arrow */
-export function tablePath(condition: string, dir = referencesDir()): string {
+export function tablePath(condition: string, dir: string): string {
   return join(dir, `${condition}.arrow`);
 }
 

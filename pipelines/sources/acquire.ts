@@ -8,15 +8,14 @@
 // (<cache>/tmp), hashed on the way, and renamed into place only when size and sha256 match. A download
 // is aborted as soon as it exceeds the declared size (or MAX_RAW_FILE_BYTES) or sends no data for the
 // read timeout; the temporary file is removed on any failure.
-import { execa, execaSync } from 'execa';
 import { closeSync, lstatSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { createHash, randomUUID } from 'node:crypto';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import { hashDescriptor, insideRoot, openRegularFile, removeStaleEntries } from '../core/containment.ts';
-import { cacheDir, mirrorDirs } from '../core/paths.ts';
-import { ensurePythonRuntime } from '../core/runtime.ts';
+import type { Settings } from '../core/settings.ts';
+import { runPython, startPython } from '../execution/launcher.ts';
 import { MAX_RAW_FILE_BYTES, type Plan, type RawFile } from '../catalog/plan.ts';
 
 export type Origin = 'cache' | 'mirror' | 'package' | 'upstream';
@@ -33,79 +32,82 @@ export interface AcquiredFile {
 }
 
 export interface AcquireOptions {
+  /** The cache, the mirrors, the runtime (package files) and the download settings. */
+  settings: Settings;
+  /** Mirrors tried before the settings' ones. */
   mirrors?: readonly string[];
-  /** Allow downloads from upstream URLs (default: on unless WWREF_OFFLINE=1). */
+  /** Allow downloads from upstream URLs (default: the settings'). */
   online?: boolean;
-  /** A download that sends no data for this many seconds is aborted (default: WWREF_DOWNLOAD_TIMEOUT_SECONDS, else 60). */
+  /** A download that sends no data for this many seconds is aborted (default: the settings'). */
   readTimeoutSeconds?: number;
 }
 
-/** Seconds without data after which a download is aborted, unless the options or the environment say otherwise. */
-export const DEFAULT_READ_TIMEOUT_SECONDS = 60;
-
-export function rawCachePath(sha256: string): string {
-  return join(cacheDir(), 'raw', sha256.slice(0, 2), sha256);
+export function rawCachePath(settings: Settings, sha256: string): string {
+  return join(settings.paths.cache, 'raw', sha256.slice(0, 2), sha256);
 }
 
 /** The cache entry of a file, checked to lie inside <cache>/raw (also through links). */
-function cacheEntry(file: RawFile): string {
-  return insideRoot(join(cacheDir(), 'raw'), `${file.sha256.slice(0, 2)}/${file.sha256}`, `raw cache entry of ${file.name}`);
+function cacheEntry(cache: string, file: RawFile): string {
+  return insideRoot(join(cache, 'raw'), `${file.sha256.slice(0, 2)}/${file.sha256}`, `raw cache entry of ${file.name}`);
 }
 
 function readTimeoutSeconds(options: AcquireOptions): number {
-  const fromEnv = process.env.WWREF_DOWNLOAD_TIMEOUT_SECONDS;
-  const seconds = options.readTimeoutSeconds ?? (fromEnv ? Number(fromEnv) : DEFAULT_READ_TIMEOUT_SECONDS);
-  if (!Number.isFinite(seconds) || seconds <= 0) {
-    throw new UserError(`the download read timeout must be a positive number of seconds, not '${options.readTimeoutSeconds ?? fromEnv}' (WWREF_DOWNLOAD_TIMEOUT_SECONDS)`);
-  }
+  const seconds = options.readTimeoutSeconds ?? options.settings.downloads.readTimeoutSeconds;
+  if (!Number.isFinite(seconds) || seconds <= 0) throw new UserError(`the download read timeout must be a positive number of seconds, not '${seconds}'`);
   return seconds;
+}
+
+/** The mirrors of an acquisition, in the order they are tried. */
+export function mirrorsOf(options: Pick<AcquireOptions, 'settings' | 'mirrors'>): string[] {
+  return [...new Set([...(options.mirrors ?? []).map((m) => resolve(m)), ...options.settings.mirrors])];
 }
 
 const TEMP_NAME = /^(?:copy|download|member)-(\d+)-[0-9a-f-]{36}\.part$/;
 
 /** A new temporary file name in <cache>/tmp, after removing the ones of processes that no longer exist. */
-function tempPath(kind: 'copy' | 'download' | 'member'): string {
-  const dir = join(cacheDir(), 'tmp');
+function tempPath(cache: string, kind: 'copy' | 'download' | 'member'): string {
+  const dir = join(cache, 'tmp');
   mkdirSync(dir, { recursive: true });
   removeStaleEntries(dir, TEMP_NAME);
   return join(dir, `${kind}-${process.pid}-${randomUUID()}.part`);
 }
 
-let sitePackagesMemo: string | undefined;
-/** site-packages of the pinned runtime (where `package.path` of a raw file is looked up), if it runs. */
-export function sitePackages(): string | undefined {
-  if (sitePackagesMemo === undefined) {
+const sitePackagesMemo = new Map<string, string>();
+/** site-packages of the settings' runtime (where `package.path` of a raw file is looked up), if it runs. */
+export function sitePackages(settings: Settings): string | undefined {
+  const python = settings.python.executable;
+  if (!sitePackagesMemo.has(python)) {
     try {
-      const { stdout } = execaSync(ensurePythonRuntime(), ['-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])']);
-      sitePackagesMemo = stdout.trim();
+      const { stdout } = runPython(settings, ['-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])']);
+      sitePackagesMemo.set(python, String(stdout).trim());
     } catch {
-      sitePackagesMemo = '';
+      sitePackagesMemo.set(python, '');
     }
   }
-  return sitePackagesMemo || undefined;
+  return sitePackagesMemo.get(python) || undefined;
 }
 
 /** A size or content mismatch: the candidate is skipped and the next origin tried. */
 class Mismatch extends UserError {}
 
 /** Moves a temporary file whose size and sha256 were measured into the cache, if they are the plan's. */
-function commit(file: RawFile, tmp: string, measured: { sha256: string; bytes: number }, from: string): string {
+function commit(settings: Settings, file: RawFile, tmp: string, measured: { sha256: string; bytes: number }, from: string): string {
   if (measured.bytes !== file.bytes) {
     throw new Mismatch(`size mismatch for ${file.name} from ${from}: the plan declares ${file.bytes} bytes, got ${measured.bytes}; not cached`);
   }
   if (measured.sha256 !== file.sha256) {
     throw new Mismatch(`sha256 mismatch for ${file.name} from ${from}: expected ${file.sha256}, got ${measured.sha256}; not cached`);
   }
-  const target = cacheEntry(file);
+  const target = cacheEntry(settings.paths.cache, file);
   mkdirSync(dirname(target), { recursive: true });
   renameSync(tmp, target);
   return target;
 }
 
 /** Copies a regular file (checked before it is opened) into the cache, hashing it on the way. */
-function admitFile(file: RawFile, path: string, from: string, what: string): string {
+function admitFile(settings: Settings, file: RawFile, path: string, from: string, what: string): string {
   const { fd, size } = openRegularFile(path, what);
-  const tmp = tempPath('copy');
+  const tmp = tempPath(settings.paths.cache, 'copy');
   let out: number | undefined;
   try {
     if (size !== file.bytes) {
@@ -116,7 +118,7 @@ function admitFile(file: RawFile, path: string, from: string, what: string): str
     const measured = hashDescriptor(fd, (block) => writeSync(target, block), file.bytes);
     closeSync(out);
     out = undefined;
-    return commit(file, tmp, measured, from);
+    return commit(settings, file, tmp, measured, from);
   } finally {
     closeSync(fd);
     if (out !== undefined) closeSync(out);
@@ -177,7 +179,7 @@ async function download(url: string, tmp: string, limit: number, limitText: stri
 }
 
 /** Extracts one member (a regular file) of a zip or tar archive with Python's standard library, at most `limit` bytes. */
-async function extractMember(archive: string, member: string, out: string, limit: number): Promise<void> {
+async function extractMember(settings: Settings, archive: string, member: string, out: string, limit: number): Promise<void> {
   const script =
     'import shutil, sys, tarfile, zipfile\n' +
     'p, m, out, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])\n' +
@@ -196,7 +198,7 @@ async function extractMember(archive: string, member: string, out: string, limit
     '        if n > limit:\n' +
     '            sys.exit(f"member {m} is larger than the {limit} bytes declared")\n' +
     '        dst.write(block)\n';
-  const child = await execa(ensurePythonRuntime(), ['-c', script, archive, member, out, String(limit)], { reject: false });
+  const child = await startPython(settings, ['-c', script, archive, member, out, String(limit)], { reject: false });
   if (child.exitCode !== 0) {
     const last = String(child.stderr).trim().split('\n').pop() || `exit status ${child.exitCode}`;
     throw new UserError(`cannot extract ${member}: ${last}`);
@@ -204,17 +206,17 @@ async function extractMember(archive: string, member: string, out: string, limit
 }
 
 /** Downloads (and extracts) the upstream file into the cache; every temporary file is removed on failure. */
-async function admitUpstream(file: RawFile, from: string, timeoutSeconds: number): Promise<string> {
-  const archive = tempPath('download');
-  const member = file.upstream_member ? tempPath('member') : undefined;
+async function admitUpstream(settings: Settings, file: RawFile, from: string, timeoutSeconds: number): Promise<string> {
+  const archive = tempPath(settings.paths.cache, 'download');
+  const member = file.upstream_member ? tempPath(settings.paths.cache, 'member') : undefined;
   try {
     // an archive is larger than its member: only the global cap bounds it
     const [limit, limitText] = file.upstream_member
       ? [MAX_RAW_FILE_BYTES, `the ${MAX_RAW_FILE_BYTES} bytes (2 GiB) an archive may have`]
       : [file.bytes, `the ${file.bytes} bytes declared by the plan`];
     const measured = await download(file.upstream_url!, archive, limit, limitText, timeoutSeconds);
-    if (!member) return commit(file, archive, measured, from);
-    await extractMember(archive, file.upstream_member!, member, file.bytes);
+    if (!member) return commit(settings, file, archive, measured, from);
+    await extractMember(settings, archive, file.upstream_member!, member, file.bytes);
     const { fd } = openRegularFile(member, 'extracted member');
     let hashed: { sha256: string; bytes: number };
     try {
@@ -222,14 +224,14 @@ async function admitUpstream(file: RawFile, from: string, timeoutSeconds: number
     } finally {
       closeSync(fd);
     }
-    return commit(file, member, hashed, from);
+    return commit(settings, file, member, hashed, from);
   } finally {
     rmSync(archive, { force: true });
     if (member) rmSync(member, { force: true });
   }
 }
 
-export async function acquireFile(file: RawFile, options: AcquireOptions = {}): Promise<AcquiredFile> {
+export async function acquireFile(file: RawFile, options: AcquireOptions): Promise<AcquiredFile> {
   const looked: string[] = [];
   const problems: string[] = [];
   const done = (path: string, origin: Origin, from: string): AcquiredFile => ({
@@ -245,7 +247,7 @@ export async function acquireFile(file: RawFile, options: AcquireOptions = {}): 
   }
   const timeoutSeconds = readTimeoutSeconds(options);
 
-  const cached = cacheEntry(file);
+  const cached = cacheEntry(options.settings.paths.cache, file);
   looked.push(`cache ${cached}`);
   const entry = lstatSync(cached, { throwIfNoEntry: false });
   if (entry) {
@@ -263,13 +265,13 @@ export async function acquireFile(file: RawFile, options: AcquireOptions = {}): 
     problems.push(`cache entry ${cached} was corrupted and removed`);
   }
 
-  for (const mirror of mirrorDirs(options.mirrors)) {
+  for (const mirror of mirrorsOf(options)) {
     const shown = join(mirror, file.mirror_path);
     looked.push(`mirror ${shown}`);
     const candidate = insideRoot(mirror, file.mirror_path, `mirror_path of raw file ${file.name}`);
     if (!lstatSync(candidate, { throwIfNoEntry: false })) continue;
     try {
-      return done(admitFile(file, candidate, shown, `mirror file of ${file.name}`), 'mirror', shown);
+      return done(admitFile(options.settings, file, candidate, shown, `mirror file of ${file.name}`), 'mirror', shown);
     } catch (error) {
       if (!(error instanceof Mismatch)) throw error;
       problems.push(error.message);
@@ -277,14 +279,14 @@ export async function acquireFile(file: RawFile, options: AcquireOptions = {}): 
   }
 
   if (file.package) {
-    const base = sitePackages();
+    const base = sitePackages(options.settings);
     const shown = base ? join(base, file.package.path) : undefined;
     looked.push(`package ${file.package.distribution} ${file.package.version}: ${shown ?? '(no Python runtime)'}`);
     if (base && shown) {
       const candidate = insideRoot(base, file.package.path, `package.path of raw file ${file.name}`);
       if (lstatSync(candidate, { throwIfNoEntry: false })) {
         try {
-          return done(admitFile(file, candidate, shown, `package file of ${file.name}`), 'package', shown);
+          return done(admitFile(options.settings, file, candidate, shown, `package file of ${file.name}`), 'package', shown);
         } catch (error) {
           if (!(error instanceof Mismatch)) throw error;
           problems.push(error.message);
@@ -293,12 +295,12 @@ export async function acquireFile(file: RawFile, options: AcquireOptions = {}): 
     }
   }
 
-  const online = options.online ?? process.env.WWREF_OFFLINE !== '1';
+  const online = options.online ?? options.settings.downloads.online;
   if (file.upstream_url && online) {
     const from = file.upstream_member ? `${file.upstream_url} (member ${file.upstream_member})` : file.upstream_url;
     looked.push(`upstream ${from}`);
     try {
-      return done(await admitUpstream(file, from, timeoutSeconds), 'upstream', from);
+      return done(await admitUpstream(options.settings, file, from, timeoutSeconds), 'upstream', from);
     } catch (error) {
       problems.push(`${from}: ${(error as Error).message}`);
     }
@@ -309,7 +311,7 @@ export async function acquireFile(file: RawFile, options: AcquireOptions = {}): 
   );
 }
 
-export async function acquirePlan(plan: Plan, options: AcquireOptions = {}): Promise<AcquiredFile[]> {
+export async function acquirePlan(plan: Plan, options: AcquireOptions): Promise<AcquiredFile[]> {
   const files: AcquiredFile[] = [];
   for (const file of plan.raw_files) files.push(await acquireFile(file, options));
   return files;

@@ -4,17 +4,15 @@
 // contents as the recipe reads them (workflows/prepare/inspect.py: columns, header row, numeric
 // features, target, labels; series columns; images). Each problem is reported once, with the plan
 // field it concerns and how to fix it. Nothing is written: no cache entry, no prepared file.
-import { execaSync } from 'execa';
 import { closeSync, lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LoadedPlan } from '../catalog/catalog.ts';
 import type { RawFile } from '../catalog/plan.ts';
 import { UserError } from '../core/errors.ts';
 import { hashDescriptor, insideRoot, openRegularFile } from '../core/containment.ts';
-import { mirrorDirs, ROOT } from '../core/paths.ts';
-import { ensurePythonRuntime } from '../core/runtime.ts';
-import { pythonEnvironment } from '../execution/python-worker.ts';
-import { rawCachePath, sitePackages, type AcquireOptions } from './acquire.ts';
+import type { Settings } from '../core/settings.ts';
+import { runPython } from '../execution/launcher.ts';
+import { mirrorsOf, rawCachePath, sitePackages, type AcquireOptions } from './acquire.ts';
 
 export interface PlanProblem {
   /** The plan field, e.g. ['raw_files', 0, 'sha256'] or ['preparation', 'params', 'features', 1]. */
@@ -40,9 +38,9 @@ interface Candidate {
 function candidates(file: RawFile, index: number, options: AcquireOptions, problems: PlanProblem[]): Candidate[] {
   const found: Candidate[] = [];
   const exists = (path: string) => lstatSync(path, { throwIfNoEntry: false }) !== undefined;
-  const cached = rawCachePath(file.sha256);
+  const cached = rawCachePath(options.settings, file.sha256);
   if (exists(cached)) found.push({ path: cached, where: `the raw cache (${cached})` });
-  for (const mirror of mirrorDirs(options.mirrors)) {
+  for (const mirror of mirrorsOf(options)) {
     try {
       const path = insideRoot(mirror, file.mirror_path, `mirror_path of raw file ${file.name}`);
       if (exists(path)) found.push({ path, where: `mirror ${join(mirror, file.mirror_path)}` });
@@ -51,7 +49,7 @@ function candidates(file: RawFile, index: number, options: AcquireOptions, probl
     }
   }
   if (file.package) {
-    const base = sitePackages();
+    const base = sitePackages(options.settings);
     if (base) {
       try {
         const path = insideRoot(base, file.package.path, `package.path of raw file ${file.name}`);
@@ -80,7 +78,7 @@ function measure(path: string): { sha256: string; bytes: number } {
  */
 function checkRawFiles(loaded: LoadedPlan, options: AcquireOptions, check: StaticCheck): Record<string, string> {
   const readable: Record<string, string> = {};
-  const online = options.online ?? process.env.WWREF_OFFLINE !== '1';
+  const online = options.online ?? options.settings.downloads.online;
   loaded.plan.raw_files.forEach((file, i) => {
     let found: Candidate[];
     try {
@@ -94,10 +92,10 @@ function checkRawFiles(loaded: LoadedPlan, options: AcquireOptions, check: Stati
       if (file.upstream_url && online) {
         check.notes.push(`${file.name}: not in the cache, a mirror or a package here; size and sha256 are checked when it is downloaded from ${file.upstream_url}`);
       } else {
-        const mirrors = mirrorDirs(options.mirrors);
+        const mirrors = mirrorsOf(options);
         check.problems.push({
           path: ['raw_files', i],
-          message: `${file.name} cannot be acquired: not in the raw cache, not at mirror_path under ${mirrors.length ? mirrors.join(', ') : '(no mirror configured)'}${file.package ? ', not in its package' : ', no package'}${file.upstream_url ? ' (downloads are off: WWREF_OFFLINE=1)' : ', no upstream_url'}`,
+          message: `${file.name} cannot be acquired: not in the raw cache, not at mirror_path under ${mirrors.length ? mirrors.join(', ') : '(no mirror configured)'}${file.package ? ', not in its package' : ', no package'}${file.upstream_url ? ' (downloads are off)' : ', no upstream_url'}`,
           fix: `copy the file to <mirror>/${file.mirror_path} (or pass --mirror DIR), or give package or upstream_url`,
         });
       }
@@ -137,10 +135,8 @@ function checkRawFiles(loaded: LoadedPlan, options: AcquireOptions, check: Stati
 }
 
 /** Runs workflows/prepare/inspect.py on one request and returns its JSON answer. */
-export function inspectRaw(request: Record<string, unknown>): Record<string, unknown> {
-  const child = execaSync(ensurePythonRuntime(), ['-m', 'workflows.prepare.inspect'], {
-    cwd: ROOT,
-    env: pythonEnvironment(),
+export function inspectRaw(settings: Settings, request: Record<string, unknown>): Record<string, unknown> {
+  const child = runPython(settings, ['-m', 'workflows.prepare.inspect'], {
     input: JSON.stringify(request),
     reject: false,
     maxBuffer: 64 * 1024 * 1024,
@@ -155,13 +151,13 @@ export function inspectRaw(request: Record<string, unknown>): Record<string, unk
 }
 
 /** Every static problem of a (schema-valid) plan: raw file identities, then the recipe parameters against the contents. */
-export function staticCheck(loaded: LoadedPlan, options: AcquireOptions = {}): StaticCheck {
+export function staticCheck(loaded: LoadedPlan, options: AcquireOptions): StaticCheck {
   const check: StaticCheck = { problems: [], notes: [] };
   const readable = checkRawFiles(loaded, options, check);
   if (Object.keys(readable).length) {
     const { recipe, params } = loaded.plan.preparation;
     try {
-      const answer = inspectRaw({ mode: 'check', recipe, params, raw: readable }) as { problems: PlanProblem[]; notes: string[] };
+      const answer = inspectRaw(options.settings, { mode: 'check', recipe, params, raw: readable }) as { problems: PlanProblem[]; notes: string[] };
       check.problems.push(...answer.problems);
       check.notes.push(...answer.notes);
     } catch (error) {

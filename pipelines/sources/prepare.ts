@@ -11,7 +11,7 @@ import { UserError } from '../core/errors.ts';
 import { insideRoot, removeStaleEntries } from '../core/containment.ts';
 import { writeJsonAtomic, readJsonFile } from '../core/fsutil.ts';
 import { canonicalJson, digest, sha256Hex } from '../core/hashing.ts';
-import { manifestsDir, preparedDir, sourcePreparedDir } from '../core/paths.ts';
+import type { Paths } from '../core/settings.ts';
 import { ID_RULE, isValidId, type Plan } from '../catalog/plan.ts';
 import { PREPARE_TIMEOUT_SECONDS } from '../execution/executor.ts';
 import { WorkerPool } from '../execution/local/local-pool.ts';
@@ -40,16 +40,16 @@ function sourceName(source: string): string {
   return source;
 }
 
-export function manifestPath(source: string): string {
-  return join(manifestsDir(), `${sourceName(source)}.json`);
+export function manifestPath(paths: Pick<Paths, 'manifests'>, source: string): string {
+  return join(paths.manifests, `${sourceName(source)}.json`);
 }
 
 /**
  * Removes prepared/<source>.staging-<pid> and prepared/<source>.old-<pid> of processes that no longer
  * exist (a killed prepare); a link is removed itself, never followed. Returns the removed paths.
  */
-export function removeStaleStaging(source: string): string[] {
-  return removeStaleEntries(preparedDir(), new RegExp(`^${sourceName(source)}\\.(?:staging|old)-(\\d+)$`));
+export function removeStaleStaging(paths: Pick<Paths, 'prepared'>, source: string): string[] {
+  return removeStaleEntries(paths.prepared, new RegExp(`^${sourceName(source)}\\.(?:staging|old)-(\\d+)$`));
 }
 
 /** Removes a folder of this process (a link is unlinked, not followed). */
@@ -74,8 +74,8 @@ export function sealManifest(body: Omit<SourceManifest, 'content_sha256'>): Sour
   return { ...body, content_sha256: digest(body) };
 }
 
-export function readManifest(source: string): SourceManifest {
-  const path = manifestPath(source);
+export function readManifest(paths: Pick<Paths, 'manifests'>, source: string): SourceManifest {
+  const path = manifestPath(paths, source);
   if (!existsSync(path)) throw new UserError(`source manifest not found: ${path}; run 'wwref prepare --source ${source}'`);
   const parsed = SourceManifest.safeParse(readJsonFile(path, 'source manifest'));
   if (!parsed.success) throw new UserError(`source manifest ${path} is malformed: ${parsed.error.issues[0]?.message}`);
@@ -111,16 +111,17 @@ export async function prepareSource(
   loaded: LoadedPlan,
   worker: PythonWorker,
   versions: Record<string, string>,
-  options: PrepareSourceOptions = {},
+  options: PrepareSourceOptions,
 ): Promise<SourceManifest> {
   const { plan } = loaded;
   // every path written below must stay inside prepared/ and manifests/, links resolved
-  const final = insideRoot(preparedDir(), sourceName(plan.source), 'prepared folder of source');
-  const manifestFile = insideRoot(manifestsDir(), `${plan.source}.json`, 'source manifest');
+  const { paths } = options.settings;
+  const final = insideRoot(paths.prepared, sourceName(plan.source), 'prepared folder of source');
+  const manifestFile = insideRoot(paths.manifests, `${plan.source}.json`, 'source manifest');
   const acquired = await acquirePlan(plan, options);
   const raw = Object.fromEntries(acquired.map((f) => [f.name, f.path]));
   mkdirSync(dirname(final), { recursive: true });
-  removeStaleStaging(plan.source);
+  removeStaleStaging(paths, plan.source);
   const staging = `${final}.staging-${process.pid}`;
   removeOwn(staging);
   mkdirSync(staging);
@@ -188,12 +189,12 @@ function unchangedManifest(file: string, fresh: SourceManifest): SourceManifest 
 
 export async function prepareSources(
   plans: LoadedPlan[],
-  options: AcquireOptions & { workers?: number; log?: (line: string) => void; expected?: (source: string) => Record<string, string> | undefined } = {},
+  options: AcquireOptions & { workers?: number; log?: (line: string) => void; expected?: (source: string) => Record<string, string> | undefined },
 ): Promise<PrepareOutcome[]> {
   const log = options.log ?? (() => {});
-  const pool = new WorkerPool(options.workers ?? 1);
+  const pool = new WorkerPool(options.workers ?? 1, { settings: options.settings });
   try {
-    const hello = await pool.runtime();
+    const hello = await pool.hello();
     const versions = { python: hello.python, ...hello.versions };
     return await Promise.all(
       plans.map((loaded) =>
@@ -225,8 +226,8 @@ export interface PreparedNeed {
 }
 
 /** Whether a prepared file named by `need` is absent from prepared/<source>/. */
-export function preparedMissing(need: PreparedNeed): boolean {
-  return Object.keys(need.files).some((name) => !existsSync(join(sourcePreparedDir(need.source), name)));
+export function preparedMissing(paths: Pick<Paths, 'prepared'>, need: PreparedNeed): boolean {
+  return Object.keys(need.files).some((name) => !existsSync(join(paths.prepared, need.source, name)));
 }
 
 /**
@@ -235,9 +236,9 @@ export function preparedMissing(need: PreparedNeed): boolean {
  * every file has the sha256 the manifest records. Returns the sources prepared; a source that cannot
  * be prepared, or comes out different, is a UserError naming it.
  */
-export async function prepareMissing(needs: readonly PreparedNeed[], options: AcquireOptions & { workers?: number; log?: (line: string) => void } = {}): Promise<string[]> {
+export async function prepareMissing(needs: readonly PreparedNeed[], options: AcquireOptions & { workers?: number; log?: (line: string) => void }): Promise<string[]> {
   const bySource = new Map<string, PreparedNeed>();
-  for (const need of needs) if (preparedMissing(need) && !bySource.has(need.source)) bySource.set(need.source, need);
+  for (const need of needs) if (preparedMissing(options.settings.paths, need) && !bySource.has(need.source)) bySource.set(need.source, need);
   if (!bySource.size) return [];
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const plans = [...bySource.values()].map((need) => {

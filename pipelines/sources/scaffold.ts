@@ -11,7 +11,8 @@ import { FAMILIES, OPTION_LETTERS, type FamilyName, type OptionLetter } from '..
 import { DEFAULT_RECORD_TIMEOUT_SECONDS, ID_RULE, isValidId } from '../catalog/plan.ts';
 import { UserError } from '../core/errors.ts';
 import { isInside } from '../core/containment.ts';
-import { mirrorDirs } from '../core/paths.ts';
+import type { Settings } from '../core/settings.ts';
+import { mirrorsOf } from './acquire.ts';
 import { inspectRaw } from './check.ts';
 
 /** Seed of splits and noise in every catalog plan (docs/recipes.md, Seeds). */
@@ -60,6 +61,7 @@ const RECIPE_OF: Record<FamilyName, string> = {
 };
 
 export interface NewSourceOptions {
+  settings: Settings;
   family: FamilyName;
   /** Raw files by path. */
   files?: readonly string[];
@@ -213,7 +215,7 @@ export function newSourcePlan(options: NewSourceOptions): { plan: Record<string,
   const family = options.family;
   const requested = [...(options.packages ?? []).map((p) => ({ package: p })), ...(options.files ?? []).map((f) => ({ path: resolve(f) }))];
   if (!requested.length) throw new UserError('new-source needs at least one raw file: --file PATH or --package DISTRIBUTION:PATH (e.g. scikit-learn:sklearn/datasets/data/iris.csv)');
-  const files = (inspectRaw({ mode: 'describe', files: requested }) as { files: DescribedFile[] }).files;
+  const files = (inspectRaw(options.settings, { mode: 'describe', files: requested }) as { files: DescribedFile[] }).files;
   const names = files.map((f) => f.name);
   const twice = names.find((n, k) => names.indexOf(n) !== k);
   if (twice) throw new UserError(`new-source: two raw files are named ${twice}; give files with distinct names`);
@@ -221,7 +223,7 @@ export function newSourcePlan(options: NewSourceOptions): { plan: Record<string,
   if (!isValidId(source)) throw new UserError(`new-source: '${source}' is not a valid source id (${ID_RULE}); pass --source`);
   const notes: string[] = [];
   const params = recipeParams(family, files, notes);
-  const mirrors = mirrorDirs(options.mirrors);
+  const mirrors = mirrorsOf(options);
   const rawFiles = files.map((f) => ({
     name: f.name,
     sha256: f.sha256,

@@ -21,6 +21,7 @@ import { ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
 import { cliInProcess, cliProcess } from '../support/cli.ts';
 import { guardRepository, listing } from '../sources/hardening-support.ts';
 import { seededRandom, type Random } from '../support/random.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 const CASES = 200;
 const VARIABLES = ['WWREF_PREPARED_DIR', 'WWREF_REFERENCES_DIR', 'WWREF_CACHE_DIR', 'WWREF_MANIFESTS_DIR'] as const;
@@ -72,7 +73,7 @@ beforeAll(async () => {
   execFileSync('mkfifo', [join(cwd, 'a-fifo')]);
   mkdirSync(join(cwd, 'a-folder'));
   mkdirSync(join(root, 'plans'));
-  const catalog = loadCatalog();
+  const catalog = loadCatalog(currentSettings());
   known = new Set([...catalog.conditions.keys(), ...catalog.plans.keys()]);
 }, 120_000);
 

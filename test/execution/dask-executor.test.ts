@@ -21,8 +21,9 @@ import { replay, replayTargets, storedFromReference } from '../../pipelines/jobs
 import { readManifest } from '../../pipelines/sources/prepare.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { executorContract } from './executor-contract.ts';
+import { currentSettings } from '../support/workspace.ts';
 
-const catalog = loadCatalog();
+const catalog = loadCatalog(currentSettings());
 const committed = (id: string) => readReferenceTable(join(ROOT, 'outputs', 'references', `${id}.arrow`)).records;
 const essentials = (records: ReturnType<typeof committed>) => records.map((r) => [r.mask, r.status, r.prediction_sha256, r.utility]);
 
@@ -48,7 +49,7 @@ function workerVariables(scheduler: string): Record<string, [string | null, stri
     "print(json.dumps(client.run(lambda: [os.environ.get('PYTHONHASHSEED'), os.environ.get('MALLOC_TRIM_THRESHOLD_')])))",
     'client.close()',
   ].join('\n');
-  return JSON.parse(execaSync(ensurePythonRuntime(), ['-c', script, scheduler], { cwd: ROOT, env: workerEnvironment() }).stdout) as Record<string, [string | null, string | null]>;
+  return JSON.parse(execaSync(ensurePythonRuntime(currentSettings()), ['-c', script, scheduler], { cwd: ROOT, env: workerEnvironment(currentSettings()) }).stdout) as Record<string, [string | null, string | null]>;
 }
 
 /** Committed prepared inputs are used as they are (prepared/ is set up before the tests run). */
@@ -61,15 +62,15 @@ beforeAll(() => {
 afterAll(() => ws.dispose());
 
 describe('Dask executor: the executor contract, each case on a cluster of its own (dask-local)', () => {
-  executorContract((options) => openExecutor({ kind: 'dask-local' }, options), () => ({ source: 'nile', files: readManifest('nile').prepared_files }));
+  executorContract((options) => openExecutor({ kind: 'dask-local' }, options), () => ({ source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files }));
 });
 
 describe('Dask executor on a two-worker cluster', () => {
   let scheduler: LocalScheduler;
   let workers: ReturnType<typeof startWorkers>;
   beforeAll(async () => {
-    scheduler = await startScheduler();
-    workers = startWorkers({ scheduler: scheduler.address, nworkers: 2 });
+    scheduler = await startScheduler(currentSettings());
+    workers = startWorkers(currentSettings(), { scheduler: scheduler.address, nworkers: 2 });
   });
   afterAll(async () => {
     workers.kill('SIGTERM');
@@ -80,7 +81,7 @@ describe('Dask executor on a two-worker cluster', () => {
   it('rebuilds conditions of four families into tables identical to the local pool\'s, and records the executor', async () => {
     const conditions = ['nile', 'wine__d6', 'graph_lesmis__d6', 'mitdb_100__d6'];
     // `workers` sizes only a local pool: the summary counts the cluster's admitted workers.
-    const summary = await rebuild(catalog, { conditions, workers: 1, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
+    const summary = await rebuild(catalog, { settings: currentSettings(), conditions, workers: 1, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
     expect(summary.failed).toBe(0);
     expect(summary.workers).toBe(2);
     for (const id of conditions) expect(essentials(readReferenceTable(join(ws.references, `${id}.arrow`)).records), id).toEqual(essentials(committed(id)));
@@ -91,7 +92,7 @@ describe('Dask executor on a two-worker cluster', () => {
   });
 
   it('replays through Dask with every check, reporting timing per worker host', async () => {
-    const report = await replay({ conditions: ['nile', 'graph_dolphins__d6'], referencesDir: join(ROOT, 'outputs', 'references'), quiet: true, executor: { kind: 'dask', scheduler: scheduler.address } });
+    const report = await replay({ settings: currentSettings(), conditions: ['nile', 'graph_dolphins__d6'], referencesDir: join(ROOT, 'outputs', 'references'), quiet: true, executor: { kind: 'dask', scheduler: scheduler.address } });
     expect(report.all_passed).toBe(true);
     expect(report.passed).toBe(80);
     expect(report.workers).toBe(2);
@@ -99,9 +100,9 @@ describe('Dask executor on a two-worker cluster', () => {
     expect(report.hosts[0]!.records).toBe(80);
     // The checks are the same ones: a changed utility fails through Dask too.
     const tampered = await replayTargets(
-      [{ condition: 'nile', family: 'forecasting', input: { source: 'nile', files: readManifest('nile').prepared_files }, records: committed('nile').map(storedFromReference).map((r, i) => (i === 3 ? { ...r, utility: r.utility! + 1e-12 } : r)) }],
+      [{ condition: 'nile', family: 'forecasting', input: { source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files }, records: committed('nile').map(storedFromReference).map((r, i) => (i === 3 ? { ...r, utility: r.utility! + 1e-12 } : r)) }],
       { versions: readReferenceManifest(join(ROOT, 'outputs', 'references'))!.versions, numerics: 'unrecorded' },
-      { quiet: true, executor: { kind: 'dask', scheduler: scheduler.address } },
+      { settings: currentSettings(), quiet: true, executor: { kind: 'dask', scheduler: scheduler.address } },
     );
     expect(tampered.passed).toBe(15);
     expect(tampered.records.find((r) => !r.passed)!.failures.map((f) => f.check)).toEqual(['utility']);
@@ -110,10 +111,10 @@ describe('Dask executor on a two-worker cluster', () => {
   it('a worker process killed mid-run loses nothing: its records run elsewhere, none lost or doubled', async () => {
     const id = 'spambase__d6';
     const journal = join(ws.cache, 'journal', `${id}.jsonl`);
-    const executor = new DaskExecutor({ scheduler: scheduler.address });
+    const executor = new DaskExecutor({ settings: currentSettings(), scheduler: scheduler.address });
     const [victim] = await executor.describe();
     await executor.close();
-    const run = rebuild(catalog, { conditions: [id], workers: 2, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
+    const run = rebuild(catalog, { settings: currentSettings(), conditions: [id], workers: 2, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
     // Kill one worker process (its nanny starts a new one) once some records are in the journal.
     const lines = () => (existsSync(journal) ? readFileSync(journal, 'utf8').split('\n').filter(Boolean).length : 0);
     while (lines() < 8) await new Promise((resolve) => setTimeout(resolve, 50));
@@ -126,11 +127,11 @@ describe('Dask executor on a two-worker cluster', () => {
   });
 
   it('refuses and names a worker of another runtime, retires it, and computes on the others', async () => {
-    const odd = startWorkers({ scheduler: scheduler.address, nworkers: 1, env: { OPENBLAS_CORETYPE: 'Prescott' } });
+    const odd = startWorkers(currentSettings(), { scheduler: scheduler.address, nworkers: 1, env: { OPENBLAS_CORETYPE: 'Prescott' } });
     try {
       await registered(odd);
       const notes: string[] = [];
-      const executor = new DaskExecutor({ scheduler: scheduler.address, log: (line) => notes.push(line) });
+      const executor = new DaskExecutor({ settings: currentSettings(), scheduler: scheduler.address, log: (line) => notes.push(line) });
       try {
         const admitted = await executor.describe();
         expect(admitted.length).toBe(2);
@@ -139,7 +140,7 @@ describe('Dask executor on a two-worker cluster', () => {
         expect(executor.refused.size).toBe(1);
         expect([...executor.refused.values()][0]).toMatch(/Katmai kernels, the profile requires Haswell/);
         expect(notes.join('\n')).toMatch(/Dask worker tcp:\/\/127\.0\.0\.1:\d+ refused and retired: .*Katmai/);
-        const input = { source: 'nile', files: readManifest('nile').prepared_files };
+        const input = { source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files };
         const result = await executor.run({ family: 'forecasting', input, mask: '0101' }, { timeoutSeconds: 60 });
         expect(result.prediction_sha256).toBe(committed('nile').find((r) => r.mask === '0101')!.prediction_sha256);
       } finally {
@@ -156,8 +157,8 @@ describe('Dask executor on a two-worker cluster', () => {
   it("refuses a worker that Dask's nanny started with its own hash seed and malloc trimming (no nanny preload)", async () => {
     // `dask worker` as a job script might start it: wwref's environment and worker preload, but not
     // the nanny preload, so Dask's nanny replaces PYTHONHASHSEED=0 with a seed of its own.
-    const plain = execa(ensurePythonRuntime(), ['-m', 'distributed.cli.dask_worker', scheduler.address, '--nthreads', '1', '--host', '127.0.0.1',
-      '--preload', 'workflows.cluster.preload', '--no-dashboard'], { cwd: ROOT, env: workerEnvironment(), stdio: 'pipe', buffer: false, reject: false, cleanup: true });
+    const plain = execa(ensurePythonRuntime(currentSettings()), ['-m', 'distributed.cli.dask_worker', scheduler.address, '--nthreads', '1', '--host', '127.0.0.1',
+      '--preload', 'workflows.cluster.preload', '--no-dashboard'], { cwd: ROOT, env: workerEnvironment(currentSettings()), stdio: 'pipe', buffer: false, reject: false, cleanup: true });
     try {
       await registered(plain);
       // What the nanny preload changes: wwref's workers keep its seed and no malloc trimming.
@@ -165,7 +166,7 @@ describe('Dask executor on a two-worker cluster', () => {
       expect(variables.length).toBe(3);
       expect(variables.filter(([seed, trim]) => seed === '0' && trim === null).length).toBe(2);
       expect(variables.filter(([seed, trim]) => seed !== '0' && trim === '65536').length).toBe(1);
-      const executor = new DaskExecutor({ scheduler: scheduler.address, log: () => {} });
+      const executor = new DaskExecutor({ settings: currentSettings(), scheduler: scheduler.address, log: () => {} });
       try {
         expect((await executor.describe()).length).toBe(2);
         expect(executor.refused.size).toBe(1);
@@ -183,10 +184,10 @@ describe('Dask executor: a lost scheduler', () => {
   it('stops the rebuild with a clear message; the journal keeps the finished records and the local executor resumes', async () => {
     const id = 'spambase__d6';
     const journal = join(ws.cache, 'journal', `${id}.jsonl`);
-    const scheduler = await startScheduler();
-    const workers = startWorkers({ scheduler: scheduler.address, nworkers: 1 });
+    const scheduler = await startScheduler(currentSettings());
+    const workers = startWorkers(currentSettings(), { scheduler: scheduler.address, nworkers: 1 });
     try {
-      const run = rebuild(catalog, { conditions: [id], workers: 1, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
+      const run = rebuild(catalog, { settings: currentSettings(), conditions: [id], workers: 1, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
       const lines = () => (existsSync(journal) ? readFileSync(journal, 'utf8').split('\n').filter(Boolean).length : 0);
       while (lines() < 8) await new Promise((resolve) => setTimeout(resolve, 50));
       scheduler.process.kill('SIGKILL');
@@ -195,7 +196,7 @@ describe('Dask executor: a lost scheduler', () => {
       expect((error as Error).message).toMatch(/scheduler .* (lost|unreachable).*journal.*resumes/);
       const kept = lines();
       expect(kept).toBeGreaterThanOrEqual(8);
-      const resumed = await rebuild(catalog, { conditions: [id], workers: 1, quiet: true, log: () => {} });
+      const resumed = await rebuild(catalog, { settings: currentSettings(), conditions: [id], workers: 1, quiet: true, log: () => {} });
       expect(resumed.resumed).toBe(kept);
       expect(essentials(readReferenceTable(join(ws.references, `${id}.arrow`)).records)).toEqual(essentials(committed(id)));
     } finally {

@@ -6,12 +6,13 @@ import { loadCatalog } from '../../pipelines/references/store.ts';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allMasks } from '../../pipelines/catalog/masks.ts';
-import { pythonExecutable, ROOT, sourcePreparedDir } from '../../pipelines/core/paths.ts';
+import { ROOT } from '../../pipelines/core/paths.ts';
 import type { PreparedInput } from '../../pipelines/execution/executor.ts';
 import { LocalExecutor } from '../../pipelines/execution/local/local-executor.ts';
 import type { Encoded } from '../../pipelines/execution/protocol.ts';
-import { pythonEnvironment } from '../../pipelines/execution/python-worker.ts';
+import { pythonEnvironment } from '../../pipelines/execution/launcher.ts';
 import { readManifest } from '../../pipelines/sources/prepare.ts';
+import { currentSettings, preparedFolder } from '../support/workspace.ts';
 
 /** One cheap condition per array-predicting family (retrieval's records take seconds each). */
 const CONDITIONS = ['wine__d6', 'spambase', 'concrete', 'co2__d6', 'astronaut', 'mitdb_100__d6', 'graph_lesmis__d6'];
@@ -23,16 +24,16 @@ function bytesOf(prediction: Encoded): string {
 }
 
 describe('no state crosses records', () => {
-  const catalog = loadCatalog();
+  const catalog = loadCatalog(currentSettings());
   let executor: LocalExecutor;
   beforeAll(() => {
-    executor = new LocalExecutor({ workers: 1 });
+    executor = new LocalExecutor({ settings: currentSettings(), workers: 1 });
   });
   afterAll(() => executor.close());
 
   it.each(CONDITIONS)('%s: a record alone, after the other masks, or after them in reverse gives the same bytes', async (id) => {
     const condition = catalog.condition(id);
-    const input: PreparedInput = { source: condition.source, files: readManifest(condition.source).prepared_files };
+    const input: PreparedInput = { source: condition.source, files: readManifest(currentSettings().paths, condition.source).prepared_files };
     const masks = allMasks(condition.dimensions);
     const run = async (mask: string, isolation: string) =>
       bytesOf((await executor.run({ family: condition.family, input, mask, isolation }, { timeoutSeconds: 120 })).prediction);
@@ -53,7 +54,7 @@ describe('no state crosses records', () => {
 
   it('an executor refuses input bytes other than the requested ones, naming the file', async () => {
     const condition = catalog.condition('nile');
-    const files = { ...readManifest('nile').prepared_files, 'arrays.npz': 'f'.repeat(64) };
+    const files = { ...readManifest(currentSettings().paths, 'nile').prepared_files, 'arrays.npz': 'f'.repeat(64) };
     const attempt = executor.run({ family: condition.family, input: { source: 'nile', files }, mask: '0000', isolation: 'swapped' }, { timeoutSeconds: 60 });
     await expect(attempt).rejects.toThrow(/arrays\.npz/);
   });
@@ -71,8 +72,8 @@ describe('no state crosses records', () => {
       '        refused.append(type(error).__name__)',
       'print(",".join(refused))',
     ].join('\n');
-    const files = Object.entries(readManifest('nile').prepared_files).map(([name, sha]) => `${name}=${sha}`);
-    const { stdout } = await execa(pythonExecutable(), ['-c', script, sourcePreparedDir('nile'), ...files], { cwd: ROOT, env: pythonEnvironment() });
+    const files = Object.entries(readManifest(currentSettings().paths, 'nile').prepared_files).map(([name, sha]) => `${name}=${sha}`);
+    const { stdout } = await execa(currentSettings().python.executable, ['-c', script, preparedFolder('nile'), ...files], { cwd: ROOT, env: pythonEnvironment(currentSettings()) });
     expect(stdout.trim()).toBe('ValueError,TypeError,TypeError');
   });
 
@@ -85,7 +86,7 @@ describe('no state crosses records', () => {
       'except ValueError as error:',
       '    print(error)',
     ].join('\n');
-    const { stdout } = await execa(pythonExecutable(), ['-c', script, sourcePreparedDir('nile')], { cwd: ROOT, env: pythonEnvironment() });
+    const { stdout } = await execa(currentSettings().python.executable, ['-c', script, preparedFolder('nile')], { cwd: ROOT, env: pythonEnvironment(currentSettings()) });
     expect(stdout).toMatch(/nile\/(arrays\.npz|metadata\.json\.gz) has sha256 [0-9a-f]{64}, not the requested 0{64}/);
   });
 });

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allMasks } from '../../pipelines/catalog/masks.ts';
 import { digest } from '../../pipelines/core/hashing.ts';
-import { preparedDir } from '../../pipelines/core/paths.ts';
+
 import type { PreparedInput } from '../../pipelines/execution/executor.ts';
 import { Journal, KEPT_PREDICTION_BYTES, reverifyRun, type JournalIdentity } from '../../pipelines/execution/journal.ts';
 import { LocalExecutor } from '../../pipelines/execution/local/local-executor.ts';
@@ -17,13 +17,14 @@ import type { RunResult } from '../../pipelines/execution/protocol.ts';
 import type { Truth } from '../../pipelines/execution/verification/verify.ts';
 import { readManifest } from '../../pipelines/sources/prepare.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 /** One cheap condition per family; the prepared inputs are the committed references' (read, never written). */
 const CONDITIONS = ['banknote', 'yacht', 'seeds', 'nile', 'astronaut', 'scifact', 'mitdb_100__d6', 'graph_dolphins__d6'];
-const catalog = loadCatalog();
+const catalog = loadCatalog(currentSettings());
 // read before the temporary workspace points the generated folders elsewhere
-const PREPARED = preparedDir();
-const INPUTS = new Map<string, PreparedInput>(CONDITIONS.map((id) => [id, { source: catalog.condition(id).source, files: readManifest(catalog.condition(id).source).prepared_files }]));
+const PREPARED = currentSettings().paths.prepared;
+const INPUTS = new Map<string, PreparedInput>(CONDITIONS.map((id) => [id, { source: catalog.condition(id).source, files: readManifest(currentSettings().paths, catalog.condition(id).source).prepared_files }]));
 
 let ws: Workspace;
 beforeAll(() => {
@@ -49,7 +50,7 @@ const lines = (journal: Journal) => readFileSync(journal.path, 'utf8').trim().sp
 
 describe('journal', () => {
   it('gives back the run as the worker reported it, the prediction bytes identical', () => {
-    const journal = new Journal('roundtrip', identity);
+    const journal = new Journal(currentSettings().paths.cache, 'roundtrip', identity);
     const original = run([0.1, -2.5e-300, Math.PI, 1e300]);
     journal.append('0000', original);
     const resumed = journal.resume().get('0000')!;
@@ -59,18 +60,18 @@ describe('journal', () => {
   });
 
   it('resumes runs of the same identity only: another plan, input, runtime, code, versions or numerics resume nothing', () => {
-    const journal = new Journal('c', identity);
+    const journal = new Journal(currentSettings().paths.cache, 'c', identity);
     journal.append('0000', run([1]));
     journal.append('0001', run([2]));
     expect([...journal.resume().keys()]).toEqual(['0000', '0001']);
     const others: Partial<JournalIdentity>[] = [
       { plan: 'q' }, { prepared: { 'arrays.npz': 'b'.repeat(64) } }, { runtime: 'current' }, { code: 'y' }, { versions: { numpy: '2.5.5' } }, { numerics: 'native' },
     ];
-    for (const other of others) expect([...new Journal('c', { ...identity, ...other }).resume().keys()], JSON.stringify(other)).toEqual([]);
+    for (const other of others) expect([...new Journal(currentSettings().paths.cache, 'c', { ...identity, ...other }).resume().keys()], JSON.stringify(other)).toEqual([]);
   });
 
   it('a torn last line, a damaged line and a line of another shape are run again', () => {
-    const journal = new Journal('damaged', identity);
+    const journal = new Journal(currentSettings().paths.cache, 'damaged', identity);
     journal.append('0000', run([1]));
     journal.append('0001', run([2]));
     journal.append('0010', run([3]));
@@ -83,7 +84,7 @@ describe('journal', () => {
   });
 
   it(`a prediction over ${KEPT_PREDICTION_BYTES} bytes is journaled without its bytes and runs again`, () => {
-    const journal = new Journal('large', identity);
+    const journal = new Journal(currentSettings().paths.cache, 'large', identity);
     journal.append('0000', run(Array.from({ length: KEPT_PREDICTION_BYTES / 8 + 1 }, (_, i) => i)));
     journal.append('0001', run(Array.from({ length: KEPT_PREDICTION_BYTES / 8 }, (_, i) => i)));
     const [large, kept] = lines(journal).map((l) => JSON.parse(l) as { mask: string; run: { prediction: unknown } });
@@ -95,7 +96,7 @@ describe('journal', () => {
   it('refuses to append through a symbolic link', () => {
     const victim = join(ws.root, 'victim.txt');
     writeFileSync(victim, 'untouched');
-    const journal = new Journal('linked', identity);
+    const journal = new Journal(currentSettings().paths.cache, 'linked', identity);
     mkdirSync(join(ws.cache, 'journal'), { recursive: true });
     symlinkSync(victim, journal.path);
     expect(() => journal.append('0000', run([1]))).toThrow(/cannot append to .*linked\.jsonl: it is a symbolic link/);
@@ -109,7 +110,7 @@ describe('reverifyRun on real runs of every family', () => {
   const runs = new Map<string, { mask: string; run: RunResult }[]>();
   const truths = new Map<string, Truth>();
   beforeAll(async () => {
-    executor = new LocalExecutor({ workers: 1, inputRoots: [PREPARED] });
+    executor = new LocalExecutor({ settings: currentSettings(), workers: 1, inputRoots: [PREPARED] });
     for (const id of CONDITIONS) {
       const { family, dimensions } = catalog.condition(id);
       const input = INPUTS.get(id)!;
@@ -124,7 +125,7 @@ describe('reverifyRun on real runs of every family', () => {
   const check = (id: string, r: RunResult) => reverifyRun(catalog.condition(id).family, r, truths.get(id)!).problems;
 
   it.each(CONDITIONS)('%s: the runs pass, also after a round trip through the journal (the utility rule holds exactly)', (id) => {
-    const journal = new Journal(id, { ...identity, condition: id });
+    const journal = new Journal(currentSettings().paths.cache, id, { ...identity, condition: id });
     for (const { mask, run: r } of runs.get(id)!) {
       expect(check(id, r), `${id} ${mask} as computed`).toEqual([]);
       journal.append(mask, r);
@@ -135,7 +136,7 @@ describe('reverifyRun on real runs of every family', () => {
   });
 
   it('damage to a kept prediction, which the line checksum leaves out, fails its hash', () => {
-    const journal = new Journal('astronaut-damaged', { ...identity, condition: 'astronaut' });
+    const journal = new Journal(currentSettings().paths.cache, 'astronaut-damaged', { ...identity, condition: 'astronaut' });
     journal.append('1111', runs.get('astronaut')!.at(-1)!.run);
     const line = readFileSync(journal.path, 'utf8');
     const at = line.indexOf('"base64":"') + 5000;

@@ -2,8 +2,8 @@
 // All Python reference values come from one batched Python process for the whole file.
 import { execa } from 'execa';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { pythonExecutable } from '../../pipelines/core/paths.ts';
-import { pythonEnvironment } from '../../pipelines/execution/python-worker.ts';
+
+import { pythonEnvironment } from '../../pipelines/execution/launcher.ts';
 import { seededRandom } from '../support/random.ts';
 import {
   balancedAccuracy,
@@ -20,7 +20,7 @@ import {
   type EventCounts,
 } from '../../pipelines/execution/verification/metrics.ts';
 
-const PYTHON = pythonExecutable();
+const PYTHON = currentSettings().python.executable;
 
 const random = seededRandom(7);
 const rand = random.next;
@@ -296,6 +296,7 @@ def events(c):
 out['events'] = [events(c) for c in req['events']]
 sys.stdout.write(json.dumps(out))
 `;
+import { currentSettings } from '../support/workspace.ts';
 
 interface PyOut {
   fsum: string[];
@@ -324,7 +325,7 @@ beforeAll(async () => {
     auc: aucCases,
     events: eventCases,
   });
-  const { stdout } = await execa(PYTHON, ['-c', PY_SCRIPT], { input, env: pythonEnvironment() });
+  const { stdout } = await execa(PYTHON, ['-c', PY_SCRIPT], { input, env: pythonEnvironment(currentSettings()) });
   py = JSON.parse(stdout) as PyOut;
 }, 120_000);
 

@@ -9,15 +9,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { UserError } from '../../pipelines/core/errors.ts';
-import {
-  activeProfile,
-  DEFAULT_PROFILE,
-  platformDrift,
-  platformNotes,
-  profileByName,
-  profileEnvironment,
-  profileProblems,
-} from '../../pipelines/execution/numerics.ts';
+import { platformDrift, platformNotes, profileProblems } from '../../pipelines/execution/numerics.ts';
+import { DEFAULT_PROFILE, profileByName, profileEnvironment } from '../../pipelines/core/profiles.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { RuntimeRefused } from '../../pipelines/execution/executor.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
@@ -26,6 +19,7 @@ import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 
 import { replay } from '../../pipelines/jobs/replay.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 const committed = join(ROOT, 'outputs', 'references');
 const portable = profileByName(DEFAULT_PROFILE);
@@ -34,7 +28,7 @@ const portable = profileByName(DEFAULT_PROFILE);
 let here: NumericsReport;
 
 beforeAll(async () => {
-  const pool = new WorkerPool(1);
+  const pool = new WorkerPool(1, { settings: currentSettings() });
   try {
     here = (await pool.runtime()).numerics;
   } finally {
@@ -44,7 +38,7 @@ beforeAll(async () => {
 
 describe('numerical profile of the workers', () => {
   it('is the portable profile by default, and every worker reports its state', () => {
-    expect(activeProfile().name).toBe(DEFAULT_PROFILE);
+    expect(currentSettings().profile.name).toBe(DEFAULT_PROFILE);
     expect(profileProblems(portable, here)).toEqual([]);
     // Both OpenBLAS copies (NumPy's and SciPy's) are loaded and run the pinned kernels.
     expect(here.blas.map((b) => b.package)).toEqual(['numpy', 'scipy']);
@@ -55,7 +49,7 @@ describe('numerical profile of the workers', () => {
 
   it('refuses, before computing, a worker forced onto another OpenBLAS kernel', async () => {
     // Prescott (SSE3) kernels run on every x86-64 CPU; OpenBLAS reports them as Katmai.
-    const pool = new WorkerPool(1, { env: { OPENBLAS_CORETYPE: 'Prescott' } });
+    const pool = new WorkerPool(1, { settings: currentSettings(), env: { OPENBLAS_CORETYPE: 'Prescott' } });
     let ran = false;
     try {
       const attempt = pool.submit(async () => {
@@ -70,7 +64,7 @@ describe('numerical profile of the workers', () => {
   });
 
   it("refuses a worker whose NumPy does not dispatch the profile's loops", async () => {
-    const pool = new WorkerPool(1, { env: { NPY_DISABLE_CPU_FEATURES: 'AVX2' } });
+    const pool = new WorkerPool(1, { settings: currentSettings(), env: { NPY_DISABLE_CPU_FEATURES: 'AVX2' } });
     try {
       await expect(pool.runtime()).rejects.toThrow(/NumPy's AVX2 loops are disabled by NPY_DISABLE_CPU_FEATURES, the profile uses them/);
     } finally {
@@ -116,7 +110,7 @@ describe('portable bits', () => {
   const sensitive = ['airfoil', 'co2', 'elnino', 'mitdb_100__d6', 'graph_lesmis__d6'];
 
   it('rebuilds the BLAS- and SIMD-sensitive conditions with the committed hashes and utilities', async () => {
-    const summary = await rebuild(loadCatalog(), { conditions: sensitive, workers: 2, fresh: true, quiet: true, log: () => {} });
+    const summary = await rebuild(loadCatalog(currentSettings()), { settings: currentSettings(), conditions: sensitive, workers: 2, fresh: true, quiet: true, log: () => {} });
     expect(summary.failed).toBe(0);
     let compared = 0;
     for (const id of sensitive) {
@@ -140,11 +134,11 @@ describe('portable bits', () => {
       return { airfoil: { ...conditions.airfoil, table_sha256: sha256Hex(bytes) } };
     };
     writeReferenceManifest({ ...manifest, conditions: reprofiled('native'), numerics: { profile: 'native', environment: {}, effective: { ...here, blas: here.blas.map((b) => ({ ...b, architecture: 'SkylakeX' })) } } }, dir);
-    const refused = replay({ referencesDir: dir, quiet: true });
+    const refused = replay({ settings: currentSettings(), referencesDir: dir, quiet: true });
     await expect(refused).rejects.toThrow(UserError);
     await expect(refused).rejects.toThrow(/built under numerical profile 'native' \(.*SkylakeX.*\); this machine runs 'x86-64-v3'.*--allow-platform-drift/);
 
-    const tolerant = await replay({ referencesDir: dir, quiet: true, allowPlatformDrift: true });
+    const tolerant = await replay({ settings: currentSettings(), referencesDir: dir, quiet: true, allowPlatformDrift: true });
     expect(tolerant.all_passed).toBe(true);
     expect(tolerant.allow_platform_drift).toBe(true);
     expect(tolerant.platform_drift.join()).toMatch(/'native'/);
@@ -152,13 +146,13 @@ describe('portable bits', () => {
 
     const { numerics: _, ...unrecorded } = manifest;
     writeReferenceManifest({ ...unrecorded, conditions: reprofiled(null) }, dir);
-    await expect(replay({ referencesDir: dir, quiet: true })).rejects.toThrow(/the references record no numerical profile/);
+    await expect(replay({ settings: currentSettings(), referencesDir: dir, quiet: true })).rejects.toThrow(/the references record no numerical profile/);
   });
 
   it('rebuild of some conditions refuses to mix another platform into one manifest', async () => {
     const manifest = readReferenceManifest(ws.references)!;
     writeReferenceManifest({ ...manifest, numerics: { ...manifest.numerics!, profile: 'native' } });
-    await expect(rebuild(loadCatalog(), { conditions: ['airfoil'], workers: 1, quiet: true, log: () => {} })).rejects.toThrow(
+    await expect(rebuild(loadCatalog(currentSettings()), { settings: currentSettings(), conditions: ['airfoil'], workers: 1, quiet: true, log: () => {} })).rejects.toThrow(
       /built under numerical profile 'native'.*would mix runtimes in one manifest/,
     );
     expect(platformDrift(readReferenceManifest(ws.references)!.numerics, portable, here)).toHaveLength(1);

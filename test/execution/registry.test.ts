@@ -5,9 +5,10 @@ import { FAMILIES, FAMILY_NAMES, registryProblems } from '../../pipelines/catalo
 import { pinnedVersions, REPLAY_PACKAGES } from '../../pipelines/execution/identity.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import type { HelloResult } from '../../pipelines/execution/protocol.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 let hello: HelloResult;
-const pool = new WorkerPool(1);
+const pool = new WorkerPool(1, { settings: currentSettings() });
 beforeAll(async () => {
   hello = await pool.runtime();
 });
@@ -35,6 +36,6 @@ describe('packages that decide bits', () => {
   it('workers report the versions of exactly the packages marked in workflows/requirements.txt, at their pins', () => {
     expect(REPLAY_PACKAGES).toEqual(['numpy', 'scipy', 'scikit-learn', 'threadpoolctl', 'networkx']);
     expect(Object.keys(hello.versions)).toEqual([...REPLAY_PACKAGES]);
-    for (const p of REPLAY_PACKAGES) expect(hello.versions[p], p).toBe(pinnedVersions()[p]);
+    for (const p of REPLAY_PACKAGES) expect(hello.versions[p], p).toBe(pinnedVersions(currentSettings().runtime)[p]);
   });
 });

@@ -14,13 +14,14 @@ import { Catalog, loadPlanFile } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { planJsonSchema } from '../../pipelines/catalog/plan.ts';
-import { MANIFESTS_DIR, pythonExecutable, ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
+import { MANIFESTS_DIR, ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
 import { manifestPath, prepareSources, readManifest } from '../../pipelines/sources/prepare.ts';
 
 import { replay } from '../../pipelines/jobs/replay.ts';
 
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { tinyCameraPlan } from '../support/fixtures.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 const EXAMPLES = join(SOURCES_DIR, 'examples');
 
@@ -43,11 +44,11 @@ function pythonPlanSha256(file: string): string {
     'import hashlib, json, sys\n' +
     'v = json.load(open(sys.argv[1], encoding="utf-8"))\n' +
     'print(hashlib.sha256(json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest())';
-  return execaSync(pythonExecutable(), ['-c', script, file]).stdout.trim();
+  return execaSync(currentSettings().python.executable, ['-c', script, file]).stdout.trim();
 }
 
 async function refusal(plan: unknown, options = {}): Promise<string> {
-  const error = await addSource(writePlan(plan, 'candidate'), { quiet: true, log: () => {}, ...options }).then(
+  const error = await addSource(writePlan(plan, 'candidate'), { settings: currentSettings(), quiet: true, log: () => {}, ...options }).then(
     () => undefined,
     (e: unknown) => e,
   );
@@ -96,17 +97,17 @@ describe('add-source: invalid plans are refused before anything runs, with the f
     expect(ambiguousNumbers('{"a": 1.0, "b": 0.5, "c": "2.0", "d": 3e2, "e": 7}')).toEqual(['1.0', '3e2']);
     const file = writePlan(tinyCameraPlan('bad'), 'candidate');
     writeFileSync(file, readFileSync(file, 'utf8').replace('"timeout_seconds": 180', '"timeout_seconds": 180.0'));
-    await expect(addSource(file, quiet)).rejects.toThrow(/number\(s\) 180\.0 are integral but written as floats/);
+    await expect(addSource(file, { settings: currentSettings(), ...quiet })).rejects.toThrow(/number\(s\) 180\.0 are integral but written as floats/);
   });
 
   it('a source or condition of the published catalog', async () => {
     expect(await refusal(tinyCameraPlan('nile'))).toMatch(/source 'nile' is already in the published catalog \(sources\/nile\.plan\.json\)/);
     expect(await refusal(tinyCameraPlan('fresh', (p) => (p.conditions[0].id = p.conditions[1].paired_with = 'co2')))).toMatch(/condition 'co2' is already declared by the published catalog/);
-    await expect(addSource(join(SOURCES_DIR, 'wine.plan.json'), quiet)).rejects.toThrow(/source 'wine' is a plan of the published catalog/);
+    await expect(addSource(join(SOURCES_DIR, 'wine.plan.json'), { settings: currentSettings(), ...quiet })).rejects.toThrow(/source 'wine' is a plan of the published catalog/);
   });
 
   it('a well-formed but wrong sha256 fails acquisition: nothing is written', async () => {
-    const result = await addSource(writePlan(tinyCameraPlan('wrong_sha', (p) => (p.raw_files[0].sha256 = '0'.repeat(64)))), quiet);
+    const result = await addSource(writePlan(tinyCameraPlan('wrong_sha', (p) => (p.raw_files[0].sha256 = '0'.repeat(64)))), { settings: currentSettings(), ...quiet });
     expect(result.written).toBe(false);
     expect(result.problems.join('\n')).toMatch(/sha256 mismatch for camera\.png from .*camera\.png: expected 0{64}, got b0793d2a/);
     expect(readReferenceManifest()?.conditions.wrong_sha).toBeUndefined();
@@ -119,11 +120,11 @@ describe('add-source: a new source end to end (real workers)', () => {
 
   it('freezes the plan hash (the sha256 of its canonical JSON, as Python computes it), runs every mask and appends the references', async () => {
     file = writePlan(tinyCameraPlan('tiny_camera'));
-    const dry = checkAddSource(file);
+    const dry = checkAddSource(file, { settings: currentSettings() });
     const expected = pythonPlanSha256(file);
     expect(dry[0]).toContain(`plan sha256 ${expected}`);
     const lines: string[] = [];
-    const result = await addSource(file, { ...quiet, log: (l) => lines.push(l) });
+    const result = await addSource(file, { settings: currentSettings(), ...quiet, log: (l) => lines.push(l) });
     expect(result.problems).toEqual([]);
     expect(result.written).toBe(true);
     expect(result.planSha256).toBe(expected);
@@ -148,7 +149,7 @@ describe('add-source: a new source end to end (real workers)', () => {
       expect(records.every((r) => r.status === 'ok' && r.plan_sha256 === expected)).toBe(true);
     }
     // the source manifest records the same frozen hash
-    expect(readManifest('tiny_camera').plan.sha256).toBe(expected);
+    expect(readManifest(currentSettings().paths, 'tiny_camera').plan.sha256).toBe(expected);
     expect(existsSync(join(ws.cache, 'add-source', 'tiny_camera.frozen.json'))).toBe(true);
     // declared classes are observed (E inactive when B=0, F when A=0), none is undeclared here
     const d6 = result.conditions.find((c) => c.condition === 'tiny_camera__d6')!;
@@ -158,20 +159,20 @@ describe('add-source: a new source end to end (real workers)', () => {
 
   it('the added source is part of the catalog: audit passes and the condition replays', async () => {
     expect(Catalog.loadPublished().plans.size).toBe(30);
-    const catalog = loadCatalog();
+    const catalog = loadCatalog(currentSettings());
     expect(catalog.plans.size).toBe(31);
     expect(catalog.condition('tiny_camera__d6').source).toBe('tiny_camera');
-    const [audit] = auditCatalog(catalog, ['tiny_camera']);
+    const [audit] = auditCatalog(currentSettings(), catalog, ['tiny_camera']);
     expect(audit!.problems).toEqual([]);
     expect(auditFailed(audit!)).toBe(false);
     expect(audit!.checks).toMatchObject({ manifest: 'ok', plan: 'ok', raw: 'ok', prepared: 'ok' });
-    const report = await replay({ conditions: ['tiny_camera'], referencesDir: ws.references, quiet: true });
+    const report = await replay({ settings: currentSettings(), conditions: ['tiny_camera'], referencesDir: ws.references, quiet: true });
     expect(report.all_passed).toBe(true);
     expect(report.total).toBe(16);
   });
 
   it('re-adding the same plan is refused', async () => {
-    await expect(addSource(file, quiet)).rejects.toThrow(/source 'tiny_camera' was already added: .*tiny_camera, tiny_camera__d6.*refusing to re-add it/);
+    await expect(addSource(file, { settings: currentSettings(), ...quiet })).rejects.toThrow(/source 'tiny_camera' was already added: .*tiny_camera, tiny_camera__d6.*refusing to re-add it/);
   });
 
   it('a changed plan is refused without --force, and recorded as superseded with --force', async () => {
@@ -182,12 +183,12 @@ describe('add-source: a new source end to end (real workers)', () => {
     }));
     const changed = pythonPlanSha256(file);
     expect(changed).not.toBe(firstSha);
-    await expect(addSource(file, quiet)).rejects.toThrow(
+    await expect(addSource(file, { settings: currentSettings(), ...quiet })).rejects.toThrow(
       new RegExp(`plan of source 'tiny_camera' changed after its references were written: .*${firstSha}.*now ${changed}.*--force`),
     );
     expect(readFileSync(join(ws.references, 'manifest.json'), 'utf8')).toBe(before);
 
-    const result = await addSource(file, { ...quiet, force: true });
+    const result = await addSource(file, { settings: currentSettings(), ...quiet, force: true });
     expect(result.written).toBe(true);
     expect(result.supersedes).toEqual([firstSha]);
     const manifest = readReferenceManifest()!;
@@ -195,7 +196,7 @@ describe('add-source: a new source end to end (real workers)', () => {
     expect(manifest.conditions.tiny_camera!.supersedes_plan_sha256).toEqual([firstSha]);
     expect(manifest.conditions.tiny_camera__d6).toBeUndefined(); // no longer declared: entry and table removed
     expect(existsSync(join(ws.references, 'tiny_camera__d6.arrow'))).toBe(false);
-    expect(readManifest('tiny_camera').plan.sha256).toBe(changed);
+    expect(readManifest(currentSettings().paths, 'tiny_camera').plan.sha256).toBe(changed);
   });
 
   it('a false equivalence declaration fails the run (non-zero exit), names the masks and writes nothing', async () => {
@@ -210,7 +211,7 @@ describe('add-source: a new source end to end (real workers)', () => {
     expect(readReferenceManifest()!.conditions.tiny_false__d6).toBeUndefined();
     expect(existsSync(join(ws.references, 'tiny_false__d6.arrow'))).toBe(false);
     // Nothing is left behind: no source manifest, no prepared input, no frozen plan.
-    expect(existsSync(manifestPath('tiny_false'))).toBe(false);
+    expect(existsSync(manifestPath(currentSettings().paths, 'tiny_false'))).toBe(false);
     expect(existsSync(join(ws.prepared, 'tiny_false'))).toBe(false);
     expect(existsSync(join(ws.cache, 'add-source', 'tiny_false.frozen.json'))).toBe(false);
   });
@@ -237,7 +238,7 @@ describe('worked examples (sources/examples/)', () => {
       expect(plan.licence.length, f).toBeGreaterThan(10);
       for (const raw of plan.raw_files) {
         expect(raw.package, `${f} ${raw.name}`).toBeDefined();
-        const acquired = await acquireFile(raw, { mirrors: [], online: false });
+        const acquired = await acquireFile(raw, { settings: currentSettings(), mirrors: [], online: false });
         expect(acquired.origin === 'package' || acquired.origin === 'cache', `${f} ${raw.name}`).toBe(true);
       }
     }
@@ -245,14 +246,14 @@ describe('worked examples (sources/examples/)', () => {
 
   it('their committed source manifests are current (deterministic preparation, including the gzip and append_files tabular options)', async () => {
     const plans = files.map((f) => loadPlanFile(join(EXAMPLES, f)));
-    const outcomes = await prepareSources(plans, { workers: 2, online: false, mirrors: [] });
+    const outcomes = await prepareSources(plans, { settings: currentSettings(), workers: 2, online: false, mirrors: [] });
     for (const outcome of outcomes) {
       expect(outcome.ok, `${outcome.source}: ${outcome.error}`).toBe(true);
-      expect(readFileSync(manifestPath(outcome.source), 'utf8'), outcome.source).toBe(readFileSync(join(MANIFESTS_DIR, `${outcome.source}.json`), 'utf8'));
+      expect(readFileSync(manifestPath(currentSettings().paths, outcome.source), 'utf8'), outcome.source).toBe(readFileSync(join(MANIFESTS_DIR, `${outcome.source}.json`), 'utf8'));
     }
-    const diabetes = readManifest('diabetes');
+    const diabetes = readManifest(currentSettings().paths, 'diabetes');
     expect(diabetes.facts).toMatchObject({ raw_rows: 442, features: ['age', 'sex', 'bmi', 'bp', 's1', 's2', 's3', 's4', 's5', 's6'], target: 'progression' });
-    expect(readManifest('digits').facts).toMatchObject({ raw_rows: 1797, n_clusters: 10 });
+    expect(readManifest(currentSettings().paths, 'digits').facts).toMatchObject({ raw_rows: 1797, n_clusters: 10 });
   });
 
   it('their committed references (outputs/examples) name these plans with their current hashes', () => {
@@ -269,7 +270,7 @@ describe('worked examples (sources/examples/)', () => {
         expect(sha256Hex(readFileSync(join(ROOT, 'outputs', 'examples', entry.table)))).toBe(entry.table_sha256);
       }
     }
-    expect(loadCatalog(join(ROOT, 'outputs', 'examples')).plans.size).toBe(30 + files.length);
+    expect(loadCatalog(currentSettings({ references: join(ROOT, 'outputs', 'examples') })).plans.size).toBe(30 + files.length);
   });
 
   it('the committed JSON Schema (sources/plan.schema.json) is the one plan-schema writes', () => {

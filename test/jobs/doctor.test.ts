@@ -8,22 +8,23 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
-import { activeProfile } from '../../pipelines/execution/numerics.ts';
+
 import { doctor } from '../../pipelines/jobs/doctor.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 describe('wwref doctor', () => {
   it('describes the runtime and reproduces the committed references', async () => {
-    const { lines, reproduces } = await doctor(join(ROOT, 'outputs', 'references'));
+    const { lines, reproduces } = await doctor(currentSettings({ references: join(ROOT, 'outputs', 'references') }));
     expect(lines[0]).toMatch(/^python\s+3\.12\.\d+ \(.+\), string hashing fixed \(PYTHONHASHSEED=0\)$/);
-    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^profile\\s+${activeProfile().name}: `)));
+    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^profile\\s+${currentSettings().profile.name}: `)));
     expect(lines).toContain('            effective state matches the profile');
     expect(reproduces).toBe(true);
-    expect(lines.at(-1)).toBe(`reproduces outputs/references bit for bit: same numerical profile (${activeProfile().name}) and pinned versions`);
+    expect(lines.at(-1)).toBe(`reproduces outputs/references bit for bit: same numerical profile (${currentSettings().profile.name}) and pinned versions`);
   }, 60_000);
 
   it('names the versions that differ from references built under another runtime', async () => {
     const current = readReferenceManifest(join(ROOT, 'outputs', 'current'))!;
-    const { lines, reproduces } = await doctor(join(ROOT, 'outputs', 'current'));
+    const { lines, reproduces } = await doctor(currentSettings({ references: join(ROOT, 'outputs', 'current') }));
     expect(reproduces).toBe(false);
     expect(lines.at(-1)).toMatch(/^cannot reproduce outputs\/current bit for bit: installed versions differ from the references' \(/);
     expect(lines.at(-1)).toContain(`numpy: expected ${current.versions.numpy}, installed`);
@@ -32,7 +33,7 @@ describe('wwref doctor', () => {
   it('cannot reproduce a folder without a reference manifest, and says so', async () => {
     const empty = mkdtempSync(join(tmpdir(), 'wwref-doctor-'));
     try {
-      const { lines, reproduces } = await doctor(empty);
+      const { lines, reproduces } = await doctor(currentSettings({ references: empty }));
       expect(reproduces).toBe(false);
       expect(lines.at(-1)).toBe(`cannot reproduce ${empty} bit for bit: no reference manifest in ${empty}`);
     } finally {

@@ -23,6 +23,7 @@ import { type ConditionEntry } from '../../pipelines/references/manifest.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { tinyCameraPlan } from '../support/fixtures.ts';
 import { deadPid, filesUnder, guardRepository, placeholderManifest, victim } from '../sources/hardening-support.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 const EXAMPLES = join(SOURCES_DIR, 'examples');
 const quiet = { workers: 2, quiet: true, log: () => {} };
@@ -87,7 +88,7 @@ async function refusedRun(promise: Promise<unknown>): Promise<string> {
 
 describe('one name rule for source and condition ids', () => {
   it('every committed source and condition id follows it (double underscores included)', () => {
-    const catalog = loadCatalog(join(ROOT, 'outputs', 'examples'));
+    const catalog = loadCatalog(currentSettings({ references: join(ROOT, 'outputs', 'examples') }));
     const ids = [...catalog.plans.keys(), ...catalog.conditions.keys()];
     expect(ids.length).toBeGreaterThan(70);
     for (const id of ids) expect(id, id).toMatch(/^[a-z][a-z0-9_]{0,63}$/);
@@ -97,10 +98,10 @@ describe('one name rule for source and condition ids', () => {
   it('a 300-character id is invalid in the dry run, in the real run, and on the command line (exit 2, one message, no stack)', async () => {
     const long = `a${'b'.repeat(299)}`;
     const file = writePlan(tinyCameraPlan(long), 'long_source');
-    expect(refused(() => checkAddSource(file))).toMatch(/source: expected at most 64 characters \(lower-case letters, digits and _, starting with a letter/);
+    expect(refused(() => checkAddSource(file, { settings: currentSettings() }))).toMatch(/source: expected at most 64 characters \(lower-case letters, digits and _, starting with a letter/);
     const condition = writePlan(tinyCameraPlan('tiny_ok', (p) => (p.conditions[0].id = p.conditions[1].paired_with = long)), 'long_condition');
-    expect(refused(() => checkAddSource(condition))).toMatch(/conditions\.0\.id: expected at most 64 characters/);
-    expect(await refusedRun(addSource(file, quiet))).toMatch(/source: expected at most 64 characters/);
+    expect(refused(() => checkAddSource(condition, { settings: currentSettings() }))).toMatch(/conditions\.0\.id: expected at most 64 characters/);
+    expect(await refusedRun(addSource(file, { settings: currentSettings(), ...quiet }))).toMatch(/source: expected at most 64 characters/);
     expect(filesUnder(ws.cache)).toEqual([]); // refused before the plan was frozen or anything acquired
 
     const cli = await execa('node', [join(ROOT, 'bin', 'wwref.mjs'), 'add-source', file, '--dry-run'], { reject: false });
@@ -112,7 +113,7 @@ describe('one name rule for source and condition ids', () => {
     // the limit itself is valid, and so is a double underscore
     const limit = `a${'b'.repeat(63)}`;
     const ok = writePlan(tinyCameraPlan(limit, (p) => (p.conditions = [{ ...p.conditions[0], id: 'tiny_limit__x4' }])), 'limit');
-    expect(checkAddSource(ok)[0]).toMatch(new RegExp(`is valid: source ${limit} `));
+    expect(checkAddSource(ok, { settings: currentSettings() })[0]).toMatch(new RegExp(`is valid: source ${limit} `));
   });
 });
 
@@ -121,10 +122,10 @@ describe('namespaces of add-source', () => {
     const committed = readFileSync(join(MANIFESTS_DIR, 'diabetes.json'));
     const file = writePlan(tinyCameraPlan('diabetes'), 'diabetes');
     const expected = /source 'diabetes' is already taken by the worked example sources\/examples\/diabetes\.plan\.json/;
-    expect(refused(() => checkAddSource(file))).toMatch(expected);
-    expect(refused(() => checkAddSource(file, { force: true }))).toMatch(expected);
-    expect(await refusedRun(addSource(file, quiet))).toMatch(expected);
-    expect(await refusedRun(addSource(file, { ...quiet, force: true }))).toMatch(expected);
+    expect(refused(() => checkAddSource(file, { settings: currentSettings() }))).toMatch(expected);
+    expect(refused(() => checkAddSource(file, { settings: currentSettings(), force: true }))).toMatch(expected);
+    expect(await refusedRun(addSource(file, { settings: currentSettings(), ...quiet }))).toMatch(expected);
+    expect(await refusedRun(addSource(file, { settings: currentSettings(), ...quiet, force: true }))).toMatch(expected);
     expect(existsSync(join(ws.manifests, 'diabetes.json'))).toBe(false);
     expect(existsSync(join(ws.prepared, 'diabetes'))).toBe(false);
     expect(readReferenceManifest()).toBeUndefined();
@@ -137,22 +138,22 @@ describe('namespaces of add-source', () => {
     const target = join(ws.root, 'target-taken');
     writeTarget(target, { tiny_taken: { source: 'tiny_taken', table: 'tiny_taken.arrow', plan_file: original, plan_sha256: loadPlanFile(original).sha256 } });
     const expected = new RegExp(`source 'tiny_taken' is already taken by the reference manifest .*target-taken/manifest\\.json \\(plan ${original}\\)`);
-    expect(refused(() => checkAddSource(impostor, { referencesDir: target }))).toMatch(expected);
-    expect(refused(() => checkAddSource(impostor, { referencesDir: target, force: true }))).toMatch(expected);
+    expect(refused(() => checkAddSource(impostor, { settings: currentSettings(), referencesDir: target }))).toMatch(expected);
+    expect(refused(() => checkAddSource(impostor, { settings: currentSettings(), referencesDir: target, force: true }))).toMatch(expected);
     // the same plan file: refused without --force, accepted with it
-    expect(refused(() => checkAddSource(original, { referencesDir: target }))).toMatch(/source 'tiny_taken' was already added/);
-    expect(checkAddSource(original, { referencesDir: target, force: true })[0]).toMatch(/is valid: source tiny_taken/);
+    expect(refused(() => checkAddSource(original, { settings: currentSettings(), referencesDir: target }))).toMatch(/source 'tiny_taken' was already added/);
+    expect(checkAddSource(original, { settings: currentSettings(), referencesDir: target, force: true })[0]).toMatch(/is valid: source tiny_taken/);
 
     // held in the default reference folder (WWREF_REFERENCES_DIR), adding to another target
     const other = writePlan(tinyCameraPlan('tiny_default'), 'other');
     writeTarget(ws.references, { tiny_default: { source: 'tiny_default', table: 'tiny_default.arrow', plan_file: other } });
     const second = writePlan(tinyCameraPlan('tiny_default'), 'second');
-    expect(refused(() => checkAddSource(second, { referencesDir: join(ws.root, 'fresh'), force: true }))).toMatch(
+    expect(refused(() => checkAddSource(second, { settings: currentSettings(), referencesDir: join(ws.root, 'fresh'), force: true }))).toMatch(
       /source 'tiny_default' is already taken by the reference manifest .*references\/manifest\.json/,
     );
     // a condition id in use by another source there is refused too
     const clash = writePlan(tinyCameraPlan('tiny_clash', (p) => (p.conditions[0].id = p.conditions[1].paired_with = 'tiny_default')), 'clash');
-    expect(refused(() => checkAddSource(clash, { referencesDir: join(ws.root, 'fresh') }))).toMatch(
+    expect(refused(() => checkAddSource(clash, { settings: currentSettings(), referencesDir: join(ws.root, 'fresh') }))).toMatch(
       /condition 'tiny_default' is already used by source 'tiny_default' in the reference manifest/,
     );
     expect(existsSync(join(ws.root, 'fresh'))).toBe(false);
@@ -161,8 +162,8 @@ describe('namespaces of add-source', () => {
   it('the committed worked example itself is added to another folder only with --force (it shares prepared input and source manifest)', () => {
     const plan = join(EXAMPLES, 'diabetes.plan.json');
     const elsewhere = join(ws.root, 'elsewhere');
-    expect(refused(() => checkAddSource(plan, { referencesDir: elsewhere }))).toMatch(/source 'diabetes' was already added to .*outputs\/examples from this plan .*pass --force/);
-    expect(checkAddSource(plan, { referencesDir: elsewhere, force: true })[0]).toMatch(/plan sources\/examples\/diabetes\.plan\.json is valid/);
+    expect(refused(() => checkAddSource(plan, { settings: currentSettings(), referencesDir: elsewhere }))).toMatch(/source 'diabetes' was already added to .*outputs\/examples from this plan .*pass --force/);
+    expect(checkAddSource(plan, { settings: currentSettings(), referencesDir: elsewhere, force: true })[0]).toMatch(/plan sources\/examples\/diabetes\.plan\.json is valid/);
   });
 });
 
@@ -184,8 +185,8 @@ describe('--force deletes only inside the target folder', () => {
     ];
     for (const [table, id, expected] of cases) {
       writeTarget(target, { [id]: { source: 'tiny_victim', table, plan_file: file, plan_sha256: sha } });
-      expect(refused(() => checkAddSource(file, { referencesDir: target, force: true }))).toMatch(expected);
-      expect(await refusedRun(addSource(file, { ...quiet, referencesDir: target, force: true }))).toMatch(expected);
+      expect(refused(() => checkAddSource(file, { settings: currentSettings(), referencesDir: target, force: true }))).toMatch(expected);
+      expect(await refusedRun(addSource(file, { settings: currentSettings(), ...quiet, referencesDir: target, force: true }))).toMatch(expected);
     }
     climbing.intact();
     absolute.intact();
@@ -208,7 +209,7 @@ describe('--force deletes only inside the target folder', () => {
     symlinkSync(join(ws.root, 'outside-clean'), join(stagingRoot, `tiny_clean.staging-${dead1}`, 'out'));
     symlinkSync(join(ws.root, 'outside-clean'), join(stagingRoot, `tiny_clean.staging-${dead2}`));
 
-    const result = await addSource(file, { ...quiet, referencesDir: target, force: true });
+    const result = await addSource(file, { settings: currentSettings(), ...quiet, referencesDir: target, force: true });
     expect(result.problems).toEqual([]);
     expect(result.written).toBe(true);
     expect(existsSync(join(target, 'tiny_clean_gone.arrow'))).toBe(false);

@@ -19,10 +19,11 @@ import { reprepareSources } from '../../pipelines/jobs/audit.ts';
 import { loadPlanFile } from '../../pipelines/catalog/catalog.ts';
 import { rawCachePath } from '../../pipelines/sources/acquire.ts';
 import { digest, sha256Hex } from '../../pipelines/core/hashing.ts';
-import { pythonExecutable } from '../../pipelines/core/paths.ts';
+
 import { cliInProcess } from '../support/cli.ts';
 import { tinyCameraPlan } from '../support/fixtures.ts';
 import { deadPid, filesUnder, useGuardedWorkspace, victim } from '../sources/hardening-support.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 const SOURCE = 'tiny_audit';
 const workspace = useGuardedWorkspace();
@@ -74,7 +75,7 @@ async function alterArrays(file: string): Promise<void> {
     'arrays[first] = np.zeros_like(arrays[first]) if arrays[first].any() else np.ones_like(arrays[first])\n' +
     'np.savez_compressed(path, **arrays)\n' +
     'print(first)\n';
-  const child = await execa(pythonExecutable(), ['-c', script, file]);
+  const child = await execa(currentSettings().python.executable, ['-c', script, file]);
   expect(String(child.stdout).trim()).not.toBe('');
 }
 
@@ -91,7 +92,7 @@ beforeAll(async () => {
   mkdirSync(join(ws.root, 'plans'), { recursive: true });
   planFile = join(ws.root, 'plans', `${SOURCE}.plan.json`);
   writeFileSync(planFile, `${JSON.stringify(tinyCameraPlan(SOURCE), null, 2)}\n`);
-  const result = await addSource(planFile, { workers: 2, quiet: true, log: () => {} });
+  const result = await addSource(planFile, { settings: currentSettings(), workers: 2, quiet: true, log: () => {} });
   expect(result.problems).toEqual([]);
   expect(result.written).toBe(true);
   snapshot = guarded();
@@ -154,14 +155,14 @@ describe('audit re-prepares an added source from its raw files and plan', () => 
   it('a raw file missing from the cache is acquired (from its package) and the source re-prepared', async () => {
     restore();
     const raw = JSON.parse(readFileSync(manifestFile(), 'utf8')).raw_files as { name: string; sha256: string }[];
-    for (const file of raw) rmSync(rawCachePath(file.sha256));
+    for (const file of raw) rmSync(rawCachePath(currentSettings(), file.sha256));
     const outcome = await audit('--verbose');
     expect(outcome.problems).toEqual([]);
     expect(outcome.code).toBe(0);
     expect(outcome.column).toMatchObject({ raw: 'ok', reprepared: 'ok' });
     for (const file of raw) {
       expect(outcome.stdout).toMatch(new RegExp(`- raw file ${file.name} was not in the cache: acquired from package `));
-      expect(sha256Hex(readFileSync(rawCachePath(file.sha256)))).toBe(file.sha256);
+      expect(sha256Hex(readFileSync(rawCachePath(currentSettings(), file.sha256)))).toBe(file.sha256);
     }
     expect(lstatSync(join(workspace().cache, 'audit')).isDirectory()).toBe(true);
     expect(existsSync(join(workspace().cache, 'audit', `${SOURCE}.audit-${process.pid}`))).toBe(false);
@@ -174,15 +175,15 @@ describe('audit re-prepares an added source from its raw files and plan', () => 
     const file = loaded.plan.raw_files[0]!;
     delete file.package;
     file.mirror_path = 'nowhere/camera.png';
-    rmSync(rawCachePath(file.sha256));
+    rmSync(rawCachePath(currentSettings(), file.sha256));
     const lines: string[] = [];
-    const outcome = (await reprepareSources([loaded], { mirrors: [], online: false, log: (line) => lines.push(line) })).get(SOURCE)!;
+    const outcome = (await reprepareSources([loaded], { settings: currentSettings(), mirrors: [], online: false, log: (line) => lines.push(line) })).get(SOURCE)!;
     expect(outcome.state).toBe('missing');
     expect(outcome.problems).toHaveLength(1);
     expect(outcome.problems[0]).toMatch(new RegExp(`not re-prepared, its raw files cannot be acquired: raw file ${file.name} \\(sha256 ${file.sha256}\\) could not be acquired`));
     expect(outcome.problems[0]).toContain(`run 'wwref acquire --source ${SOURCE}'`);
     expect(lines).toEqual([expect.stringContaining('re-preparing 1 source(s)'), expect.stringMatching(new RegExp(`^re-prepared ${SOURCE} \\(1/1\\): missing: 1 problem\\(s\\) \\(\\d+\\.\\d s\\)$`))]);
-    expect(existsSync(rawCachePath(file.sha256))).toBe(false);
+    expect(existsSync(rawCachePath(currentSettings(), file.sha256))).toBe(false);
     expect(readdirSync(join(workspace().cache, 'audit'))).toEqual([]);
   });
 });

@@ -19,6 +19,7 @@ import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { exportPack, PACK_JSON_MAX_BYTES, readPack } from '../../pipelines/jobs/wwb.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 let ws: Workspace;
 let count = 0;
@@ -114,7 +115,7 @@ function refusedQuickly(read: () => unknown, expected: RegExp): void {
 /** Both readers of packs refuse it: replay's readPack and diff's loadDiffSide. */
 function bothRefuse(pack: string, expected: RegExp, conditions: string[] = []): void {
   refusedQuickly(() => readPack(pack, conditions), expected);
-  refusedQuickly(() => loadDiffSide(pack, conditions), expected);
+  refusedQuickly(() => loadDiffSide(currentSettings().paths, pack, conditions), expected);
 }
 
 describe('a good pack', () => {
@@ -131,7 +132,7 @@ describe('a good pack', () => {
     expect(targets[0]!.records[0]!.wall_seconds).toBe(0.1);
     expect(expected).toEqual({ versions: { numpy: '2.2.6' }, numerics: 'unrecorded' });
     expect(readPack(pack, ['wine']).targets.map((t) => t.condition)).toEqual(['wine']);
-    const side = loadDiffSide(pack);
+    const side = loadDiffSide(currentSettings().paths, pack);
     expect([side.layout, [...side.conditions.keys()].sort()]).toEqual(['pack', ['mitdb_100__d6', 'spambase__d6', 'wine']]);
   });
 });
@@ -259,7 +260,7 @@ describe('every file used is listed and checked', () => {
     mkdirSync(join(ws.root, 'empty'));
     refusedQuickly(() => readPack(join(ws.root, 'empty')), /empty is not a WhatWorkedBench pack: no manifest\.json/);
     // to diff, a folder without references/ is not a pack; it is no reference folder either
-    refusedQuickly(() => loadDiffSide(join(ws.root, 'empty')), /empty is neither a reference folder \(no manifest\.json\) nor a WhatWorkedBench pack/);
+    refusedQuickly(() => loadDiffSide(currentSettings().paths, join(ws.root, 'empty')), /empty is neither a reference folder \(no manifest\.json\) nor a WhatWorkedBench pack/);
   });
 });
 
@@ -287,7 +288,7 @@ describe('tables and manifests are schema-checked', () => {
 
 describe('exportPack writes only a pack folder of its own', () => {
   it('refuses an output folder inside the reference folder or prepared/, before reading anything', () => {
-    refusedQuickly(() => exportPack(join(ws.references, 'pack')), /pack folder .*references\/pack is inside .*references, which only wwref itself writes; choose another folder/);
-    refusedQuickly(() => exportPack(join(ws.prepared, 'wine', '..', 'pack')), /pack folder .*is inside .*prepared, which only wwref itself writes/);
+    refusedQuickly(() => exportPack(currentSettings(), join(ws.references, 'pack')), /pack folder .*references\/pack is inside .*references, which only wwref itself writes; choose another folder/);
+    refusedQuickly(() => exportPack(currentSettings(), join(ws.prepared, 'wine', '..', 'pack')), /pack folder .*is inside .*prepared, which only wwref itself writes/);
   });
 });

@@ -19,6 +19,7 @@ import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { type ReferenceManifest } from '../../pipelines/references/manifest.ts';
 import { deadPid, placeholderManifest, useGuardedWorkspace } from '../sources/hardening-support.ts';
+import { exitOnMask, FAIL_WRITE_PRELOAD, failWrite } from '../support/doubles.ts';
 
 const BIN = join(ROOT, 'bin', 'wwref.mjs');
 /** Cheap 16-mask conditions of four different sources (wine and seeds are the reproduction). */
@@ -27,7 +28,8 @@ const CONCURRENT = ['wine', 'seeds', 'nile', 'yacht'];
 const workspace = useGuardedWorkspace();
 
 function wwref(args: string[], env: Record<string, string> = {}): ResultPromise<{ reject: false }> {
-  return execa('node', [BIN, ...args], { cwd: workspace().root, env, reject: false });
+  // the preload is a test double that does nothing unless TEST_FAIL_WRITE names a file
+  return execa('node', ['--import', FAIL_WRITE_PRELOAD, BIN, ...args], { cwd: workspace().root, env, reject: false });
 }
 
 const rebuildArgs = (refs: string, condition: string, ...extra: string[]) => ['rebuild', '--condition', condition, '--workers', '1', '--references', refs, ...extra];
@@ -143,7 +145,7 @@ describe('a failed rebuild leaves the good table and manifest byte-identical', (
   it('a full disk while the manifest is written: exit 2 with one line; table and manifest as before; the next run resumes', async () => {
     const { refs, before } = await builtNile('disk-full');
 
-    const full = await wwref(rebuildArgs(refs, 'nile', '--fresh'), { WWREF_TEST_FAIL_WRITE: 'manifest.json' });
+    const full = await wwref(rebuildArgs(refs, 'nile', '--fresh'), failWrite('manifest.json'));
     expect(full.exitCode).toBe(2);
     noStack(full);
     expect(messages(full)).toHaveLength(1);
@@ -161,7 +163,7 @@ describe('a failed rebuild leaves the good table and manifest byte-identical', (
   it('a worker killed in the middle of a record: exit 1, the failure reported, table and manifest as before; the next run resumes', async () => {
     const { refs, before } = await builtNile('killed');
 
-    const killed = await wwref(rebuildArgs(refs, 'nile', '--fresh'), { WWREF_TEST_EXIT_ON_MASK: '0011' });
+    const killed = await wwref(rebuildArgs(refs, 'nile', '--fresh'), exitOnMask('0011'));
     expect(killed.exitCode, String(killed.stderr)).toBe(1);
     noStack(killed);
     expect(killed.stdout).toMatch(/^nile\s+15\/16 ok/m);

@@ -13,8 +13,10 @@ import type { ReferenceRecord } from '../../pipelines/execution/records.ts';
 import { rebuild, type RebuildOptions } from '../../pipelines/jobs/rebuild.ts';
 import { decodeTable } from '../../pipelines/references/tables.ts';
 import { useGuardedWorkspace } from '../sources/hardening-support.ts';
+import { currentSettings } from '../support/workspace.ts';
+import { exitOnMask } from '../support/doubles.ts';
 
-const catalog = loadCatalog();
+const catalog = loadCatalog(currentSettings());
 const workspace = useGuardedWorkspace();
 const journalPath = () => join(workspace().cache, 'journal', 'nile.jsonl');
 
@@ -38,7 +40,7 @@ async function rebuildNile(options: Partial<RebuildOptions> = {}, env: Record<st
   const logged: string[] = [];
   Object.assign(process.env, env);
   try {
-    const summary = await rebuild(catalog, { conditions: ['nile'], workers: 1, quiet: true, log: (line) => logged.push(line), ...options });
+    const summary = await rebuild(catalog, { settings: currentSettings(), conditions: ['nile'], workers: 1, quiet: true, log: (line) => logged.push(line), ...options });
     return { summary, refusals: logged.filter((line) => line.startsWith('journal:')) };
   } finally {
     for (const key of Object.keys(env)) delete process.env[key];
@@ -91,13 +93,13 @@ beforeAll(async () => {
   const clean = await rebuildNile();
   expect(clean.summary.failed).toBe(0);
   truth = table();
-  const first = await rebuildNile({ fresh: true }, { WWREF_TEST_EXIT_ON_MASK: '0011' });
+  const first = await rebuildNile({ fresh: true }, exitOnMask('0011'));
   expect(first.summary.failed).toBe(1);
   interrupted = readFileSync(journalPath(), 'utf8');
   const masks = interrupted.trim().split('\n').map((l) => (JSON.parse(l) as Line).mask);
   expect(masks).toHaveLength(15);
   expect(masks).not.toContain('0011');
-  await rebuildNile({ fresh: true }, { WWREF_TEST_EXIT_ON_MASK: '0100' });
+  await rebuildNile({ fresh: true }, exitOnMask('0100'));
   const line0011 = readFileSync(journalPath(), 'utf8').trim().split('\n').find((l) => (JSON.parse(l) as Line).mask === '0011')!;
   complete = `${interrupted}${line0011}\n`;
 });

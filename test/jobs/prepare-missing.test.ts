@@ -14,6 +14,7 @@ import { UserError } from '../../pipelines/core/errors.ts';
 import { prepareMissing } from '../../pipelines/sources/prepare.ts';
 import { cliInProcess } from '../support/cli.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { currentSettings } from '../support/workspace.ts';
 
 const REFERENCES = join(ROOT, 'outputs', 'references');
 const wine = readReferenceManifest(REFERENCES)!.conditions.wine!;
@@ -53,7 +54,7 @@ describe('replay and audit prepare a missing input and verify it before use', ()
   it('a prepared input that differs from the manifest is refused and not kept', async () => {
     rmSync(join(ws.prepared, 'wine'), { recursive: true });
     const wrong = { ...wine.prepared_files, 'arrays.npz': '0'.repeat(64) };
-    const error = await prepareMissing([{ source: 'wine', planFile: wine.plan_file, planSha256: wine.plan_sha256, files: wrong }], { log: () => {} }).catch((e: unknown) => e);
+    const error = await prepareMissing([{ source: 'wine', planFile: wine.plan_file, planSha256: wine.plan_sha256, files: wrong }], { settings: currentSettings(), log: () => {} }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UserError);
     expect((error as Error).message).toMatch(/cannot prepare wine: the prepared input of wine made here differs from the one the manifest records \(arrays\.npz: [0-9a-f]{64}, expected 0{64}\); nothing was kept/);
     expect(existsSync(join(ws.prepared, 'wine'))).toBe(false);
@@ -62,7 +63,7 @@ describe('replay and audit prepare a missing input and verify it before use', ()
   });
 
   it('a plan changed since the manifest was written is refused, not prepared around', async () => {
-    const error = await prepareMissing([{ source: 'wine', planFile: wine.plan_file, planSha256: 'f'.repeat(64), files: wine.prepared_files }], { log: () => {} }).catch((e: unknown) => e);
+    const error = await prepareMissing([{ source: 'wine', planFile: wine.plan_file, planSha256: 'f'.repeat(64), files: wine.prepared_files }], { settings: currentSettings(), log: () => {} }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UserError);
     expect((error as Error).message).toMatch(/plan sources\/wine\.plan\.json changed since the manifest was written/);
   });

@@ -9,13 +9,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
-import { ROOT, sourcePreparedDir } from '../../pipelines/core/paths.ts';
+import { ROOT } from '../../pipelines/core/paths.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 
 import { RecordTimeout, WorkerCrash, WorkerError } from '../../pipelines/execution/executor.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { currentSettings } from '../support/workspace.ts';
+import { slowRecords } from '../support/doubles.ts';
 
-const catalog = loadCatalog();
+const catalog = loadCatalog(currentSettings());
 let ws: Workspace;
 
 beforeAll(() => {
@@ -26,7 +28,7 @@ afterAll(() => ws.dispose());
 describe('rebuild', () => {
 
   it('prepares the missing input, executes all 16 masks and writes a verified table and manifest', async () => {
-    const summary = await rebuild(catalog, { conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
+    const summary = await rebuild(catalog, { settings: currentSettings(), conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
     expect(summary.records).toBe(16);
     expect(summary.failed).toBe(0);
     const { records } = readReferenceTable(tablePath('nile'));
@@ -48,7 +50,7 @@ describe('rebuild', () => {
     rmSync(tablePath('nile'));
     // A slowed-down worker (test-only switch) so the run can be interrupted half-way.
     const child = execa('node', [join(ROOT, 'bin', 'wwref.mjs'), 'rebuild', '--condition', 'nile', '--workers', '1'], {
-      env: { WWREF_TEST_DELAY_SECONDS: '0.4' },
+      env: slowRecords(0.4),
       reject: false,
     });
     const journal = join(ws.cache, 'journal', 'nile.jsonl');
@@ -63,7 +65,7 @@ describe('rebuild', () => {
     expect(finished).toBeGreaterThanOrEqual(4);
     expect(finished).toBeLessThan(16);
 
-    const resumed = await rebuild(catalog, { conditions: ['nile'], workers: 1, quiet: true, log: () => {} });
+    const resumed = await rebuild(catalog, { settings: currentSettings(), conditions: ['nile'], workers: 1, quiet: true, log: () => {} });
     expect(resumed.resumed).toBe(finished);
     const after = readReferenceTable(tablePath('nile')).records;
     expect(after.map((r) => [r.mask, r.prediction_sha256, r.utility])).toEqual(before.map((r) => [r.mask, r.prediction_sha256, r.utility]));
@@ -71,7 +73,7 @@ describe('rebuild', () => {
   });
 
   it('rejects an unknown condition with a message', async () => {
-    await expect(rebuild(catalog, { conditions: ['no_such_condition'], quiet: true })).rejects.toThrow(UserError);
-    await expect(rebuild(catalog, { conditions: ['no_such_condition'], quiet: true })).rejects.toThrow(/unknown condition 'no_such_condition'/);
+    await expect(rebuild(catalog, { settings: currentSettings(), conditions: ['no_such_condition'], quiet: true })).rejects.toThrow(UserError);
+    await expect(rebuild(catalog, { settings: currentSettings(), conditions: ['no_such_condition'], quiet: true })).rejects.toThrow(/unknown condition 'no_such_condition'/);
   });
 });

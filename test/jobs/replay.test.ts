@@ -7,17 +7,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tableBytes } from '../../pipelines/references/tables.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
-import { sourcePreparedDir } from '../../pipelines/core/paths.ts';
+
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 
 import { replay, replayTargets, storedFromReference } from '../../pipelines/jobs/replay.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { currentSettings, preparedFolder } from '../support/workspace.ts';
+import { slowRecords } from '../support/doubles.ts';
 
 let ws: Workspace;
 
 beforeAll(async () => {
   ws = useTempWorkspace();
-  await rebuild(loadCatalog(), { conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
+  await rebuild(loadCatalog(currentSettings()), { settings: currentSettings(), conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
 });
 afterAll(() => ws.dispose());
 
@@ -38,7 +40,7 @@ function tamperedCopy(name: string, change: (r: ReturnType<typeof readReferenceT
 describe('replay', () => {
   it('passes on an untouched table with one cold worker, and writes nothing into the references', async () => {
     const before = readdirSync(ws.references).map((f) => [f, statSync(join(ws.references, f)).mtimeMs]);
-    const report = await replay({ quiet: true });
+    const report = await replay({ settings: currentSettings(), quiet: true });
     expect(report.total).toBe(16);
     expect(report.passed).toBe(16);
     expect(report.all_passed).toBe(true);
@@ -47,12 +49,12 @@ describe('replay', () => {
   });
 
   it('with two workers: the same records replayed, the same checks, fresh workers per condition', async () => {
-    const one = await replay({ quiet: true, workers: 1 });
-    const two = await replay({ quiet: true, workers: 2 });
+    const one = await replay({ settings: currentSettings(), quiet: true, workers: 1 });
+    const two = await replay({ settings: currentSettings(), quiet: true, workers: 2 });
     expect(two.workers).toBe(2);
     expect(two.all_passed).toBe(true);
     expect(two.records.map((r) => [r.mask, r.prediction_sha256, r.utility])).toEqual(one.records.map((r) => [r.mask, r.prediction_sha256, r.utility]));
-    const tampered = await replay({ quiet: true, workers: 2, referencesDir: tamperedCopy('two-workers', (r) => (r.utility = r.utility! + 1e-12)) });
+    const tampered = await replay({ settings: currentSettings(), quiet: true, workers: 2, referencesDir: tamperedCopy('two-workers', (r) => (r.utility = r.utility! + 1e-12)) });
     expect(tampered.passed).toBe(15);
     expect(tampered.records.find((r) => !r.passed)!.failures.map((f) => f.check)).toEqual(['utility']);
   });
@@ -62,7 +64,7 @@ describe('replay', () => {
       const h = r.prediction_sha256!;
       r.prediction_sha256 = (h[0] === '0' ? '1' : '0') + h.slice(1);
     });
-    const report = await replay({ referencesDir: dir, quiet: true });
+    const report = await replay({ settings: currentSettings(), referencesDir: dir, quiet: true });
     expect(report.passed).toBe(15);
     const failed = report.records.filter((r) => !r.passed);
     expect(failed.map((r) => [r.mask, r.failures.map((f) => f.check)])).toEqual([['0101', ['prediction_sha256']]]);
@@ -72,7 +74,7 @@ describe('replay', () => {
     const dir = tamperedCopy('changed-utility', (r) => {
       r.utility = r.utility! + Number.EPSILON;
     });
-    const report = await replay({ referencesDir: dir, quiet: true });
+    const report = await replay({ settings: currentSettings(), referencesDir: dir, quiet: true });
     const failed = report.records.filter((r) => !r.passed);
     expect(failed.map((r) => [r.mask, r.failures.map((f) => f.check)])).toEqual([['0101', ['utility']]]);
   });
@@ -83,17 +85,17 @@ describe('replay', () => {
     const bytes = readFileSync(join(dir, 'nile.arrow'));
     bytes[bytes.length - 20] = bytes[bytes.length - 20]! ^ 1;
     writeFileSync(join(dir, 'nile.arrow'), bytes);
-    await expect(replay({ referencesDir: dir, quiet: true })).rejects.toThrow(/reference table changed: .*nile\.arrow/);
+    await expect(replay({ settings: currentSettings(), referencesDir: dir, quiet: true })).rejects.toThrow(/reference table changed: .*nile\.arrow/);
   });
 
   it('refuses a tampered prepared input, naming the file', async () => {
-    const file = join(sourcePreparedDir('nile'), 'arrays.npz');
+    const file = join(preparedFolder('nile'), 'arrays.npz');
     const original = readFileSync(file);
     const bytes = Buffer.from(original);
     bytes[50] = bytes[50]! ^ 1;
     writeFileSync(file, bytes);
     try {
-      const error = await replay({ quiet: true }).catch((e: unknown) => e);
+      const error = await replay({ settings: currentSettings(), quiet: true }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(UserError);
       expect((error as Error).message).toMatch(/prepared input changed: .*nile\/arrays\.npz/);
     } finally {
@@ -113,15 +115,15 @@ describe('replay', () => {
     writeFileSync(join(dir, 'nile.arrow'), bytes);
     manifest.conditions.nile!.table_sha256 = sha256Hex(bytes);
     writeReferenceManifest(manifest, dir);
-    await expect(replay({ referencesDir: dir, quiet: true })).rejects.toThrow(/numpy: expected 1\.26\.4, installed 2\.2\.6/);
-    const report = await replay({ referencesDir: dir, quiet: true, allowVersionDrift: true });
+    await expect(replay({ settings: currentSettings(), referencesDir: dir, quiet: true })).rejects.toThrow(/numpy: expected 1\.26\.4, installed 2\.2\.6/);
+    const report = await replay({ settings: currentSettings(), referencesDir: dir, quiet: true, allowVersionDrift: true });
     expect(report.version_drift).toEqual(['numpy: expected 1.26.4, installed 2.2.6']);
     expect(report.allow_version_drift).toBe(true);
     expect(report.passed).toBe(16);
   });
 
   it('flags a workflow made slower on purpose (test-only switch) even though results are identical', async () => {
-    const report = await replay({ quiet: true, workerEnv: { WWREF_TEST_DELAY_SECONDS: '0.25' } });
+    const report = await replay({ settings: currentSettings(), quiet: true, workerEnv: slowRecords(0.25) });
     expect(report.passed).toBe(16);
     expect(report.conditions[0]!.slowed).toBe(true);
     expect(report.median_timing_ratio!).toBeGreaterThan(5);
@@ -131,7 +133,7 @@ describe('replay', () => {
     const stored = readReferenceTable(tablePath('nile')).records.map(storedFromReference);
     // A false declaration: option A (the time-trend feature) has an effect whatever B is.
     const target = { condition: 'nile', family: 'forecasting' as const, input: { source: 'nile', files: readReferenceManifest()!.conditions.nile!.prepared_files }, records: stored, equivalences: [{ option: 'A' as const, inactive_when: { B: 0 as const } }] };
-    const report = await replayTargets([target], readReferenceManifest()!, { quiet: true });
+    const report = await replayTargets([target], readReferenceManifest()!, { settings: currentSettings(), quiet: true });
     expect(report.passed).toBe(16);
     expect(report.all_passed).toBe(false);
     expect(report.equivalence_violations.join('\n')).toMatch(/option A inactive when B=0: 0000 vs 1000/);

@@ -9,27 +9,22 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UserError } from '../../pipelines/core/errors.ts';
-import { activeRuntime, declaredRuntimes, pythonExecutable, ROOT, useRuntime } from '../../pipelines/core/paths.ts';
+import { declaredRuntimes, ROOT } from '../../pipelines/core/paths.ts';
 import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
 import { pinnedVersions, REPLAY_PACKAGES, runtimeOfVersions, versionDrift } from '../../pipelines/execution/identity.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
-import { profileByName } from '../../pipelines/execution/numerics.ts';
+import { profileByName } from '../../pipelines/core/profiles.ts';
 import { replay } from '../../pipelines/jobs/replay.ts';
 
 import { prepareSources } from '../../pipelines/sources/prepare.ts';
 import { cliInProcess } from '../support/cli.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { currentSettings } from '../support/workspace.ts';
+import { loadSettings, type Settings } from '../../pipelines/core/settings.ts';
 
-/** Runs `body` with the environment of runtime `name` (as --runtime sets it), then restores the environment. */
-async function underRuntime<T>(name: string, body: () => Promise<T> | T): Promise<T> {
-  const saved = { ...process.env };
-  try {
-    useRuntime(name);
-    return await body();
-  } finally {
-    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key];
-    Object.assign(process.env, saved);
-  }
+/** Runs `body` with the settings of runtime `name` (as --runtime selects it). */
+async function underRuntime<T>(name: string, body: (settings: Settings) => Promise<T> | T): Promise<T> {
+  return body(currentSettings({ runtime: name }));
 }
 
 const marked = (file: string) =>
@@ -41,8 +36,8 @@ const marked = (file: string) =>
 describe('runtime declarations', () => {
   it('pinned is the default (.venv, workflows/requirements.txt); current is declared with exact pins of the same packages', () => {
     expect(process.env.WWREF_RUNTIME).toBeUndefined();
-    expect(activeRuntime().name).toBe('pinned');
-    expect(pythonExecutable()).toBe(process.env.WWREF_PYTHON ?? join(ROOT, '.venv', 'bin', 'python'));
+    expect(currentSettings().runtime.name).toBe('pinned');
+    expect(currentSettings().python.executable).toBe(process.env.WWREF_PYTHON ?? join(ROOT, '.venv', 'bin', 'python'));
     const byName = Object.fromEntries(declaredRuntimes().map((r) => [r.name, r]));
     expect(Object.keys(byName)).toEqual(expect.arrayContaining(['pinned', 'current']));
     expect(byName.current!.venv).toBe(join(ROOT, '.venv-current'));
@@ -59,7 +54,7 @@ describe('runtime declarations', () => {
   });
 
   it('an undeclared runtime is one line, exit 2, before any work; without --runtime nothing is selected', async () => {
-    expect(() => useRuntime('nope', {})).toThrow(UserError);
+    expect(() => loadSettings({ runtime: 'nope' }, {})).toThrow(UserError);
     const bad = await cliInProcess(['rebuild', '--runtime', 'nope', '--condition', 'nile'], ROOT);
     expect(bad.code).toBe(2);
     expect(bad.stderr.trim().split('\n')).toEqual([expect.stringMatching(/runtime 'nope' is not declared in wwref\.config\.json \(declared: pinned, current\)/)]);
@@ -98,14 +93,14 @@ describe('a sample under the current runtime', () => {
   beforeAll(async () => {
     ws = useTempWorkspace();
     // the input is prepared by the pinned runtime, as the committed references' inputs are
-    const [prepared] = await prepareSources([loadCatalog().source('nile')], { log: () => {} });
+    const [prepared] = await prepareSources([loadCatalog(currentSettings()).source('nile')], { settings: currentSettings(), log: () => {} });
     expect(prepared!.ok).toBe(true);
-    await underRuntime('current', () => ensurePythonRuntime());
+    await underRuntime('current', (settings) => ensurePythonRuntime(settings));
   });
   afterAll(() => ws?.dispose());
 
   it('rebuilds nile in .venv-current: the manifest records the current pins and the effective NumPy/OpenBLAS state', async () => {
-    const summary = await underRuntime('current', () => rebuild(loadCatalog(), { conditions: ['nile'], workers: 2, quiet: true, log: () => {} }));
+    const summary = await underRuntime('current', (settings) => rebuild(loadCatalog(settings), { settings, conditions: ['nile'], workers: 2, quiet: true, log: () => {} }));
     expect(summary.conditions.map((c) => [c.condition, c.records, c.failed, c.error])).toEqual([['nile', 16, 0, undefined]]);
     const manifest = readReferenceManifest(ws.references)!;
     expect(runtimeOfVersions(manifest.versions)).toBe('current');
@@ -120,8 +115,8 @@ describe('a sample under the current runtime', () => {
   });
 
   it('replay under the pinned runtime refuses them and names the runtime; told to use it, every record replays exactly', async () => {
-    await expect(replay({ referencesDir: ws.references, quiet: true })).rejects.toThrow(/pass --runtime current/);
-    const report = await underRuntime('current', () => replay({ referencesDir: ws.references, quiet: true }));
+    await expect(replay({ settings: currentSettings(), referencesDir: ws.references, quiet: true })).rejects.toThrow(/pass --runtime current/);
+    const report = await underRuntime('current', (settings) => replay({ settings, referencesDir: ws.references, quiet: true }));
     expect(report.version_drift).toEqual([]);
     expect([report.passed, report.total, report.all_passed]).toEqual([16, 16, true]);
   });

@@ -8,23 +8,24 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
-import { mirrorDirs } from '../../pipelines/core/paths.ts';
+
 import { deviatingMasks } from '../../pipelines/catalog/plan.ts';
 import { prepareSources, PREPARED_FILES } from '../../pipelines/sources/prepare.ts';
-import { sourcePreparedDir } from '../../pipelines/core/paths.ts';
-import { hasPublished, publishedConditions, publishedDir, publishedReplayVersions } from '../../pipelines/catalog/published.ts';
+
+import { hasPublished, publishedConditions, publishedReplayVersions } from '../../pipelines/catalog/published.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { replayTargets } from '../../pipelines/jobs/replay.ts';
 import { exportPack, readPack } from '../../pipelines/jobs/wwb.ts';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { currentSettings, preparedFolder } from '../support/workspace.ts';
 
-const catalog = loadCatalog();
-const haveRaw = mirrorDirs().some((d) => existsSync(join(d, 'wine', 'wine.data')));
+const catalog = loadCatalog(currentSettings());
+const haveRaw = currentSettings().mirrors.some((d) => existsSync(join(d, 'wine', 'wine.data')));
 
 /** Published reference files whose source we prepare byte-identically. */
 function publishedFixtures(): string[] {
-  const dir = join(publishedDir(), 'references');
+  const dir = join(currentSettings().paths.published, 'references');
   return readdirSync(dir)
     .map((f) => f.replace(/\.csv$/, ''))
     .filter((id) => catalog.conditions.has(id) && catalog.condition(id).plan.plan.published.prepared_match === 'byte_identical')
@@ -42,7 +43,7 @@ function csvRows(path: string): Record<string, string>[] {
   });
 }
 
-describe.skipIf(!hasPublished() || !haveRaw)('published pack layout (needs ../shared/published and ../shared/raw)', () => {
+describe.skipIf(!hasPublished(currentSettings().paths.published) || !haveRaw)('published pack layout (needs ../shared/published and ../shared/raw)', () => {
   let ws: Workspace;
   let pack: string;
   let fixtures: string[];
@@ -51,14 +52,14 @@ describe.skipIf(!hasPublished() || !haveRaw)('published pack layout (needs ../sh
     ws = useTempWorkspace();
     fixtures = publishedFixtures();
     const sources = [...new Set(fixtures.map((id) => catalog.condition(id).source))];
-    await prepareSources(sources.map((s) => catalog.source(s)), { workers: 2, online: false });
+    await prepareSources(sources.map((s) => catalog.source(s)), { settings: currentSettings(), workers: 2, online: false });
     pack = join(ws.root, 'pack');
     const files: Record<string, string> = {};
-    const conditions = publishedConditions();
+    const conditions = publishedConditions(currentSettings().paths.published);
     for (const id of fixtures) {
       const source = catalog.condition(id).source;
       const outcomes = Object.fromEntries(
-        csvRows(join(publishedDir(), 'references', `${id}.csv`)).map((row) => [
+        csvRows(join(currentSettings().paths.published, 'references', `${id}.csv`)).map((row) => [
           row.mask,
           {
             utility: Number(row.utility),
@@ -75,18 +76,18 @@ describe.skipIf(!hasPublished() || !haveRaw)('published pack layout (needs ../sh
       files[`references/${id}.json`] = sha256Hex(readFileSync(tableFile));
       mkdirSync(join(pack, 'inputs', source), { recursive: true });
       for (const name of PREPARED_FILES) {
-        copyFileSync(join(sourcePreparedDir(source), name), join(pack, 'inputs', source, name));
+        copyFileSync(join(preparedFolder(source), name), join(pack, 'inputs', source, name));
         files[`inputs/${source}/${name}`] = sha256Hex(readFileSync(join(pack, 'inputs', source, name)));
       }
     }
-    writeFileSync(join(pack, 'manifest.json'), JSON.stringify({ files_sha256: files, replay_versions: publishedReplayVersions() }));
+    writeFileSync(join(pack, 'manifest.json'), JSON.stringify({ files_sha256: files, replay_versions: publishedReplayVersions(currentSettings().paths.published) }));
   });
   afterAll(() => ws.dispose());
 
   it('replays every published record of the comparable conditions: same hashes, same utilities', async () => {
     expect(fixtures.length).toBeGreaterThanOrEqual(5);
     const { targets, expected } = readPack(pack);
-    const report = await replayTargets(targets, expected, { quiet: true });
+    const report = await replayTargets(targets, expected, { settings: currentSettings(), quiet: true });
     // A declared platform deviation may differ in prediction bytes only (spec: exact utility always).
     const declared = (r: { condition: string; mask: string; failures: { check: string }[] }) =>
       deviatingMasks(catalog.condition(r.condition).plan.plan, r.condition).has(r.mask) && r.failures.every((f) => f.check === 'prediction_sha256');
@@ -108,21 +109,21 @@ describe.skipIf(!hasPublished() || !haveRaw)('published pack layout (needs ../sh
   });
 
   it('exports our own tables as a pack that replays', async () => {
-    await rebuild(catalog, { conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
+    await rebuild(catalog, { settings: currentSettings(), conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
     const out = join(ws.root, 'ours');
-    expect(exportPack(out, ['nile'])).toBe(16);
+    expect(exportPack(currentSettings(), out, ['nile'])).toBe(16);
     // the manifest lists every file of the pack, so that a reader can refuse any other
     const listed = Object.keys(JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8')).files_sha256).sort();
     const onDisk = (readdirSync(out, { recursive: true }) as string[]).filter((f) => statSync(join(out, f)).isFile() && f !== 'manifest.json').sort();
     expect(listed).toEqual(onDisk);
     expect(listed).toEqual(['inputs/nile/arrays.npz', 'inputs/nile/metadata.json.gz', 'references/nile.json']);
     const { targets, expected } = readPack(out);
-    const report = await replayTargets(targets, expected, { quiet: true });
+    const report = await replayTargets(targets, expected, { settings: currentSettings(), quiet: true });
     expect(report.passed).toBe(16);
     // exporting again into the same folder reseals it; a table the new pack would not list is refused
-    expect(exportPack(out, ['nile'])).toBe(16);
+    expect(exportPack(currentSettings(), out, ['nile'])).toBe(16);
     writeFileSync(join(out, 'references', 'stray.json'), '{}');
-    expect(() => exportPack(out, ['nile'])).toThrow(/already holds references\/stray\.json, which this export does not write/);
+    expect(() => exportPack(currentSettings(), out, ['nile'])).toThrow(/already holds references\/stray\.json, which this export does not write/);
     expect(() => readPack(out)).toThrow(/pack table references\/stray\.json is not listed in .*files_sha256/);
   });
 });

@@ -6,9 +6,11 @@ import { join } from 'node:path';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
 import { replayNeeds } from '../../pipelines/jobs/audit.ts';
+import { loadSettings } from '../../pipelines/core/settings.ts';
 import { prepareMissing } from '../../pipelines/sources/prepare.ts';
 
 export default async function setup(): Promise<void> {
-  ensurePythonRuntime();
-  await prepareMissing(replayNeeds(join(ROOT, 'outputs', 'references')), { workers: 2, online: false });
+  const settings = loadSettings({}, process.env);
+  ensurePythonRuntime(settings);
+  await prepareMissing(replayNeeds(settings, join(ROOT, 'outputs', 'references')), { settings, workers: 2, online: false });
 }

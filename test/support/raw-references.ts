@@ -4,10 +4,15 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic, writeJsonAtomic } from '../../pipelines/core/fsutil.ts';
-import { referencesDir } from '../../pipelines/core/paths.ts';
 import type { ReferenceRecord } from '../../pipelines/execution/records.ts';
 import { ReferenceManifest } from '../../pipelines/references/manifest.ts';
+import { currentSettings } from './workspace.ts';
 import { decodeTable, tableBytes, type LoadedTable } from '../../pipelines/references/tables.ts';
+
+/** The reference folder of this process's settings (a workspace's, when one is in use). */
+function defaultReferences(): string {
+  return currentSettings().paths.references;
+}
 
 export function readReferenceTable(path: string): LoadedTable {
   return decodeTable(readFileSync(path), path);
@@ -19,7 +24,7 @@ export function writeReferenceTable(path: string, records: ReferenceRecord[], me
   return bytes;
 }
 
-export function readReferenceManifest(dir = referencesDir()): ReferenceManifest | undefined {
+export function readReferenceManifest(dir = defaultReferences()): ReferenceManifest | undefined {
   try {
     return ReferenceManifest.parse(JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')));
   } catch (error) {
@@ -28,10 +33,10 @@ export function readReferenceManifest(dir = referencesDir()): ReferenceManifest 
   }
 }
 
-export function writeReferenceManifest(manifest: ReferenceManifest, dir = referencesDir()): void {
+export function writeReferenceManifest(manifest: ReferenceManifest, dir = defaultReferences()): void {
   writeJsonAtomic(join(dir, 'manifest.json'), manifest);
 }
 
-export function tablePath(condition: string, dir = referencesDir()): string {
+export function tablePath(condition: string, dir = defaultReferences()): string {
   return join(dir, `${condition}.arrow`);
 }

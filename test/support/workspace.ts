@@ -1,8 +1,10 @@
 // A throw-away workspace for tests: generated folders (prepared inputs, manifests, references, caches)
-// point at a temporary directory through the WWREF_* variables that pipelines/core/paths.ts reads.
+// in a temporary directory, as settings for the functions a test calls and as WWREF_* variables for
+// the command lines it runs (in process, through runCli, or as a process).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { loadSettings, type Settings, type SettingsFlags } from '../../pipelines/core/settings.ts';
 
 const VARIABLES = ['WWREF_PREPARED_DIR', 'WWREF_REFERENCES_DIR', 'WWREF_CACHE_DIR', 'WWREF_MANIFESTS_DIR'] as const;
 
@@ -12,25 +14,36 @@ export interface Workspace {
   references: string;
   cache: string;
   manifests: string;
+  /** The settings of this workspace (other flags on top when given). */
+  settings: Settings;
+  with(flags: SettingsFlags): Settings;
   dispose(): void;
+}
+
+/** The settings of this process's environment (the default folders unless a workspace is in use). */
+export function currentSettings(flags: SettingsFlags = {}): Settings {
+  return loadSettings(flags, process.env);
 }
 
 export function useTempWorkspace(): Workspace {
   const root = mkdtempSync(join(tmpdir(), 'wwref-test-'));
   const saved = Object.fromEntries(VARIABLES.map((v) => [v, process.env[v]]));
-  const ws = {
-    root,
+  const dirs = {
     prepared: join(root, 'prepared'),
     references: join(root, 'references'),
     cache: join(root, 'cache'),
     manifests: join(root, 'manifests'),
   };
-  process.env.WWREF_PREPARED_DIR = ws.prepared;
-  process.env.WWREF_REFERENCES_DIR = ws.references;
-  process.env.WWREF_CACHE_DIR = ws.cache;
-  process.env.WWREF_MANIFESTS_DIR = ws.manifests;
+  process.env.WWREF_PREPARED_DIR = dirs.prepared;
+  process.env.WWREF_REFERENCES_DIR = dirs.references;
+  process.env.WWREF_CACHE_DIR = dirs.cache;
+  process.env.WWREF_MANIFESTS_DIR = dirs.manifests;
+  const settingsWith = (flags: SettingsFlags) => loadSettings({ ...flags, paths: { ...dirs, ...flags.paths } }, process.env);
   return {
-    ...ws,
+    root,
+    ...dirs,
+    settings: settingsWith({}),
+    with: settingsWith,
     dispose() {
       for (const v of VARIABLES) {
         if (saved[v] === undefined) delete process.env[v];
@@ -39,4 +52,9 @@ export function useTempWorkspace(): Workspace {
       rmSync(root, { recursive: true, force: true });
     },
   };
+}
+
+/** prepared/<source>/ of this process's settings. */
+export function preparedFolder(source: string): string {
+  return join(currentSettings().paths.prepared, source);
 }

@@ -2,15 +2,15 @@
 // pinned runtime under the numerical profile, one computation thread each) and, for `--executor
 // dask-local` and the tests, a scheduler on 127.0.0.1. The scheduler is Dask's own; wwref adds nothing
 // to it.
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
 import { ROOT } from '../../core/paths.ts';
-import { ensurePythonRuntime } from '../../core/runtime.ts';
-import { pythonEnvironment } from '../python-worker.ts';
-import type { NumericalProfile } from '../numerics.ts';
+import type { Settings } from '../../core/settings.ts';
+import { pythonEnvironment, startPython } from '../launcher.ts';
+import type { NumericalProfile } from '../../core/profiles.ts';
 
 /** How long a scheduler may take to write its address. */
 const SCHEDULER_START_SECONDS = 60;
@@ -24,7 +24,7 @@ export interface WorkerOptions {
   profile?: NumericalProfile;
   /** Interface to listen on; default 127.0.0.1 when the scheduler is local, else Dask's choice. */
   host?: string;
-  /** Extra environment (test-only switches). */
+  /** Extra environment (a test's double, an experiment's variable). */
   env?: Record<string, string>;
   /** Inherit stdio (the `wwref worker` command) instead of capturing it. */
   inherit?: boolean;
@@ -44,9 +44,12 @@ const QUIET_DASK_CONFIG = {
   DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL: '1s',
 } as const;
 
+/** The variables wwref's Dask processes get beyond every Python process's (launcher.ts). */
+const DASK_ENV = { ...QUIET_DASK_CONFIG, PYTHONPATH: ROOT } as const;
+
 /** The environment of wwref's Dask workers (`wwref worker --print-env` prints it for job scripts). */
-export function workerEnvironment(profile?: NumericalProfile): Record<string, string> {
-  return { ...pythonEnvironment(profile), ...QUIET_DASK_CONFIG, PYTHONPATH: ROOT };
+export function workerEnvironment(settings: Settings, profile?: NumericalProfile): Record<string, string> {
+  return { ...pythonEnvironment(settings, profile), ...DASK_ENV };
 }
 
 /**
@@ -54,7 +57,7 @@ export function workerEnvironment(profile?: NumericalProfile): Record<string, st
  * worker preload (one thread, libraries imported) and the nanny preload (the worker processes keep
  * wwref's environment: see workflows/cluster/nanny.py).
  */
-export function startWorkers(options: WorkerOptions): ResultPromise {
+export function startWorkers(settings: Settings, options: WorkerOptions): ResultPromise {
   // From a scheduler file the workers wait for it to appear, at most as long as a scheduler may take to start.
   const scheduler = typeof options.scheduler === 'string'
     ? [options.scheduler]
@@ -62,9 +65,9 @@ export function startWorkers(options: WorkerOptions): ResultPromise {
   const host = options.host ?? (typeof options.scheduler === 'string' && /^(tcp|tls):\/\/(127\.0\.0\.1|localhost)[:/]/.test(options.scheduler) ? '127.0.0.1' : undefined);
   const args = ['-m', 'distributed.cli.dask_worker', ...scheduler, '--nworkers', String(options.nworkers), '--nthreads', '1',
     '--preload', 'workflows.cluster.preload', '--preload-nanny', 'workflows.cluster.nanny', '--no-dashboard', ...(host ? ['--host', host] : [])];
-  return execa(ensurePythonRuntime(), args, {
-    cwd: ROOT,
-    env: { ...workerEnvironment(options.profile), ...options.env },
+  return startPython(settings, args, {
+    profile: options.profile,
+    env: { ...DASK_ENV, ...options.env },
     stdio: options.inherit ? 'inherit' : 'pipe',
     buffer: false,
     reject: false,
@@ -96,12 +99,11 @@ function writtenAddress(file: string): string | undefined {
   }
 }
 
-function launchScheduler(): LaunchedScheduler {
+function launchScheduler(settings: Settings): LaunchedScheduler {
   const dir = mkdtempSync(join(tmpdir(), 'wwref-scheduler-'));
   const file = join(dir, 'scheduler.json');
-  const child = execa(ensurePythonRuntime(), ['-m', 'distributed.cli.dask_scheduler', '--host', '127.0.0.1', '--port', '0', '--no-dashboard', '--scheduler-file', file], {
-    cwd: ROOT,
-    env: { ...pythonEnvironment(), ...QUIET_DASK_CONFIG, PYTHONPATH: ROOT },
+  const child = startPython(settings, ['-m', 'distributed.cli.dask_scheduler', '--host', '127.0.0.1', '--port', '0', '--no-dashboard', '--scheduler-file', file], {
+    env: DASK_ENV,
     stdio: 'pipe',
     buffer: false,
     reject: false,
@@ -130,8 +132,8 @@ function launchScheduler(): LaunchedScheduler {
 }
 
 /** A Dask scheduler listening on 127.0.0.1 (a free port), without dashboard. */
-export async function startScheduler(): Promise<LocalScheduler> {
-  const scheduler = launchScheduler();
+export async function startScheduler(settings: Settings): Promise<LocalScheduler> {
+  const scheduler = launchScheduler(settings);
   return { address: await scheduler.address, process: scheduler.process, stop: scheduler.stop };
 }
 
@@ -147,9 +149,9 @@ export interface LocalCluster {
  * start at once: the workers' interpreter starts and imports Dask while the scheduler starts, then
  * waits for its address file before spawning the worker processes.
  */
-export async function startLocalCluster(nworkers: number, options: { profile?: NumericalProfile; env?: Record<string, string> } = {}): Promise<LocalCluster> {
-  const scheduler = launchScheduler();
-  const workers = startWorkers({ scheduler: { file: scheduler.file }, nworkers, host: '127.0.0.1', ...options });
+export async function startLocalCluster(settings: Settings, nworkers: number, options: { profile?: NumericalProfile; env?: Record<string, string> } = {}): Promise<LocalCluster> {
+  const scheduler = launchScheduler(settings);
+  const workers = startWorkers(settings, { scheduler: { file: scheduler.file }, nworkers, host: '127.0.0.1', ...options });
   const stop = async () => {
     workers.kill('SIGTERM');
     await workers;

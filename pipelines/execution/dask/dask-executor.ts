@@ -23,10 +23,10 @@ import {
   type TruthRequest,
 } from '../executor.ts';
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
-import { activeProfile, type NumericalProfile } from '../numerics.ts';
+import type { NumericalProfile } from '../../core/profiles.ts';
 import { HelloResult, InterpreterIdentity, type RunResult, type TruthResult } from '../protocol.ts';
 import { LocalInputs } from '../inputs.ts';
-import { pythonEnvironment, PythonWorker } from '../python-worker.ts';
+import { PythonWorker } from '../python-worker.ts';
 
 /** How long to wait for the first worker to connect to the scheduler. */
 const WORKERS_WAIT_SECONDS = 60;
@@ -58,15 +58,15 @@ export class DaskExecutor implements Executor {
   readonly refused = new Map<string, string>();
 
   constructor(private readonly options: DaskExecutorOptions) {
-    this.profile = options.profile ?? activeProfile();
+    this.profile = options.profile ?? options.settings.profile;
     this.rules = {
       profile: this.profile,
-      expectedVersions: options.expectedVersions ?? pinnedVersions(),
+      expectedVersions: options.expectedVersions ?? pinnedVersions(options.settings.runtime),
       allowVersionDrift: options.allowVersionDrift,
       codeSha256: workflowsSha256(),
     };
-    this.inputs = new LocalInputs(options.inputRoots);
-    this.bridge = PythonWorker.spawn({ ...pythonEnvironment(this.profile), ...options.env }, 'workflows.cluster.bridge', ['--scheduler', options.scheduler]);
+    this.inputs = new LocalInputs(options.inputRoots?.length ? options.inputRoots : [options.settings.paths.prepared]);
+    this.bridge = PythonWorker.spawn(options.settings, { profile: this.profile, env: options.env }, 'workflows.cluster.bridge', ['--scheduler', options.scheduler]);
     this.ready = this.admit();
     this.ready.catch(() => {}); // awaited by every call
   }

@@ -13,7 +13,7 @@ export class LocalExecutor implements Executor {
 
   constructor(options: ExecutorOptions & { inputRoots?: string[] }) {
     this.pool = new WorkerPool(options.workers, options);
-    this.inputs = new LocalInputs(options.inputRoots);
+    this.inputs = new LocalInputs(options.inputRoots?.length ? options.inputRoots : [options.settings.paths.prepared]);
   }
 
   get profile() {
@@ -21,8 +21,8 @@ export class LocalExecutor implements Executor {
   }
 
   async describe(): Promise<HelloResult[]> {
-    await this.pool.runtime();
-    return [...this.pool.runtimes];
+    await this.pool.hello();
+    return [...this.pool.hellos];
   }
 
   async truth(request: TruthRequest, options: RunOptions): Promise<TruthResult['truth']> {

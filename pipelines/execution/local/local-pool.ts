@@ -7,13 +7,12 @@
 // uses it directly.
 import PQueue from 'p-queue';
 import { z } from 'zod';
-import { pythonExecutable } from '../../core/paths.ts';
 import { admissionProblems, type AdmissionRules } from '../admission.ts';
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
 import { HELLO_TIMEOUT_SECONDS, RecordTimeout, RuntimeRefused, WorkerCrash, type ExecutorOptions } from '../executor.ts';
-import { activeProfile, type NumericalProfile } from '../numerics.ts';
+import type { NumericalProfile } from '../../core/profiles.ts';
 import type { HelloResult } from '../protocol.ts';
-import { pythonEnvironment, PythonWorker } from '../python-worker.ts';
+import { PythonWorker } from '../python-worker.ts';
 
 export type PoolOptions = Omit<ExecutorOptions, 'workers'>;
 
@@ -31,26 +30,32 @@ export class WorkerPool {
   private template?: Promise<PythonWorker>;
   private readonly all = new Set<PythonWorker>();
   private readonly queue: PQueue;
-  private readonly env: Record<string, string>;
   private readonly rules: AdmissionRules;
   readonly profile: NumericalProfile;
+  private stopped = false;
+  /** The reject functions of the tasks submitted and not yet settled. */
+  private readonly waiting = new Set<(error: Error) => void>();
   /** Every checked worker's hello, in start order (replacements included). */
-  readonly runtimes: HelloResult[] = [];
+  readonly hellos: HelloResult[] = [];
 
   constructor(
     readonly size: number,
-    private readonly options: PoolOptions = {},
+    private readonly options: PoolOptions,
   ) {
     if (!Number.isInteger(size) || size < 1) throw new Error(`worker count must be a positive integer, not ${size}`);
-    this.profile = options.profile ?? activeProfile();
-    this.env = { ...pythonEnvironment(this.profile), ...options.env };
+    this.profile = options.profile ?? options.settings.profile;
     this.rules = {
       profile: this.profile,
-      expectedVersions: options.expectedVersions ?? pinnedVersions(),
+      expectedVersions: options.expectedVersions ?? pinnedVersions(options.settings.runtime),
       allowVersionDrift: options.allowVersionDrift,
       codeSha256: workflowsSha256(),
     };
     this.queue = new PQueue({ concurrency: size });
+  }
+
+  /** How the pool's processes start: its profile, and the caller's extra variables. */
+  private launch() {
+    return { profile: this.profile, env: this.options.env };
   }
 
   /** Waits for `worker`'s hello and refuses it (RuntimeRefused) when it differs from what is expected. */
@@ -63,13 +68,13 @@ export class WorkerPool {
         const said = worker.stderrTail().trim().split('\n').filter(Boolean).at(-1);
         const why = error instanceof z.ZodError ? 'answered its hello with something else than a wwref worker' : (error as Error).message.split('\n')[0]!.replace(/:$/, '');
         throw new RuntimeRefused(
-          `the Python runtime ${pythonExecutable()} did not start a wwref worker: ${why}${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; ` +
+          `the Python runtime ${this.options.settings.python.executable} did not start a wwref worker: ${why}${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; ` +
             "check WWREF_PYTHON, or run 'npm run setup' to bring the runtime up to date",
         );
       });
       const problems = admissionProblems(hello, this.rules);
       if (problems.length) throw new RuntimeRefused(`worker ${worker.pid} refused before it ran anything: ${problems.join('; ')}`);
-      worker.runtime = hello;
+      worker.admitted = hello;
       return hello;
     } finally {
       clear();
@@ -80,7 +85,7 @@ export class WorkerPool {
   private async liveTemplate(): Promise<PythonWorker> {
     const current = await this.template?.catch(() => undefined);
     if (current?.alive) return current;
-    const spawned = PythonWorker.spawn(this.env);
+    const spawned = PythonWorker.spawn(this.options.settings, this.launch());
     this.template = this.check(spawned).then(
       () => spawned,
       (error: unknown) => {
@@ -94,10 +99,10 @@ export class WorkerPool {
 
   /** A fresh worker: forked from the template (spawned where there is no fork), checked. */
   private async fresh(): Promise<PythonWorker> {
-    const worker = process.platform === 'win32' ? PythonWorker.spawn(this.env) : await (await this.liveTemplate()).fork();
+    const worker = process.platform === 'win32' ? PythonWorker.spawn(this.options.settings, this.launch()) : await (await this.liveTemplate()).fork();
     this.all.add(worker);
     try {
-      this.runtimes.push(await this.check(worker));
+      this.hellos.push(await this.check(worker));
       return worker;
     } catch (error) {
       this.discard(worker);
@@ -121,8 +126,18 @@ export class WorkerPool {
     this.all.delete(worker);
   }
 
-  /** Runs `task` on a checked worker; tasks start in submission order. */
+  /** Runs `task` on a checked worker; tasks start in submission order. A stopped pool (kill) rejects every task it holds. */
   submit<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number, isolation?: string): Promise<T> {
+    if (this.stopped) return Promise.reject(new WorkerCrash('the worker pool was stopped'));
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.add(reject);
+      this.queued(task, timeoutSeconds, isolation)
+        .then(resolve, reject)
+        .finally(() => this.waiting.delete(reject));
+    });
+  }
+
+  private queued<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number, isolation?: string): Promise<T> {
     return this.queue.add(async () => {
       const worker = await this.take(isolation);
       const [timeout, clear] = deadline(timeoutSeconds, () => new RecordTimeout(`exceeded the ${timeoutSeconds} s timeout; worker ${worker.pid} was stopped`));
@@ -140,9 +155,9 @@ export class WorkerPool {
     }) as Promise<T>;
   }
 
-  /** The runtime identity (hello) of a checked worker of this pool, starting one if needed. */
-  async runtime(): Promise<HelloResult> {
-    return this.runtimes[0] ?? this.submit(async (worker) => worker.runtime!, HELLO_TIMEOUT_SECONDS);
+  /** The hello of a checked worker of this pool (its interpreter's identity), starting one if needed. */
+  async hello(): Promise<HelloResult> {
+    return this.hellos[0] ?? this.submit(async (worker) => worker.admitted!, HELLO_TIMEOUT_SECONDS);
   }
 
   async close(): Promise<void> {
@@ -157,7 +172,11 @@ export class WorkerPool {
 
   /** Stops everything now (interrupts). */
   kill(): void {
+    this.stopped = true;
+    // a cleared task never runs: its caller is told now, not left waiting
     this.queue.clear();
+    for (const reject of this.waiting) reject(new WorkerCrash('the worker pool was stopped'));
+    this.waiting.clear();
     for (const worker of this.all) worker.kill();
     void this.template?.then((t) => t.kill(), () => {});
   }

@@ -1,0 +1,31 @@
+import { UserError } from '../../../core/errors.ts';
+import { defineCommand } from '../../command.ts';
+import { WORKERS_CEILING, withRuntime } from '../../options.ts';
+
+export default defineCommand({
+  command: 'worker',
+  describe: 'start Dask worker processes for a scheduler: the pinned runtime, the numerical profile, one computation thread each',
+  builder: (y) =>
+    withRuntime(y)
+      .option('scheduler', { type: 'string', describe: 'Dask scheduler address, e.g. tcp://10.0.0.5:8786' })
+      .option('nworkers', { type: 'number', default: 1, describe: 'worker processes on this machine' })
+      .option('host', { type: 'string', describe: 'interface to listen on (default 127.0.0.1 for a local scheduler, else chosen by Dask)' })
+      .option('print-env', { type: 'boolean', default: false, describe: 'print the environment Dask workers of this project need (for job scripts) and exit' }),
+  run: async (argv, { settings, out }) => {
+    const { startWorkers, workerEnvironment } = await import('../../../execution/dask/cluster.ts');
+    if (argv.printEnv) {
+      for (const [name, value] of Object.entries(workerEnvironment(settings))) out(`export ${name}='${value}'`);
+      return 0;
+    }
+    if (!argv.scheduler) throw new UserError('wwref worker needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)');
+    if (!Number.isInteger(argv.nworkers) || argv.nworkers < 1 || argv.nworkers > WORKERS_CEILING) throw new UserError(`--nworkers takes a whole number from 1 to ${WORKERS_CEILING}`);
+    if (!/^(tcp|tls|ucx|inproc):\/\/\S+$/.test(argv.scheduler)) throw new UserError(`--scheduler ${argv.scheduler} is not a Dask address (e.g. tcp://10.0.0.5:8786)`);
+    out(`starting ${argv.nworkers} Dask worker process(es) for ${argv.scheduler} (numerical profile ${settings.profile.name}, one thread each); Ctrl-C stops them`);
+    const workers = startWorkers(settings, { scheduler: argv.scheduler, nworkers: argv.nworkers, host: argv.host, inherit: true });
+    const stop = () => workers.kill('SIGTERM');
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    const result = await workers;
+    return result.exitCode ? 1 : 0;
+  },
+});
