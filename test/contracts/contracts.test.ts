@@ -11,7 +11,8 @@ import { RECIPE_PARAMS, RECIPE_RULES } from '../../pipelines/catalog/recipes.ts'
 import { NAME_LIMITS, relativePathProblem, SAFE_FILE_NAME } from '../../pipelines/core/containment.ts';
 import { CONTRACTS_DIR } from '../../pipelines/core/contracts.ts';
 import { canonicalJson, digest, pyFloat } from '../../pipelines/core/hashing.ts';
-import { pythonExecutable, ROOT } from '../../pipelines/core/paths.ts';
+import { ROOT } from '../../pipelines/core/paths.ts';
+import { currentSettings } from '../support/workspace.ts';
 import { REPLAY_PACKAGES, workflowFiles, workflowsSha256 } from '../../pipelines/execution/identity.ts';
 
 const vectors = (name: string) => JSON.parse(readFileSync(join(CONTRACTS_DIR, 'vectors', `${name}.json`), 'utf8'));
@@ -125,7 +126,7 @@ function recipeProblem(recipe: string, params: unknown): string | null {
 
 let py: PyOut;
 beforeAll(async () => {
-  const { stdout } = await execa(pythonExecutable(), ['-c', PY_SCRIPT], { cwd: ROOT });
+  const { stdout } = await execa(currentSettings().python.executable, ['-c', PY_SCRIPT], { cwd: ROOT });
   py = JSON.parse(stdout) as PyOut;
 });
 
