@@ -11,15 +11,21 @@ from typing import Any
 import numpy as np
 
 
+def canonical_json(value: Any) -> str:
+    """The canonical JSON of docs/records.md (canonicalJson of pipelines/core/hashing.ts; shared vectors in
+    contracts/vectors/digest.json)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def digest(value: Any) -> str:
+    """sha256 of bytes as they are, else of the UTF-8 of their canonical JSON."""
     if isinstance(value, (bytes, bytearray)):
         return hashlib.sha256(value).hexdigest()
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
 def prediction_sha256(rule: str, prediction: Any) -> str:
-    """sha256 of a prediction by a family's HASH_RULE: raw ndarray bytes, JSON of a dict, JSON of tolist()."""
+    """sha256 of a prediction by a family's hash rule (contracts/families.json): raw ndarray bytes, JSON of a dict, JSON of tolist()."""
     if rule == "json":
         return digest(prediction)
     array = np.asarray(prediction)

@@ -10,16 +10,15 @@ import sys
 from importlib import metadata as importlib_metadata
 from typing import Any
 
+from workflows.contracts import ROOT, load
 from workflows.hashing import digest
-
-WORKFLOWS = os.path.dirname(os.path.abspath(__file__))
-REQUIREMENTS = os.path.join(WORKFLOWS, "requirements.txt")
 
 
 def bit_deciding_packages() -> list[str]:
-    """The packages marked "decides bits" in workflows/requirements.txt, in file order."""
-    with open(REQUIREMENTS, encoding="utf-8") as pins:
-        return [line.split("==")[0].strip().lower() for line in pins if "==" in line and "# decides bits" in line]
+    """The packages marked "decides bits" in workflows/requirements.txt (contracts/identity.json), in file order."""
+    rule = load("identity")["bit_deciding"]
+    with open(os.path.join(ROOT, rule["requirements"]), encoding="utf-8") as pins:
+        return [line.split("==")[0].strip().lower() for line in pins if "==" in line and rule["mark"] in line]
 
 
 @functools.cache
@@ -29,20 +28,26 @@ def loaded_versions() -> dict[str, str]:
     return {name: importlib_metadata.version(name) for name in bit_deciding_packages()}
 
 
+def code_files() -> dict[str, str]:
+    """{path relative to the repository: sha256} of the workflow code and the contracts it reads
+    (contracts/identity.json), as the orchestrator lists them (pipelines/execution/identity.ts)."""
+    rule = load("identity")["code"]
+    files = {}
+    for covered in rule["folders"]:
+        for folder, subfolders, names in os.walk(os.path.join(ROOT, covered["folder"])):
+            subfolders[:] = [d for d in subfolders if covered["subfolders"] and d not in rule["skipped_folders"]]
+            for name in names:
+                if name.endswith(covered["suffix"]):
+                    path = os.path.join(folder, name)
+                    with open(path, "rb") as handle:
+                        files[os.path.relpath(path, ROOT).replace(os.sep, "/")] = digest(handle.read())
+    return files
+
+
 @functools.cache
 def code_sha256() -> str:
-    """digest of {path relative to the repository: sha256} over workflows/**/*.py, as the orchestrator
-    computes it (pipelines/execution/identity.ts): the code this process image loaded."""
-    root = os.path.dirname(WORKFLOWS)
-    files = {}
-    for folder, subfolders, names in os.walk(WORKFLOWS):
-        subfolders[:] = [d for d in subfolders if d != "__pycache__"]
-        for name in names:
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                with open(path, "rb") as handle:
-                    files[os.path.relpath(path, root).replace(os.sep, "/")] = digest(handle.read())
-    return digest(files)
+    """digest of code_files(): the code this process image loaded."""
+    return digest(code_files())
 
 
 def interpreter() -> dict[str, Any]:

@@ -13,7 +13,7 @@ import numpy as np
 from threadpoolctl import threadpool_info
 
 from workflows import identity, numerics
-from workflows.families import FAMILIES
+from workflows.families import FAMILIES, REGISTRY
 from workflows.hashing import prediction_sha256
 from workflows.protocol import encode, to_json_value
 
@@ -22,9 +22,8 @@ def hello() -> dict[str, Any]:
     """The interpreter's identity (workflows/identity.py), thread pools, numerical state, host and the
     family registry."""
     pools = [{"api": p.get("internal_api"), "num_threads": p.get("num_threads")} for p in threadpool_info()]
-    families = {name: {"dimensions": list(module.DIMENSIONS), "hash_rule": module.HASH_RULE} for name, module in FAMILIES.items()}
     return {**identity.interpreter(), "pid": os.getpid(), "host": platform.node(),
-            "threadpools": pools, "numerics": numerics.report(), "families": families}
+            "threadpools": pools, "numerics": numerics.report(), "families": REGISTRY}
 
 
 def run_record(family_name: str, data: dict[str, Any], mask: str, stage: Any = None) -> dict[str, Any]:
@@ -40,7 +39,7 @@ def run_record(family_name: str, data: dict[str, Any], mask: str, stage: Any = N
         end = time.perf_counter()
     return {
         "prediction": encode(prediction if isinstance(prediction, np.ndarray) else to_json_value(prediction)),
-        "prediction_sha256": prediction_sha256(family.HASH_RULE, prediction),
+        "prediction_sha256": prediction_sha256(REGISTRY[family_name]["hash_rule"], prediction),
         "native_metric": result["native_metric"],
         "native_value": float(result["native_value"]),
         "utility": float(result["utility"]),

@@ -8,8 +8,8 @@
 import { join } from 'node:path';
 import { Bool, Float64, Int32, Utf8, type DataType } from 'apache-arrow';
 import { equivalenceClasses } from '../references/equivalences.ts';
-import { arrowFileBytes } from '../core/arrow.ts';
-import { csvFloat, csvQuote } from '../core/csv.ts';
+import { arrowFileBytes } from '../core/tabular.ts';
+import { csvFloat, csvQuote } from '../core/tabular.ts';
 import { UserError } from '../core/errors.ts';
 import { ReferenceStore, type GuardedPaths } from '../references/store.ts';
 import { enabledCount, maskIndex, maskString, optionBit, optionLetter } from '../catalog/masks.ts';

@@ -10,7 +10,7 @@
 // (an optional `mask` header line is ignored).
 import { readFileSync, statSync } from 'node:fs';
 import { extname } from 'node:path';
-import { splitCsvLine } from '../core/csv.ts';
+import { splitCsvLine } from '../core/tabular.ts';
 import { UserError } from '../core/errors.ts';
 import {
   ABSOLUTE_FLOOR,

@@ -1,40 +1,26 @@
-// The registry of the eight workflow families: mask widths, prediction-hash rule, what each option
-// does (docs/families.md has the full definitions) and a cost hint for scheduling. The Python module
-// of the same name (workflows/families/) implements each one; every worker reports its own registry
-// and is refused when it disagrees with this one (registryProblems).
+// The registry of the eight workflow families. What the workers share with the orchestrator (names
+// and their order, mask widths, prediction-hash rule, option letters) is contracts/families.json; this
+// module adds what only the orchestrator uses: what each option does (docs/families.md has the full
+// definitions) and a cost hint for scheduling. The Python module of the same name (workflows/families/)
+// implements each one; every worker reports its own registry and is refused when it disagrees with
+// this one (registryProblems).
+import { z } from 'zod';
+import { readContract } from '../core/contracts.ts';
 import { UserError } from '../core/errors.ts';
-
-export const FAMILY_NAMES = [
-  'classification',
-  'regression',
-  'clustering',
-  'forecasting',
-  'image_restoration',
-  'retrieval',
-  'beat_detection',
-  'graph_link_prediction',
-] as const;
-export type FamilyName = (typeof FAMILY_NAMES)[number];
 
 export const OPTION_LETTERS = ['A', 'B', 'C', 'D', 'E', 'F'] as const;
 export type OptionLetter = (typeof OPTION_LETTERS)[number];
 
-export interface FamilyDefinition {
-  /** Mask widths the family supports. */
-  dimensions: readonly (4 | 6)[];
+interface FamilyNotes {
   /** What each option does when on. */
   options: Partial<Record<OptionLetter, string>>;
-  /** Prediction hash rule (docs/records.md): raw ndarray bytes, JSON of a dict, JSON of tolist(). */
-  hashRule: 'raw_bytes' | 'json' | 'json_list';
   /** Rough relative seconds per record, to start the largest records first when no earlier table exists. */
   relativeCost: number;
 }
 
-export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
+const NOTES = {
   classification: {
     relativeCost: 0.3,
-    dimensions: [4, 6],
-    hashRule: 'raw_bytes',
     options: {
       A: 'signed-log feature transform sign(x)*log1p(|x|)',
       B: 'StandardScaler fitted on the training rows',
@@ -46,8 +32,6 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
   },
   regression: {
     relativeCost: 0.02,
-    dimensions: [4, 6],
-    hashRule: 'raw_bytes',
     options: {
       A: 'log1p/expm1 target transform (TransformedTargetRegressor)',
       B: 'StandardScaler (RobustScaler when F=1 in d6)',
@@ -59,8 +43,6 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
   },
   clustering: {
     relativeCost: 0.3,
-    dimensions: [4, 6],
-    hashRule: 'raw_bytes',
     options: {
       A: 'signed-log feature transform',
       B: 'StandardScaler',
@@ -72,8 +54,6 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
   },
   forecasting: {
     relativeCost: 0.01,
-    dimensions: [4, 6],
-    hashRule: 'raw_bytes',
     options: {
       A: 'linear time-trend feature t/cut',
       B: 'lags 1..12 instead of lag 1',
@@ -85,8 +65,6 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
   },
   image_restoration: {
     relativeCost: 0.05,
-    dimensions: [4, 6],
-    hashRule: 'raw_bytes',
     options: {
       A: 'median filter 3x3 (5x5 when F=1 in d6)',
       B: 'Gaussian filter sigma 0.8 (1.6 when E=1 in d6)',
@@ -98,8 +76,6 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
   },
   retrieval: {
     relativeCost: 5,
-    dimensions: [4, 6],
-    hashRule: 'json',
     options: {
       A: 'unigrams and bigrams',
       B: "sklearn 'english' stop words removed",
@@ -111,8 +87,6 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
   },
   beat_detection: {
     relativeCost: 0.1,
-    dimensions: [6],
-    hashRule: 'json_list',
     options: {
       A: 'zero-phase Butterworth high-pass 0.5 Hz',
       B: 'zero-phase Butterworth low-pass 35 Hz',
@@ -124,8 +98,6 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
   },
   graph_link_prediction: {
     relativeCost: 0.05,
-    dimensions: [6],
-    hashRule: 'json_list',
     options: {
       A: 'common-neighbour count feature',
       B: 'Jaccard coefficient feature',
@@ -135,7 +107,32 @@ export const FAMILIES: Record<FamilyName, FamilyDefinition> = {
       F: 'StandardScaler fitted on the calibration pairs',
     },
   },
-};
+} satisfies Record<string, FamilyNotes>;
+
+export type FamilyName = keyof typeof NOTES;
+const NAMES = Object.keys(NOTES) as [FamilyName, ...FamilyName[]];
+
+const Registry = z.strictObject({
+  option_letters: z.array(z.string()).refine((letters) => letters.join() === OPTION_LETTERS.join(), `expected ${OPTION_LETTERS.join(', ')} (the orchestrator's option letters)`),
+  families: z
+    .array(z.strictObject({ name: z.enum(NAMES), dimensions: z.array(z.union([z.literal(4), z.literal(6)])).min(1), hash_rule: z.enum(['raw_bytes', 'json', 'json_list']) }))
+    .refine((list) => list.length === NAMES.length && new Set(list.map((f) => f.name)).size === NAMES.length, `expected each of ${NAMES.join(', ')} once`),
+});
+const registry = readContract('families.json', Registry);
+
+/** The families in registry order. */
+export const FAMILY_NAMES = registry.families.map((f) => f.name) as [FamilyName, ...FamilyName[]];
+
+export interface FamilyDefinition extends FamilyNotes {
+  /** Mask widths the family supports. */
+  dimensions: readonly (4 | 6)[];
+  /** Prediction hash rule (docs/records.md): raw ndarray bytes, JSON of a dict, JSON of tolist(). */
+  hashRule: 'raw_bytes' | 'json' | 'json_list';
+}
+
+export const FAMILIES = Object.fromEntries(
+  registry.families.map((f): [FamilyName, FamilyDefinition] => [f.name, { ...NOTES[f.name], dimensions: f.dimensions, hashRule: f.hash_rule }]),
+) as Record<FamilyName, FamilyDefinition>;
 
 /** How a worker's reported registry (name -> mask widths, hash rule) differs from this one. */
 export function registryProblems(reported: Record<string, { dimensions: number[]; hash_rule: string }>): string[] {

@@ -1,6 +1,6 @@
 // Read access to the published catalog facts (../shared/published), used only for conformance checks.
 import { existsSync, readFileSync } from 'node:fs';
-import { splitCsvLine } from '../core/csv.ts';
+import { splitCsvLine } from '../core/tabular.ts';
 import { join } from 'node:path';
 
 /** Whether `dir` (the settings' paths.published) holds the published facts. */

@@ -1,143 +1,139 @@
 // Parameters of each preparation recipe kind (sources/<source>.plan.json, preparation.params), as strict
-// zod objects. The Python side (workflows/prepare/) validates the same rules and is what runs them;
-// these schemas let a plan fail early, with a field path, before any worker starts.
+// zod objects built from contracts/recipes.json, the one statement of each parameter's type, bounds and
+// default; the Python side (workflows/prepare/_params.py) checks the same file and runs the recipes.
+// The rules that tie parameters together are code on both sides (tabularRules here, check() in
+// workflows/prepare/tabular.py), held in step by the shared cases of contracts/vectors/recipes.json.
+// These schemas let a plan fail early, with a field path, before any worker starts.
 import { z } from 'zod';
+import { readContract } from '../core/contracts.ts';
 
-/** Name of one of the plan's raw files (raw_files[].name). */
-const RawName = z.string().min(1);
+const TYPES = ['text', 'raw_file', 'raw_files', 'file_name', 'names', 'choice', 'boolean', 'integer', 'number', 'integers', 'sheet', 'integer_map', 'object'] as const;
+
+interface Rule {
+  type: (typeof TYPES)[number];
+  optional?: boolean;
+  default?: unknown;
+  choices?: [string, ...string[]];
+  minimum?: number;
+  above?: number;
+  below?: number;
+  contains_any?: string[];
+  params?: Record<string, Rule>;
+}
+
+const RuleSchema: z.ZodType<Rule> = z.lazy(() =>
+  z
+    .strictObject({
+      type: z.enum(TYPES),
+      optional: z.boolean().optional(),
+      default: z.unknown().optional(),
+      choices: z.tuple([z.string()], z.string()).optional(),
+      minimum: z.number().optional(),
+      above: z.number().optional(),
+      below: z.number().optional(),
+      contains_any: z.array(z.string().min(1)).min(1).optional(),
+      params: z.record(z.string(), RuleSchema).optional(),
+    })
+    .refine((rule) => (rule.type === 'choice') === (rule.choices !== undefined) && (rule.type === 'object') === (rule.params !== undefined), 'choices go with type choice, params with type object'),
+);
+/** Each recipe's parameter rules, as contracts/recipes.json states them. */
+export const RECIPE_RULES = readContract('recipes.json', z.record(z.string(), z.record(z.string(), RuleSchema)));
+
 const Name = z.string().min(1);
 const Names = z.array(Name).min(1).refine((list) => new Set(list).size === list.length, 'expected distinct entries');
-const Seed = z.number().int().nonnegative();
-const Fraction = z.number().gt(0).lt(1);
 
-/** UCI tables: classification, regression (grouped split) or clustering (every row). */
-const Tabular = z
-  .strictObject({
-    task: z.enum(['classification', 'regression', 'clustering']),
-    file: RawName,
-    format: z.enum(['csv', 'whitespace', 'excel', 'arff']),
-    /** The first row names the columns (text and spreadsheet formats; ARFF names its own). */
-    header: z.boolean().default(false),
-    /** Spreadsheet sheet: name or 0-based position (format excel only). */
-    sheet: z.union([Name, z.number().int().nonnegative()]).optional(),
-    /** Text tables (csv, whitespace) stored gzip-compressed, e.g. scikit-learn's *.csv.gz. */
-    compression: z.enum(['none', 'gzip']).optional(),
-    /** Further raw files of the same format whose columns are appended to the right of `file`'s (same rows). */
-    append_files: z.array(RawName).min(1).optional(),
-    /** Names of all columns in file order; replaces the header names. */
-    columns: Names.optional(),
-    /** Feature columns, in the order they are stored. */
-    features: Names,
-    target: Name,
-    /** Sorted label list: a label is stored as its int64 position (classification, clustering). */
-    labels: Names.optional(),
-    /** Round values read at a higher precision to the decimals of the text export the catalog read. */
-    decimals: z
-      .strictObject({
-        rounding: z.enum(['half_even', 'half_up']),
-        /** Decimals per column. */
-        places: z.record(Name, z.number().int().nonnegative()).optional(),
-        /** Or: every feature to the decimals a spreadsheet "General" cell this many characters wide shows. */
-        width: z.number().int().min(2).optional(),
-      })
-      .refine((d) => (d.places === undefined) !== (d.width === undefined), 'give either places or width')
-      .optional(),
-    /** Drop rows identical in every feature and the target, keeping the first in file order. */
-    drop_duplicates: z.boolean(),
-    /** GroupShuffleSplit over identical feature vectors (classification and regression only). */
-    split: z.strictObject({ test_size: Fraction, seed: Seed }).optional(),
-  })
-  .superRefine((p, ctx) => {
-    const issue = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });
-    if (p.features.includes(p.target)) issue('target', 'the target column must not be a feature');
-    if ((p.task === 'regression') !== (p.labels === undefined))
-      issue('labels', 'required for classification and clustering, absent for regression');
-    if ((p.task === 'clustering') !== (p.split === undefined))
-      issue('split', 'required for classification and regression, absent for clustering');
-    if (p.format !== 'excel' && p.sheet !== undefined) issue('sheet', 'only a spreadsheet (format excel) has sheets');
-    if (p.format === 'arff' && p.header) issue('header', 'an ARFF file names its own columns');
-    const text = p.format === 'csv' || p.format === 'whitespace';
-    if (p.compression && p.compression !== 'none' && !text) issue('compression', 'only text formats (csv, whitespace) can be read compressed');
-    if (p.append_files && !text) issue('append_files', 'only text formats (csv, whitespace) can be appended');
-    if (p.append_files?.includes(p.file)) issue('append_files', 'the main file cannot be appended to itself');
-    for (const column of Object.keys(p.decimals?.places ?? {})) {
-      if (!p.features.includes(column) && !(column === p.target && p.labels === undefined))
-        ctx.addIssue({ code: 'custom', path: ['decimals', 'places', column], message: 'only feature columns or a regression target can be rounded' });
-    }
-  });
+function bounded(schema: z.ZodNumber, rule: Rule): z.ZodNumber {
+  let bound = schema;
+  if (rule.minimum !== undefined) bound = bound.min(rule.minimum);
+  if (rule.above !== undefined) bound = bound.gt(rule.above);
+  if (rule.below !== undefined) bound = bound.lt(rule.below);
+  return bound;
+}
 
-/** statsmodels dataset CSVs: one column, or several unrolled row by row (elnino's months). */
-const StatsmodelsSeries = z.strictObject({
-  file: RawName,
-  columns: Names,
-  fill: z.enum(['none', 'forward']),
-  cut_fraction: Fraction,
-});
+function valueSchema(rule: Rule): z.ZodType {
+  switch (rule.type) {
+    case 'text':
+      return rule.contains_any
+        ? Name.refine((text) => rule.contains_any!.some((part) => text.includes(part)), `expected a template holding ${rule.contains_any.join(' and/or ')}`)
+        : Name;
+    case 'raw_file':
+    case 'file_name': // its plain-name rule: SAFE_FILE_NAME, checked by plan.ts
+      return Name;
+    case 'raw_files':
+    case 'names':
+      return Names;
+    case 'choice':
+      return z.enum(rule.choices!);
+    case 'boolean':
+      return z.boolean();
+    case 'integer':
+      return bounded(z.number().int(), rule);
+    case 'number':
+      return bounded(z.number(), rule);
+    case 'integers':
+      return z.array(z.number().int()).min(1);
+    case 'sheet':
+      return z.union([Name, z.number().int().nonnegative()]);
+    case 'integer_map':
+      return z.record(Name, bounded(z.number().int(), rule));
+    case 'object':
+      return objectSchema(rule.params!);
+  }
+}
 
-/** scikit-image photographs: grey, LANCZOS to the longer side, Gaussian noise, clipped to [0, 1]. */
-const SkimageImage = z.strictObject({
-  file: RawName,
-  longer_side: z.number().int().positive(),
-  noise_std: z.number().positive(),
-  seed: Seed,
-});
+function objectSchema(rules: Record<string, Rule>): z.ZodObject {
+  return z.strictObject(
+    Object.fromEntries(
+      Object.entries(rules).map(([key, rule]) => {
+        const value = valueSchema(rule);
+        // a default is the Python side's: documented in the JSON Schema, not filled in, so rules see what the plan says
+        return [key, rule.default !== undefined ? value.optional().meta({ default: rule.default }) : rule.optional ? value.optional() : value];
+      }),
+    ),
+  );
+}
 
-/** MIT-BIH records (raw files <record>.hea/.dat/.atr), read with wfdb. */
-const MitdbEcg = z.strictObject({
-  record: Name,
-  /** Preferred channel names; the record's first channel when none is present. */
-  channels: Names,
-  samples: z.number().int().positive(),
-  qrs_codes: z.array(z.number().int()).min(1),
-});
+interface Tabular {
+  task: string;
+  format: string;
+  file: string;
+  header?: boolean;
+  sheet?: unknown;
+  compression?: string;
+  append_files?: string[];
+  features: string[];
+  target: string;
+  labels?: string[];
+  decimals?: { places?: Record<string, number>; width?: number };
+  split?: unknown;
+}
 
-/** Newman GML networks: 60/20/20 edge split with balanced non-edge negatives. */
-const NewmanGraph = z.strictObject({
-  file: RawName,
-  split_seed: Seed,
-  holdout_fraction: z.number().gt(0).lt(0.5),
-  duplicate_edges: z.enum(['error', 'merge']),
-});
+/** The tabular parameters that depend on each other (workflows/prepare/tabular.py, check). */
+function tabularRules(p: Tabular, ctx: z.RefinementCtx): void {
+  const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: 'custom', path, message });
+  if (p.features.includes(p.target)) issue(['target'], 'the target column must not be a feature');
+  if ((p.task === 'regression') !== (p.labels === undefined)) issue(['labels'], 'required for classification and clustering, absent for regression');
+  if ((p.task === 'clustering') !== (p.split === undefined)) issue(['split'], 'required for classification and regression, absent for clustering');
+  if (p.format !== 'excel' && p.sheet !== undefined) issue(['sheet'], 'only a spreadsheet (format excel) has sheets');
+  if (p.format === 'arff' && p.header) issue(['header'], 'an ARFF file names its own columns');
+  const text = p.format === 'csv' || p.format === 'whitespace';
+  if (p.compression !== undefined && p.compression !== 'none' && !text) issue(['compression'], 'only text formats (csv, whitespace) can be read compressed');
+  if (p.append_files && !text) issue(['append_files'], 'only text formats (csv, whitespace) can be appended');
+  if (p.append_files?.includes(p.file)) issue(['append_files'], 'the main file cannot be appended to itself');
+  if (p.decimals && (p.decimals.places === undefined) === (p.decimals.width === undefined)) issue(['decimals'], 'give either places or width');
+  for (const column of Object.keys(p.decimals?.places ?? {})) {
+    if (!p.features.includes(column) && !(column === p.target && p.labels === undefined)) issue(['decimals', 'places', column], 'only feature columns or a regression target can be rounded');
+  }
+}
 
-/** BEIR corpora: documents title + separator + text; a hash-ranked query cohort from one qrels file. */
-const BeirRetrieval = z.strictObject({
-  corpus: RawName,
-  queries: RawName,
-  qrels: RawName,
-  title_separator: z.string().min(1),
-  cohort: z.strictObject({
-    size: z.number().int().positive(),
-    hash: z.enum(['md5', 'sha1', 'sha224', 'sha256', 'sha384', 'sha512', 'blake2b', 'blake2s', 'sha3_224', 'sha3_256', 'sha3_384', 'sha3_512']),
-    /** Hashed text: a template holding {query_id} and/or {text}. */
-    key: z.string().refine((key) => key.includes('{query_id}') || key.includes('{text}'), 'expected {query_id} and/or {text}'),
+export const RECIPE_PARAMS: Record<string, z.ZodType> = Object.fromEntries(
+  Object.entries(RECIPE_RULES).map(([recipe, rules]) => {
+    const schema = objectSchema(rules);
+    return [recipe, recipe === 'tabular' ? schema.superRefine((p, ctx) => tabularRules(p as unknown as Tabular, ctx)) : schema];
   }),
-  exclude_self: z.boolean(),
-});
-
-/** ArguAna original-author corpus: parameters only; its construction is not published (the recipe fails). */
-const ArguanaRetrieval = z.strictObject({
-  archive: RawName,
-  split: z.enum(['training', 'validation', 'test']),
-  queries: z.number().int().positive(),
-  exclude_self: z.boolean(),
-});
-
-export const RECIPE_PARAMS: Record<string, z.ZodType> = {
-  tabular: Tabular,
-  statsmodels_series: StatsmodelsSeries,
-  skimage_image: SkimageImage,
-  mitdb_ecg: MitdbEcg,
-  newman_graph: NewmanGraph,
-  beir_retrieval: BeirRetrieval,
-  arguana_retrieval: ArguanaRetrieval,
-};
+);
 
 /** Parameters of each recipe that name one (string) or several (array) of the plan's raw files. */
-export const RAW_FILE_PARAMS: Record<string, readonly string[]> = {
-  tabular: ['file', 'append_files'],
-  statsmodels_series: ['file'],
-  skimage_image: ['file'],
-  newman_graph: ['file'],
-  beir_retrieval: ['corpus', 'queries', 'qrels'],
-  arguana_retrieval: ['archive'],
-};
+export const RAW_FILE_PARAMS: Record<string, readonly string[]> = Object.fromEntries(
+  Object.entries(RECIPE_RULES).map(([recipe, rules]) => [recipe, Object.keys(rules).filter((key) => rules[key]!.type === 'raw_file' || rules[key]!.type === 'raw_files')]),
+);

@@ -6,16 +6,29 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, rmSync, unlinkSync, type Stats } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join, resolve, sep } from 'node:path';
+import { z } from 'zod';
+import { readContract } from './contracts.ts';
 import { UserError } from './errors.ts';
+
+const Naming = z.strictObject({ file_name_max_characters: z.number().int().positive(), path_name_max_characters: z.number().int().positive() });
+/** The longest plain file name and the longest name of a relative path (contracts/naming.json). */
+export const NAME_LIMITS = readContract('naming.json', Naming);
 
 /**
  * A relative path inside a folder: '/'-separated names, none empty, `.` or `..`, no backslash or NUL,
- * each name at most 255 characters (the file-system limit). Shared by the plan schema and insideRoot.
+ * each name at most path_name_max_characters (contracts/naming.json: the file-system limit). Lengths
+ * count code points, as Python's len() does. Shared by the plan schema and insideRoot.
  */
-export const SAFE_RELATIVE_PATH = /^(?!\.\.?(?:\/|$))(?!.*\/\.\.?(?:\/|$))[^/\\\u0000]{1,255}(?:\/[^/\\\u0000]{1,255})*$/;
+export const SAFE_RELATIVE_PATH = new RegExp(
+  String.raw`^(?!\.\.?(?:\/|$))(?!.*\/\.\.?(?:\/|$))[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}}(?:\/[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}})*$`,
+  'su',
+);
 export const SAFE_RELATIVE_PATH_RULE = "a relative path inside its folder ('/'-separated names; no '..', '.', leading '/', backslash or empty name)";
-/** One file name (no separator at all): e.g. the record name a recipe turns into file names. */
-export const SAFE_FILE_NAME = /^(?!\.\.?$)[^/\\\u0000]{1,200}$/;
+/**
+ * One file name (no separator at all) that wwref turns into file names by adding a suffix, e.g. an ECG
+ * record (<record>.hea) or a pack's condition (<condition>.json): at most file_name_max_characters.
+ */
+export const SAFE_FILE_NAME = new RegExp(String.raw`^(?!\.\.?$)[^/\\\u0000]{1,${NAME_LIMITS.file_name_max_characters}}$`, 'su');
 
 /** Why `relative` is not a safe relative path, or undefined when it is. */
 export function relativePathProblem(relative: string): string | undefined {

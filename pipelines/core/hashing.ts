@@ -1,7 +1,6 @@
 // The canonical digest (docs/records.md), reproduced in TypeScript so that the
-// orchestrator can recompute every hash a Python worker reports.
-//
-// Python side, for reference:
+// orchestrator can recompute every hash a Python worker reports. The Python side is
+// workflows/hashing.py; both are tested against the vectors of contracts/vectors/digest.json:
 //   digest(v) = sha256(v)                                      if v is bytes
 //             = sha256(json.dumps(v, sort_keys=True, separators=(",", ":"),
 //                                 ensure_ascii=False, allow_nan=False).encode("utf-8"))  otherwise

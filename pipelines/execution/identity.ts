@@ -2,11 +2,25 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { simpleGit } from 'simple-git';
+import { z } from 'zod';
+import { readContract } from '../core/contracts.ts';
 import { UserError } from '../core/errors.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';
-import { declaredRuntimes, runtimePins, ROOT, WORKFLOWS_DIR, type RuntimeDeclaration } from '../core/paths.ts';
+import { declaredRuntimes, runtimePins, ROOT, type RuntimeDeclaration } from '../core/paths.ts';
 
-function requirementLines(file = join(WORKFLOWS_DIR, 'requirements.txt')): string[] {
+/** What the workflow-code digest covers and where the bit-deciding packages are marked (contracts/identity.json). */
+const IDENTITY = readContract(
+  'identity.json',
+  z.strictObject({
+    code: z.strictObject({
+      folders: z.array(z.strictObject({ folder: z.string().min(1), suffix: z.string().min(1), subfolders: z.boolean() })).min(1),
+      skipped_folders: z.array(z.string().min(1)),
+    }),
+    bit_deciding: z.strictObject({ requirements: z.string().min(1), mark: z.string().min(1) }),
+  }),
+);
+
+function requirementLines(file = join(ROOT, IDENTITY.bit_deciding.requirements)): string[] {
   return readFileSync(file, 'utf8').split('\n');
 }
 
@@ -20,11 +34,12 @@ export function pinnedVersions(runtime: RuntimeDeclaration): Record<string, stri
 
 /**
  * The packages whose versions decide the bits of a record: marked "decides bits" in
- * workflows/requirements.txt. The worker reads the marks from that file whatever its runtime, so every
- * runtime's requirements file marks the same packages (test/jobs/runtime.test.ts).
+ * workflows/requirements.txt (contracts/identity.json). The worker reads the marks from that file
+ * whatever its runtime, so every runtime's requirements file marks the same packages
+ * (test/jobs/runtime.test.ts).
  */
 export const REPLAY_PACKAGES: readonly string[] = requirementLines()
-  .filter((line) => line.includes('==') && line.includes('# decides bits'))
+  .filter((line) => line.includes('==') && line.includes(IDENTITY.bit_deciding.mark))
   .map((line) => line.split('==')[0]!.trim().toLowerCase());
 
 /**
@@ -68,18 +83,26 @@ export function versionDrift(installed: Record<string, string>, expected: Record
   return drift;
 }
 
-function pythonFiles(dir: string): string[] {
+function codeFiles(dir: string, suffix: string, subfolders: boolean): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return entry.name === '__pycache__' ? [] : pythonFiles(path);
-    return entry.name.endsWith('.py') ? [path] : [];
+    if (entry.isDirectory()) return subfolders && !IDENTITY.code.skipped_folders.includes(entry.name) ? codeFiles(path, suffix, subfolders) : [];
+    return entry.name.endsWith(suffix) ? [path] : [];
   });
 }
 
-/** digest of {relative path: sha256} over the Python workflow code: what executes the records. */
+/**
+ * {path relative to the repository: sha256} of the files the workers execute or read: the Python
+ * workflow code and the contracts it reads (contracts/identity.json says which).
+ */
+export function workflowFiles(): Record<string, string> {
+  const files = IDENTITY.code.folders.flatMap(({ folder, suffix, subfolders }) => codeFiles(join(ROOT, folder), suffix, subfolders)).sort();
+  return Object.fromEntries(files.map((f) => [relative(ROOT, f), sha256Hex(readFileSync(f))]));
+}
+
+/** digest of workflowFiles(): the identity of what executes the records. */
 export function workflowsSha256(): string {
-  const files = pythonFiles(WORKFLOWS_DIR).sort();
-  return digest(Object.fromEntries(files.map((f) => [relative(ROOT, f), sha256Hex(readFileSync(f))])));
+  return digest(workflowFiles());
 }
 
 export interface GitIdentity {

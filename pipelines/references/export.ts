@@ -1,7 +1,7 @@
 // Export of the reference tables: every record of every table listed in the manifest, as one CSV.
 import { TABLE_COLUMNS } from './tables.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
-import { csvFloat, csvQuote } from '../core/csv.ts';
+import { csvFloat, csvQuote } from '../core/tabular.ts';
 import type { Settings } from '../core/settings.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import { ReferenceStore } from './store.ts';

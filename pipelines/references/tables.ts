@@ -3,7 +3,7 @@
 // DuckDB) loads the table without nested types; the table's schema metadata holds its context.
 import { join } from 'node:path';
 import { Float64, Int32, Table, tableFromIPC, Utf8, type DataType } from 'apache-arrow';
-import { arrowFileBytes } from '../core/arrow.ts';
+import { arrowFileBytes } from '../core/tabular.ts';
 import { UserError } from '../core/errors.ts';
 import { ReferenceRecord } from '../execution/records.ts';
 

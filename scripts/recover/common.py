@@ -8,10 +8,16 @@ import hashlib
 import io
 import json
 import os
+import sys
 
 import numpy as np
 
-SHARED = os.environ.get("WWREF_SHARED", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared"))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SHARED = os.environ.get("WWREF_SHARED", os.path.join(ROOT, "..", "shared"))
+
+# The scripts run from this folder; the catalog's canonical digest (docs/records.md) is the workers' own.
+sys.path.insert(0, ROOT)
+from workflows.hashing import digest  # noqa: E402,F401
 
 
 def load_json(rel):
@@ -48,10 +54,3 @@ def gz_json_bytes(obj, ensure_ascii=True, sort_keys=False):
     txt = json.dumps(obj, separators=(",", ":"), ensure_ascii=ensure_ascii, sort_keys=sort_keys)
     return gzip.compress(txt.encode("utf-8"), mtime=0)
 
-
-def digest(obj):
-    """The catalog's canonical digest (docs/records.md)."""
-    if isinstance(obj, (bytes, bytearray)):
-        return sha256(bytes(obj))
-    txt = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return sha256(txt.encode("utf-8"))

@@ -18,7 +18,7 @@ import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync,
 import { join } from 'node:path';
 import { tableFromIPC, type DataType } from 'apache-arrow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { arrowFileBytes } from '../../pipelines/core/arrow.ts';
+import { arrowFileBytes } from '../../pipelines/core/tabular.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 
 import { filesUnder, guardRepository } from '../sources/hardening-support.ts';

@@ -1,5 +1,6 @@
-// Checks pipelines/core/hashing.ts against the real Python (the pinned venv) — json.dumps, repr(float)
-// and hashlib — in one batched Python process for the whole file.
+// Checks pipelines/core/hashing.ts against the real Python (the pinned venv) — the workers' canonical_json
+// and digest (workflows/hashing.py), repr(float) and hashlib — in one batched Python process for the
+// whole file.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { startPython } from '../../pipelines/execution/launcher.ts';
 import { currentSettings } from '../support/workspace.ts';
@@ -151,6 +152,7 @@ const byteArrays = [new Uint8Array(0), new Uint8Array([0, 1, 2, 255]), Uint8Arra
 // One Python process for the whole file.
 const PY_SCRIPT = String.raw`
 import hashlib, json, struct, sys
+from workflows.hashing import canonical_json as dumps, digest
 req = json.load(sys.stdin)
 def f(h): return struct.unpack('>d', bytes.fromhex(h))[0]
 def build(n):
@@ -162,10 +164,6 @@ def build(n):
     if t == 's': return n['v']
     if t == 'l': return [build(c) for c in n['v']]
     if t == 'd': return {k: build(c) for k, c in n['v']}
-def dumps(v): return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-def digest(v):
-    if isinstance(v, (bytes, bytearray)): return hashlib.sha256(v).hexdigest()
-    return hashlib.sha256(dumps(v).encode('utf-8')).hexdigest()
 out = {
   'reprs': [repr(f(h)) for h in req['floats']],
   'trees': [[dumps(build(n)), digest(build(n))] for n in req['trees']],

@@ -6,14 +6,18 @@ from typing import Any
 
 import numpy as np
 
+from workflows.contracts import load
 from workflows.masks import parse_mask
 
+DIMENSIONS = {family["name"]: family["dimensions"] for family in load("families")["families"]}
 
-def options(mask: str, dimensions: int | None = None) -> dict[str, bool]:
+
+def options(mask: str, family: str) -> dict[str, bool]:
     """Switches A..F of a mask. A four-option mask reads E and F as off, so the six-option builders
     reproduce the four-option workflow (spec 0.2: the E=F=0 subcube equals the four-option records).
-    ``dimensions`` pins the length (6 for beat and graph). Raises ValueError before any computation."""
-    opts = parse_mask(mask, dimensions)
+    The mask must have one of the family's widths (6 only for beat and graph). Raises ValueError before
+    any computation."""
+    opts = parse_mask(mask, DIMENSIONS[family])
     opts.setdefault("E", False)
     opts.setdefault("F", False)
     return opts

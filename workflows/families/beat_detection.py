@@ -8,15 +8,11 @@ from scipy.signal import butter, find_peaks, sosfiltfilt
 
 from workflows.families._common import options, result
 
-# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
-DIMENSIONS = (6,)
-HASH_RULE = "json_list"
-
 TOLERANCES_MS = (50, 100, 150)
 
 
 def predict(data: dict, mask: str) -> np.ndarray:
-    opts = options(mask, 6)
+    opts = options(mask, "beat_detection")
     fs = int(data["sample_rate"])
     signal = np.asarray(data["signal"], dtype=np.float64)
     n = signal.shape[0]

@@ -12,10 +12,6 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from workflows.families._common import check_finite_prediction, fit_predict_eval, options, result, signed_log
 
-# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
-DIMENSIONS = (4, 6)
-HASH_RULE = "raw_bytes"
-
 
 def build(opts: dict[str, bool]) -> Pipeline:
     steps = []
@@ -36,7 +32,7 @@ def build(opts: dict[str, bool]) -> Pipeline:
 
 def predict(data: dict, mask: str) -> np.ndarray:
     # Labels come back in the dtype of classes_, i.e. y_train's dtype; the hash depends on it.
-    return fit_predict_eval(build(options(mask)), data)
+    return fit_predict_eval(build(options(mask, "classification")), data)
 
 
 def evaluate(data: dict, prediction: np.ndarray) -> dict:

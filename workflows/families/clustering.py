@@ -11,10 +11,6 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from workflows.families._common import check_finite_prediction, options, result, signed_log
 
-# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
-DIMENSIONS = (4, 6)
-HASH_RULE = "raw_bytes"
-
 
 def build(opts: dict[str, bool], n_clusters: int) -> Pipeline:
     steps = []
@@ -32,7 +28,7 @@ def build(opts: dict[str, bool], n_clusters: int) -> Pipeline:
 
 
 def predict(data: dict, mask: str) -> np.ndarray:
-    opts = options(mask)
+    opts = options(mask, "clustering")
     model = build(opts, int(data["n_clusters"]))
     # KMeans labels_ are int32; their numbering is hashed as is.
     return model.fit_predict(data["x"])

@@ -10,15 +10,11 @@ from sklearn.preprocessing import RobustScaler, StandardScaler
 
 from workflows.families._common import check_finite_prediction, iqr, options, result
 
-# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
-DIMENSIONS = (4, 6)
-HASH_RULE = "raw_bytes"
-
 FIRST_INDEX = 12  # every configuration fits from t = 12, even with a single lag
 
 
 def predict(data: dict, mask: str) -> np.ndarray:
-    opts = options(mask)
+    opts = options(mask, "forecasting")
     series = np.asarray(data["series"], dtype=np.float64)
     cut = int(data["cut"])
     n = series.shape[0]

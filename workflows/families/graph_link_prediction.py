@@ -11,10 +11,6 @@ from sklearn.preprocessing import StandardScaler
 
 from workflows.families._common import options, result
 
-# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
-DIMENSIONS = (6,)
-HASH_RULE = "json_list"
-
 # Feature generators in their fixed column order (options A..E); each yields (u, v, value).
 SCORES = (
     ("A", lambda g, pairs: ((u, v, len(list(nx.common_neighbors(g, u, v)))) for u, v in pairs)),
@@ -30,7 +26,7 @@ def _pairs(array: np.ndarray) -> list[tuple[int, int]]:
 
 
 def predict(data: dict, mask: str) -> np.ndarray:
-    opts = options(mask, 6)
+    opts = options(mask, "graph_link_prediction")
     graph = nx.Graph()
     graph.add_nodes_from(range(int(data["n_nodes"])))
     graph.add_edges_from(_pairs(data["observed_edges"]))

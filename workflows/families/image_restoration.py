@@ -8,15 +8,11 @@ from scipy.signal import wiener
 
 from workflows.families._common import check_finite_prediction, options, result
 
-# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
-DIMENSIONS = (4, 6)
-HASH_RULE = "raw_bytes"
-
 SCALE = 0.1
 
 
 def predict(data: dict, mask: str) -> np.ndarray:
-    opts = options(mask)
+    opts = options(mask, "image_restoration")
     image = np.array(data["noisy"], dtype=np.float64, copy=True)  # never touch the cached input
     if opts["A"]:
         image = median_filter(image, size=5 if opts["F"] else 3, mode="reflect")

@@ -11,10 +11,6 @@ from sklearn.preprocessing import PolynomialFeatures, RobustScaler, StandardScal
 
 from workflows.families._common import check_finite_prediction, fit_predict_eval, iqr, options, result
 
-# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
-DIMENSIONS = (4, 6)
-HASH_RULE = "raw_bytes"
-
 
 def build(opts: dict[str, bool]):
     steps = []
@@ -32,7 +28,7 @@ def build(opts: dict[str, bool]):
 
 
 def predict(data: dict, mask: str) -> np.ndarray:
-    return fit_predict_eval(build(options(mask)), data)
+    return fit_predict_eval(build(options(mask, "regression")), data)
 
 
 def evaluate(data: dict, prediction: np.ndarray) -> dict:

@@ -24,10 +24,6 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer, T
 
 from workflows.families._common import options, result
 
-# Mask widths this family supports, and how its prediction is hashed (workflows/hashing.py).
-DIMENSIONS = (4, 6)
-HASH_RULE = "json"
-
 TOP_K = 10
 
 
@@ -107,7 +103,7 @@ def _matrices_warm(cache: RetrievalCache, opts: dict[str, bool]):
 
 
 def predict(data: dict, mask: str, cache: RetrievalCache | None = None) -> dict[str, list[str]]:
-    opts = options(mask)
+    opts = options(mask, "retrieval")
     if cache is None:
         corpus = Corpus(data)
         doc_matrix, query_matrix = _matrices_cold(corpus, opts)

@@ -2,8 +2,9 @@
 
 ``run_recipe(recipe, params, raw, out)`` is what the worker's ``prepare`` operation calls:
 * ``recipe``: the recipe kind of the construction plan (sources/<source>.plan.json, preparation.recipe);
-* ``params``: the plan's preparation.params, validated here (ValueError naming the parameter) exactly as
-  pipelines/catalog/recipes.ts validates them on the TypeScript side;
+* ``params``: the plan's preparation.params, validated here (ValueError naming the parameter) by the
+  rules of contracts/recipes.json that pipelines/catalog/recipes.ts validates them by on the TypeScript
+  side, then by the recipe's own ``check`` of the rules that tie parameters together;
 * ``raw``: {raw file name as in the plan's raw_files[].name: absolute path of the sha256-checked file};
 * ``out``: the folder that receives arrays.npz and metadata.json.gz (workflows/container.py).
 
@@ -42,6 +43,8 @@ RECIPES: dict[str, Recipe] = {
     "arguana_retrieval": retrieval.run_arguana,
 }
 
+CHECKS: dict[str, Callable[[Params], None]] = {"tabular": tabular.check}
+
 
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
@@ -49,6 +52,14 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def validate(recipe: str, params: Any) -> Params:
+    """The parameters of a known recipe, checked before anything is read."""
+    p = Params(recipe, params)
+    if recipe in CHECKS:
+        CHECKS[recipe](p)
+    return p
 
 
 def run_recipe(recipe: str, params: dict, raw: dict[str, str], out: str) -> dict[str, Any]:
@@ -62,6 +73,6 @@ def run_recipe(recipe: str, params: dict, raw: dict[str, str], out: str) -> dict
             raise ValueError(f"{recipe}: raw file name: {problem}")
         if not Path(path).is_file():
             raise FileNotFoundError(f"{recipe}: raw file {name!r} not found at {path}")
-    facts = RECIPES[recipe](Params(recipe, params), raw, out)
+    facts = RECIPES[recipe](validate(recipe, params), raw, out)
     facts["files_sha256"] = {name: _sha256(Path(out) / name) for name in (ARRAYS_FILE, METADATA_FILE)}
     return facts

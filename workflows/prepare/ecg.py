@@ -21,11 +21,10 @@ from workflows.prepare._params import Params
 
 
 def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
-    record = p.file_name("record")
-    channels = p.str_list("channels")
-    samples = p.int("samples", minimum=1)
-    qrs_codes = p.int_list("qrs_codes")
-    p.close()
+    record = p.get("record")
+    channels = p.get("channels")
+    samples = p.get("samples")
+    qrs_codes = p.get("qrs_codes")
     files = {ext: f"{record}.{ext}" for ext in ("hea", "dat", "atr")}
     absent = [name for name in files.values() if name not in raw]
     if absent:
@@ -35,7 +34,7 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="wwref-mitdb-") as folder:
         for name in files.values():
             link = os.path.join(folder, name)
-            if os.path.dirname(link) != folder:  # already excluded by file_name(); never link outside
+            if os.path.dirname(link) != folder:  # already excluded by the file_name rule; never link outside
                 raise p.error("params.record", f"{record!r} leaves the record folder")
             os.symlink(os.path.abspath(raw[name]), link)
         base = os.path.join(folder, record)

@@ -43,10 +43,9 @@ def _read_gml(path: str, duplicate_edges: str) -> tuple[nx.Graph, int]:
 
 def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     path = p.raw_file("file", raw)
-    split_seed = p.int("split_seed", minimum=0)
-    fraction = p.number("holdout_fraction", low=0.0, high=0.5)
-    duplicate_edges = p.str("duplicate_edges", choices=("error", "merge"))
-    p.close()
+    split_seed = p.get("split_seed")
+    fraction = p.get("holdout_fraction")
+    duplicate_edges = p.get("duplicate_edges")
 
     graph, merged = _read_gml(path, duplicate_edges)
     position = {node: i for i, node in enumerate(graph.nodes)}  # file order

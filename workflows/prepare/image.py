@@ -20,10 +20,9 @@ from workflows.prepare._params import Params
 
 def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     path = p.raw_file("file", raw)
-    longer_side = p.int("longer_side", minimum=1)
-    noise_std = p.number("noise_std", low=0.0)
-    seed = p.int("seed", minimum=0)
-    p.close()
+    longer_side = p.get("longer_side")
+    noise_std = p.get("noise_std")
+    seed = p.get("seed")
 
     with Image.open(path) as image:
         original_size = list(image.size)  # (width, height)

@@ -31,7 +31,11 @@ from typing import Any
 
 import pandas as pd
 
+from workflows.contracts import load
 from workflows.prepare.tabular import _label_text, _read_table
+
+# what the tabular recipe reads when a parameter is absent (contracts/recipes.json)
+TABULAR_DEFAULTS = {key: rule["default"] for key, rule in load("recipes")["tabular"].items() if "default" in rule}
 
 # a column with at most this many distinct values is listed (labels of a classification target)
 DISTINCT_LIMIT = 50
@@ -93,14 +97,15 @@ def _check_tabular(params: dict, raw: dict[str, str]) -> tuple[list, list]:
     if name not in raw:
         return problems, notes
     fmt = params.get("format")
-    header = bool(params.get("header", False))
-    gz = params.get("compression", "none") == "gzip"
+    header = bool(params.get("header", TABULAR_DEFAULTS["header"]))
+    sheet = params.get("sheet", TABULAR_DEFAULTS["sheet"])
+    gz = params.get("compression", TABULAR_DEFAULTS["compression"]) == "gzip"
     try:
-        table = _read_table(raw[name], fmt, header, params.get("sheet", 0), gz)
+        table = _read_table(raw[name], fmt, header, sheet, gz)
         for extra in params.get("append_files") or []:
             if extra not in raw:
                 continue
-            part = _read_table(raw[extra], fmt, header, params.get("sheet", 0), gz)
+            part = _read_table(raw[extra], fmt, header, sheet, gz)
             if len(part) != len(table):
                 problems.append(_problem(["preparation", "params", "append_files"], f"{extra} has {len(part)} rows, {name} has {len(table)}", "append only files with one row per row of the main file"))
                 return problems, notes

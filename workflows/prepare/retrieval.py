@@ -54,16 +54,12 @@ def run_beir(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     corpus_path = p.raw_file("corpus", raw)
     queries_path = p.raw_file("queries", raw)
     qrels_path = p.raw_file("qrels", raw)
-    separator = p.str("title_separator")
-    cohort = p.obj("cohort")
-    size = cohort.int("size", minimum=1)
-    hash_name = cohort.str("hash", choices=sorted(hashlib.algorithms_guaranteed - {"shake_128", "shake_256"}))
-    key = cohort.str("key")
-    cohort.close()
-    exclude_self = p.bool("exclude_self")
-    p.close()
-    if "{query_id}" not in key and "{text}" not in key:
-        raise p.error("params.cohort.key", "expected a template holding {query_id} and/or {text}")
+    separator = p.get("title_separator")
+    cohort = p.get("cohort")
+    size = cohort.get("size")
+    hash_name = cohort.get("hash")
+    key = cohort.get("key")
+    exclude_self = p.get("exclude_self")
 
     corpus = _jsonl(corpus_path)
     documents = [{"doc_id": str(d["_id"]), "text": f"{d['title']}{separator}{d['text']}"} for d in corpus]
@@ -116,10 +112,9 @@ def _normalised(text: str) -> str:
 
 def run_arguana(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     archive = p.raw_file("archive", raw)
-    split = p.str("split", choices=("training", "validation", "test"))
-    size = p.int("queries", minimum=1)
-    exclude_self = p.bool("exclude_self")
-    p.close()
+    split = p.get("split")
+    size = p.get("queries")
+    exclude_self = p.get("exclude_self")
 
     texts: dict[str, str] = {}  # relative path (without .txt) -> exact text
     pair_bytes = None

@@ -20,10 +20,9 @@ from workflows.prepare._params import Params
 
 def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     path = p.raw_file("file", raw)
-    columns = p.str_list("columns")
-    fill = p.str("fill", choices=("none", "forward"))
-    cut_fraction = p.number("cut_fraction", low=0.0, high=1.0)
-    p.close()
+    columns = p.get("columns")
+    fill = p.get("fill")
+    cut_fraction = p.get("cut_fraction")
 
     # cells as text, converted with Python's correctly rounded float(); an empty cell is missing
     table = pd.read_csv(path, dtype=str, keep_default_na=False)

@@ -37,9 +37,6 @@ from workflows.container import write_prepared
 from workflows.hashing import digest
 from workflows.prepare._params import Params
 
-TASKS = ("classification", "regression", "clustering")
-FORMATS = ("csv", "whitespace", "excel", "arff")
-
 
 def _read_table(path: str, fmt: str, header: bool, sheet: Any, gzip: bool = False) -> pd.DataFrame:
     """All cells of text formats stay strings (converted later with Python's correctly rounded float())."""
@@ -90,57 +87,54 @@ def _numbers(p: Params, table: pd.DataFrame, column: str, name: Any, first_row: 
     return np.array(cells, dtype=np.float64)
 
 
-def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
-    task = p.str("task", choices=TASKS)
-    path = p.raw_file("file", raw)
-    fmt = p.str("format", choices=FORMATS)
-    header = p.bool("header", False)
-    sheet = p.sheet("sheet", 0)
-    compression = p.str("compression", "none", choices=("none", "gzip"))
-    appended = p.str_list("append_files", None)
-    if fmt != "excel" and "sheet" in p.values:
-        raise p.error("params.sheet", "only a spreadsheet (format excel) has sheets")
-    if fmt == "arff" and "header" in p.values:
-        raise p.error("params.header", "an ARFF file names its own columns")
-    if compression != "none" and fmt not in ("csv", "whitespace"):
-        raise p.error("params.compression", "only text formats (csv, whitespace) can be read compressed")
-    if appended is not None and fmt not in ("csv", "whitespace"):
-        raise p.error("params.append_files", "only text formats (csv, whitespace) can be appended")
-    appended_paths = []
-    for i, name in enumerate(appended or []):
-        if name not in raw:
-            raise p.error(f"params.append_files.{i}", f"raw file {name!r} is not among the given raw files ({', '.join(sorted(raw))})")
-        if name == p.values.get("file"):
-            raise p.error(f"params.append_files.{i}", "the main file cannot be appended to itself")
-        appended_paths.append(raw[name])
-    columns = p.str_list("columns", None)
-    features = p.str_list("features")
-    target = p.str("target")
-    labels = p.str_list("labels", None)
-    decimals = p.obj("decimals", None)
-    rounding, half = {}, None
-    if decimals is not None:
-        half = decimals.str("rounding", choices=("half_even", "half_up"))
-        width = decimals.int("width", None, minimum=2)
-        if width is None:
-            places = decimals.obj("places")
-            rounding = {column: places.int(column, minimum=0) for column in places.values}
-            places.close()
-        decimals.close()
-    drop_duplicates = p.bool("drop_duplicates")
-    split = p.obj("split", None)
-    test_size = seed = None
-    if split is not None:
-        test_size = split.number("test_size", low=0.0, high=1.0)
-        seed = split.int("seed", minimum=0)
-        split.close()
-    p.close()
+def check(p: Params) -> None:
+    """The rules that tie the parameters together (tabularRules of pipelines/catalog/recipes.ts)."""
+    task, fmt, features, target, labels = p.get("task"), p.get("format"), p.get("features"), p.get("target"), p.get("labels")
+    text = fmt in ("csv", "whitespace")
     if target in features:
         raise p.error("params.target", "the target column must not be a feature")
     if (task == "regression") != (labels is None):
         raise p.error("params.labels", "required for classification and clustering, absent for regression")
-    if (task == "clustering") != (split is None):
+    if (task == "clustering") != (p.get("split") is None):
         raise p.error("params.split", "required for classification and regression, absent for clustering")
+    if fmt != "excel" and "sheet" in p.values:
+        raise p.error("params.sheet", "only a spreadsheet (format excel) has sheets")
+    if fmt == "arff" and p.get("header"):
+        raise p.error("params.header", "an ARFF file names its own columns")
+    if p.get("compression") != "none" and not text:
+        raise p.error("params.compression", "only text formats (csv, whitespace) can be read compressed")
+    appended = p.get("append_files")
+    if appended is not None and not text:
+        raise p.error("params.append_files", "only text formats (csv, whitespace) can be appended")
+    if appended is not None and p.get("file") in appended:
+        raise p.error(f"params.append_files.{appended.index(p.get('file'))}", "the main file cannot be appended to itself")
+    decimals = p.get("decimals")
+    if decimals is not None:
+        if (decimals.get("places") is None) == (decimals.get("width") is None):
+            raise p.error("params.decimals", "give either places or width")
+        for column in decimals.get("places") or {}:
+            if column not in features and not (column == target and labels is None):
+                raise p.error(f"params.decimals.places.{column}", "only feature columns or a regression target can be rounded")
+
+
+def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
+    path = p.raw_file("file", raw)
+    fmt, header, sheet, compression = p.get("format"), p.get("header"), p.get("sheet"), p.get("compression")
+    appended_paths = []
+    for i, name in enumerate(p.get("append_files") or []):
+        if name not in raw:
+            raise p.error(f"params.append_files.{i}", f"raw file {name!r} is not among the given raw files ({', '.join(sorted(raw))})")
+        appended_paths.append(raw[name])
+    task, columns, features, target, labels = p.get("task"), p.get("columns"), p.get("features"), p.get("target"), p.get("labels")
+    decimals = p.get("decimals")
+    half = None if decimals is None else decimals.get("rounding")
+    width = None if decimals is None else decimals.get("width")
+    rounding = {} if decimals is None else decimals.get("places") or {}
+    drop_duplicates = p.get("drop_duplicates")
+    split = p.get("split")
+    test_size = seed = None
+    if split is not None:
+        test_size, seed = split.get("test_size"), split.get("seed")
 
     table = _read_table(path, fmt, header, sheet, compression == "gzip")
     if appended_paths:
@@ -179,8 +173,6 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
             raise p.error("params.labels", f"{name} row {row}, column {target!r}: target value(s) {', '.join(map(repr, unknown))} are not in the label list{hint}")
         y = np.array([position[t] for t in texts], dtype=np.int64)
     for column, places in rounding.items():  # decimal text rounding of values read at higher precision
-        if column not in (*features, target) or (column == target and labels is not None):
-            raise p.error(f"params.decimals.places.{column}", "only feature columns or a regression target can be rounded")
         values = y if column == target else x[:, features.index(column)]
         values[:] = [_round_text(v, places, half) for v in values]
     if decimals is not None and width is not None:
