@@ -276,7 +276,7 @@ export function diffCondition(aRecords: readonly ReferenceRecord[], bRecords: re
         }),
       ),
       effect_mae: graded.effect_mae,
-      effect_recovery: graded.recovery,
+      effect_recovery: graded.effect_recovery,
       max_effect_change: graded.max_effect_error,
       effects_moved: moved,
       classes: { a: aClasses, b: bClasses, changed: !sameClasses(aClasses, bClasses) },
