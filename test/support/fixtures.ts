@@ -39,6 +39,8 @@ export interface SurfaceSpec {
   family?: string;
   /** Default 'balanced_accuracy'. */
   metric?: string;
+  /** Default `src_<condition>`; two conditions of one source share its plan. */
+  source?: string;
 }
 
 export interface CatalogOptions {
@@ -53,7 +55,7 @@ export function surfaceRecords(spec: SurfaceSpec): ReferenceRecord[] {
     const u = spec.utility(bits(mask), k);
     return {
       condition: spec.condition,
-      source: `src_${spec.condition}`,
+      source: spec.source ?? `src_${spec.condition}`,
       family: spec.family ?? 'classification',
       dimensions: spec.dimensions,
       mask,
@@ -90,14 +92,14 @@ export function writeSurfaceCatalog(dir: string, specs: readonly SurfaceSpec[], 
   for (const spec of specs) {
     const recs = surfaceRecords(spec);
     const entry: ConditionEntry = {
-      source: `src_${spec.condition}`,
+      source: spec.source ?? `src_${spec.condition}`,
       family: spec.family ?? 'classification',
       dimensions: spec.dimensions,
       records: recs.length,
       failed: 0,
       table: `${spec.condition}.arrow`,
       table_sha256: '',
-      plan_file: `sources/src_${spec.condition}.plan.json`,
+      plan_file: `sources/${spec.source ?? `src_${spec.condition}`}.plan.json`,
       plan_sha256: sha('plan'),
       prepared_files: { 'arrays.npz': sha('arrays'), 'metadata.json.gz': sha('metadata') },
       published: { comparable: true, prepared_match: 'exact' },

@@ -1,21 +1,44 @@
+import { UserError } from '../../../core/errors.ts';
 import { defineCommand } from '../../command.ts';
 
 export default defineCommand({
   command: 'grade',
   describe:
-    "score a prediction table (CSV or JSON, mask -> utility) against the reference surface with the benchmark's scorer: JSON on stdout, readable summary on stderr",
+    "score a prediction table (CSV or JSON, mask -> utility) against the reference surface with the benchmark's scorer: JSON on stdout, readable summary on stderr; or, with --records, every stored submission of a JSON-lines file",
   builder: (y) =>
     y
-      .option('condition', { type: 'string', demandOption: true })
-      .option('table', { type: 'string', demandOption: true, describe: 'prediction table: CSV (mask,utility) or JSON ({"0000": 0.4, …})' })
+      .option('condition', { type: 'string', describe: 'the condition the table predicts' })
+      .option('table', { type: 'string', describe: 'prediction table: CSV (mask,utility) or JSON ({"0000": 0.4, …})' })
       .option('observed', {
         type: 'string',
         describe:
           'observations: masks (JSON array or one per line), or JSON mask -> utility / [{mask, utility}]; their cells are scored with the measured values, which must be the reference ones',
       })
       .option('tolerances', { type: 'string', describe: 'extra strict-reconstruction tolerances, comma-separated (0.1 is always scored)' })
+      .option('records', {
+        type: 'string',
+        describe:
+          'JSON lines of {condition|instance, observations, prediction_table, score?}: each scored again, a stored score compared key by key (exit 1 on a difference)',
+      })
       .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
   run: async (argv, { settings, out }) => {
+    if (argv.records !== undefined) {
+      if (argv.condition !== undefined || argv.table !== undefined || argv.observed !== undefined || argv.tolerances !== undefined) {
+        throw new UserError(
+          '--records takes the condition, table and observations from each record: leave out --condition, --table, --observed and --tolerances',
+        );
+      }
+      const { differenceLines, gradeRecords } = await import('../../../analysis/grade-records.ts');
+      const outcome = gradeRecords(settings, argv.records);
+      out(JSON.stringify(outcome, null, 2));
+      for (const line of differenceLines(outcome)) process.stderr.write(`${line}\n`);
+      process.stderr.write(
+        `${outcome.records} record(s) scored, ${outcome.scores_compared} stored score(s) compared: ${outcome.differences.length} difference(s)\n`,
+      );
+      return outcome.differences.length ? 1 : 0;
+    }
+    if (argv.condition === undefined || argv.table === undefined)
+      throw new UserError('grade needs --condition C and --table FILE (or --records FILE)');
     const { gradeFile, gradeSummaryLines, parseTolerances } = await import('../../../analysis/grade.ts');
     const result = gradeFile(settings, {
       condition: argv.condition,

@@ -1,0 +1,154 @@
+// Scoring stored records in bulk (`wwref grade --records FILE.jsonl`): every line is one submission,
+// {condition | instance, observations, prediction_table, score?}. Each is scored again against the
+// references; its observations are checked against them and a stored score is compared key by key.
+// A malformed line is a user error (exit 2) naming it; a difference is reported, naming the record
+// and the field, and makes the command exit 1.
+import { UserError } from '../core/errors.ts';
+import type { Settings } from '../core/settings.ts';
+import { ReferenceStore } from '../references/store.ts';
+import type { Surface } from './effects.ts';
+import {
+  type GradeResult,
+  gradeSurface,
+  observationMismatches,
+  observationsFromJson,
+  predictionFromJson,
+  referenceSurface,
+} from './grade.ts';
+import { isObject, type Json, parseStrictJson, readBoundedText } from './strict-json.ts';
+
+/** A records file larger than this is refused unread. */
+export const MAX_RECORDS_BYTES = 256 << 20;
+/** Stored and recomputed numbers agree within this, relative to max(1, |x|): summation order differs between implementations. */
+export const SCORE_TOLERANCE = 1e-12;
+
+export interface RecordDifference {
+  record: number;
+  line: number;
+  condition: string;
+  field: string;
+  /** Undefined: the field is absent on that side. */
+  stored?: Json;
+  recomputed?: Json;
+}
+
+export interface RecordsOutcome {
+  records: number;
+  /** Records that carried a stored score. */
+  scores_compared: number;
+  differences: RecordDifference[];
+  /** The recomputed score of every record. */
+  scores: { record: number; line: number; condition: string; score: GradeResult }[];
+}
+
+function sameValue(stored: Json, recomputed: Json): boolean {
+  if (typeof stored === 'number' && typeof recomputed === 'number') {
+    return stored === recomputed || Math.abs(stored - recomputed) <= SCORE_TOLERANCE * Math.max(1, Math.abs(stored), Math.abs(recomputed));
+  }
+  return JSON.stringify(stored) === JSON.stringify(recomputed);
+}
+
+/** Field by field (a table or an array element by element): the paths where `stored` and `recomputed` differ. */
+function differingFields(
+  stored: Json | undefined,
+  recomputed: Json | undefined,
+  path: string,
+): { field: string; stored?: Json; recomputed?: Json }[] {
+  if (stored === undefined || recomputed === undefined) return [{ field: path, stored, recomputed }];
+  if (isObject(stored) && isObject(recomputed)) {
+    const keys = [...new Set([...Object.keys(stored), ...Object.keys(recomputed)])];
+    return keys.flatMap((key) => differingFields(stored[key], recomputed[key], `${path}.${key}`));
+  }
+  if (Array.isArray(stored) && Array.isArray(recomputed) && stored.length === recomputed.length) {
+    return stored.flatMap((item, k) => differingFields(item, recomputed[k], `${path}.${k}`));
+  }
+  return sameValue(stored, recomputed) ? [] : [{ field: path, stored, recomputed }];
+}
+
+/** The width of a prediction table's masks (its first key or item), to tell an instance's 4- and 6-option conditions apart. */
+function tableWidth(table: Json | undefined): number | undefined {
+  const first = Array.isArray(table)
+    ? isObject(table[0])
+      ? table[0].mask
+      : undefined
+    : isObject(table)
+      ? Object.keys(table)[0]
+      : undefined;
+  return typeof first === 'string' ? first.length : undefined;
+}
+
+/** Scores every line of `file`; see the header. */
+export function gradeRecords(settings: Settings, file: string, referencesDir = settings.paths.references): RecordsOutcome {
+  const text = readBoundedText(file, 'records file', MAX_RECORDS_BYTES);
+  const store = new ReferenceStore(referencesDir, settings.paths);
+  const manifest = store.requireManifest();
+  const surfaces = new Map<string, Surface>();
+  const surface = (condition: string) => {
+    if (!surfaces.has(condition)) surfaces.set(condition, referenceSurface(settings, condition, referencesDir));
+    return surfaces.get(condition)!;
+  };
+  const outcome: RecordsOutcome = { records: 0, scores_compared: 0, differences: [], scores: [] };
+  const lines = text.split('\n');
+  lines.forEach((raw, k) => {
+    if (raw.trim() === '') return;
+    const record = ++outcome.records;
+    const where = `records file ${file}, record ${record} (line ${k + 1})`;
+    const json = parseStrictJson(raw, where);
+    if (!isObject(json)) throw new UserError(`${where}: expected an object {condition|instance, observations, prediction_table, score}`);
+    let condition: string;
+    if (typeof json.condition === 'string') condition = json.condition;
+    else if (typeof json.instance === 'string') {
+      const instance = json.instance;
+      const width = tableWidth(json.prediction_table);
+      const matches = Object.entries(manifest.conditions).filter(
+        ([, e]) => e.source === instance && (width === undefined || e.dimensions === width),
+      );
+      if (matches.length !== 1) {
+        throw new UserError(
+          `${where}: instance '${instance}' ${matches.length ? 'has several conditions of this width' : `has no condition${width ? ` of ${width} options` : ''} in ${store.manifestPath}`}`,
+        );
+      }
+      condition = matches[0]![0];
+    } else throw new UserError(`${where}: needs a "condition" or an "instance" string`);
+    let reference: Surface;
+    let result: GradeResult;
+    try {
+      reference = surface(condition);
+      const predicted = predictionFromJson(json.prediction_table ?? null, reference.dimensions, 'prediction_table');
+      const observations = observationsFromJson(json.observations ?? [], reference.dimensions, 'observations');
+      for (const wrong of observationMismatches(reference, observations)) {
+        outcome.differences.push({
+          record,
+          line: k + 1,
+          condition,
+          field: `observations.${wrong.mask}`,
+          stored: wrong.observed,
+          recomputed: wrong.reference,
+        });
+      }
+      result = gradeSurface(reference, predicted, { observed: observations.map((o) => o.mask) });
+    } catch (error) {
+      if (error instanceof UserError) throw new UserError(`${where}: ${error.message}`);
+      throw error;
+    }
+    outcome.scores.push({ record, line: k + 1, condition, score: result });
+    if (json.score === undefined) return;
+    if (!isObject(json.score)) throw new UserError(`${where}: "score" is not an object`);
+    outcome.scores_compared++;
+    // the fields the stored score carries, each compared whole (a table mask by mask)
+    const recomputed = JSON.parse(JSON.stringify(result)) as { [key: string]: Json };
+    for (const [key, stored] of Object.entries(json.score)) {
+      for (const d of differingFields(stored, recomputed[key], `score.${key}`))
+        outcome.differences.push({ record, line: k + 1, condition, ...d });
+    }
+  });
+  return outcome;
+}
+
+/** One line per difference, for stderr. */
+export function differenceLines(outcome: RecordsOutcome): string[] {
+  const show = (x: Json | undefined) => (x === undefined ? 'absent' : JSON.stringify(x));
+  return outcome.differences.map(
+    (d) => `record ${d.record} (line ${d.line}, ${d.condition}): ${d.field}: stored ${show(d.stored)}, recomputed ${show(d.recomputed)}`,
+  );
+}
