@@ -17,6 +17,8 @@ import diff from './commands/analysis/diff.ts';
 import doctor from './commands/runs/doctor.ts';
 import effects from './commands/analysis/effects.ts';
 import episode from './commands/evaluation/episode.ts';
+import serve from './commands/evaluation/serve.ts';
+import task from './commands/evaluation/task.ts';
 import exportCommand from './commands/analysis/export.ts';
 import families from './commands/catalog/families.ts';
 import grade from './commands/analysis/grade.ts';
@@ -31,7 +33,7 @@ import worker from './commands/runs/worker.ts';
 import { checkBareValues, checkWorkers } from './options.ts';
 
 // The analysis commands load their modules on use, so the other commands start faster.
-const COMMANDS: Command[] = [list, acquire, prepare, rebuild, replay, audit, effects, grade, report, diff, addSource, newSource, planSchema, exportCommand, families, worker, doctor, episode];
+const COMMANDS: Command[] = [list, acquire, prepare, rebuild, replay, audit, effects, grade, report, diff, addSource, newSource, planSchema, exportCommand, families, worker, doctor, episode, task, serve];
 
 /** The settings of this run: --references (unless the command's own), --runtime and --mirror on top of the file and `env`. */
 function settingsFor(argv: ArgumentsCamelCase<Record<string, unknown>>, command: Command | undefined, env: NodeJS.ProcessEnv): Settings {

@@ -338,3 +338,23 @@ export function scoreEpisode(settings: Settings, dir: string): Promise<EpisodeSc
     };
   });
 }
+
+/** What the public task view needs of an episode: its view, the reference folder and the condition's family. */
+export interface EpisodeContext {
+  view: EpisodeView;
+  references: string;
+  family: string;
+  source: string;
+}
+
+/** The reference folder an episode was started on (read without the lock: the state is replaced whole). */
+export function episodeReferences(dir: string): string {
+  return readState(resolve(dir)).references;
+}
+
+/** The episode's context for its task view (`task` in the events log). */
+export function episodeContext(settings: Settings, dir: string): Promise<EpisodeContext> {
+  return act(settings, dir, 'task', {}, (state) => ({
+    result: { view: view(state), references: state.references, family: state.reference.family, source: state.reference.source },
+  }));
+}

@@ -1,0 +1,191 @@
+// `wwref serve --episode DIR`: one episode served to an agent as an MCP server (the official
+// TypeScript SDK), over stdio or Streamable HTTP. The agent's tools are `task` (the public view),
+// `observe` ({masks}), `status` and `submit` ({predictions}); each is one episode action (episode.ts:
+// under the folder's lock, so two clients never overspend). No tool returns a reference value beyond
+// the anchors and purchases, a path of this machine, or a score: scoring is `wwref episode score`.
+import { timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { z } from 'zod';
+import { UserError } from '../../core/errors.ts';
+import type { Settings } from '../../core/settings.ts';
+import { predictionFromJson } from '../grade.ts';
+import { type Json, parseStrictJson } from '../strict-json.ts';
+import { episodeContext, episodeReferences, episodeStatus, MAX_BATCH, observe, submitPrediction } from './episode.ts';
+import { taskView } from './task.ts';
+
+const VERSION = '0.1.0';
+/** A request body larger than this is refused (a 64-mask submission is about 3 KiB). */
+const MAX_BODY_BYTES = 1 << 20;
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+
+type ToolResult = { content: { type: 'text'; text: string }[]; isError?: boolean };
+
+/** The episode's MCP server: its four tools, with host paths masked in every refusal. */
+export function episodeServer(settings: Settings, dir: string): McpServer {
+  const folder = resolve(dir);
+  const references = episodeReferences(folder);
+  const hidden = [folder, references, ...Object.values(settings.paths)].sort((a, b) => b.length - a.length);
+  const masked = (message: string) => hidden.reduce((m, path) => m.replaceAll(path, '<host folder>'), message);
+  const tool = async (body: () => Promise<unknown>): Promise<ToolResult> => {
+    try {
+      return { content: [{ type: 'text', text: JSON.stringify(await body()) }] };
+    } catch (error) {
+      const message = error instanceof UserError ? masked(error.message) : 'internal error of the evaluator';
+      return { isError: true, content: [{ type: 'text', text: message }] };
+    }
+  };
+  const server = new McpServer(
+    { name: 'wwref-episode', version: VERSION },
+    {
+      instructions:
+        'A budgeted WhatWorkedBench episode: read `task`, buy measurements with `observe` (new distinct masks cost one credit; repeats are free), then `submit` a predicted utility for every mask. Submission closes the episode.',
+    },
+  );
+  server.registerTool(
+    'task',
+    {
+      title: 'Task',
+      description:
+        'The public view: family, factor order and descriptions, utility, data summary, workflow source, free observations, budget, credits and purchases.',
+    },
+    () =>
+      tool(async () => {
+        const context = await episodeContext(settings, folder);
+        return taskView(settings, context.view.condition, context.references, context.family, context.source, context.view);
+      }),
+  );
+  server.registerTool(
+    'observe',
+    {
+      title: 'Observe',
+      description:
+        'Measure masks (0/1 strings, option A first). Each new distinct mask costs one credit; known masks are free; a batch needing more credits than remain is refused whole.',
+      inputSchema: { masks: z.array(z.string().max(64)).min(1).max(MAX_BATCH) },
+    },
+    ({ masks }) => tool(() => observe(settings, folder, masks)),
+  );
+  server.registerTool('status', { title: 'Status', description: 'Budget, credits remaining, observations, closed or not.' }, () =>
+    tool(() => episodeStatus(settings, folder)),
+  );
+  server.registerTool(
+    'submit',
+    {
+      title: 'Submit',
+      description:
+        'Submit a predicted utility in [0, 1] for every mask ({"0000": 0.41, …} or [{"mask", "utility"}]); this closes the episode.',
+      inputSchema: {
+        predictions: z.union([z.record(z.string(), z.number()), z.array(z.object({ mask: z.string(), utility: z.number() }))]),
+      },
+    },
+    ({ predictions }) =>
+      tool(() => submitPrediction(settings, folder, (dimensions) => predictionFromJson(predictions as Json, dimensions, 'predictions'))),
+  );
+  return server;
+}
+
+/** Serves the episode over stdin/stdout until the client closes it. */
+export async function serveStdio(settings: Settings, dir: string): Promise<void> {
+  const server = episodeServer(settings, dir);
+  const transport = new StdioServerTransport();
+  const closed = new Promise<void>((done) => {
+    transport.onclose = done;
+    process.stdin.once('end', done);
+  });
+  await server.connect(transport);
+  await closed;
+  await server.close();
+}
+
+export interface HttpOptions {
+  port: number;
+  host: string;
+  /** Required unless the host is a loopback address: every request must carry `Authorization: Bearer <token>`. */
+  token?: string;
+}
+
+function reply(res: ServerResponse, status: number, message: string): void {
+  res
+    .writeHead(status, { 'content-type': 'application/json' })
+    .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32600, message }, id: null }));
+}
+
+function readBody(req: IncomingMessage): Promise<string | undefined> {
+  return new Promise((done, fail) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        done(undefined);
+        req.destroy();
+      } else chunks.push(chunk);
+    });
+    req.on('end', () => done(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', fail);
+  });
+}
+
+/**
+ * Serves the episode over Streamable HTTP at http://HOST:PORT/mcp, stateless: each POST is handled
+ * by a fresh server on the same episode folder. On a loopback host the Host header must name it (no
+ * DNS rebinding); with a token every request must carry it. Bodies are read as strict JSON.
+ */
+export async function serveHttp(settings: Settings, dir: string, options: HttpOptions): Promise<{ server: Server; url: string }> {
+  if (!LOOPBACK.has(options.host) && !options.token)
+    throw new UserError(
+      `serving on ${options.host}, beyond this machine, needs --token-file: every request must then carry the bearer token`,
+    );
+  episodeServer(settings, dir); // the episode is read before listening
+  const expected = options.token ? Buffer.from(`Bearer ${options.token}`) : undefined;
+  const http = createServer(async (req, res) => {
+    try {
+      const port = (http.address() as AddressInfo).port;
+      const host = req.headers.host ?? '';
+      if (LOOPBACK.has(options.host) && ![`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`].includes(host))
+        return reply(res, 403, 'forbidden host');
+      const given = Buffer.from(req.headers.authorization ?? '');
+      if (expected && (given.length !== expected.length || !timingSafeEqual(given, expected)))
+        return reply(res, 401, 'a valid bearer token is required');
+      if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') return reply(res, 404, 'the MCP endpoint is /mcp');
+      if (req.method !== 'POST') {
+        res.writeHead(405, { allow: 'POST' }).end();
+        return;
+      }
+      const text = await readBody(req);
+      if (text === undefined) return reply(res, 413, `request body over ${MAX_BODY_BYTES} bytes`);
+      let body: Json;
+      try {
+        body = parseStrictJson(text, 'the request');
+      } catch (error) {
+        res
+          .writeHead(400, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32700, message: (error as Error).message }, id: null }));
+        return;
+      }
+      const server = episodeServer(settings, dir);
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      res.on('close', () => {
+        void transport.close();
+        void server.close();
+      });
+      await server.connect(transport);
+      await transport.handleRequest(req, res, body);
+    } catch (error) {
+      if (!res.headersSent)
+        reply(res, 500, error instanceof UserError ? 'the episode cannot be served' : 'internal error of the evaluator');
+    }
+  });
+  await new Promise<void>((done, fail) => {
+    http.once('error', (error) =>
+      fail(new UserError(`cannot listen on ${options.host}:${options.port}: ${(error as NodeJS.ErrnoException).code ?? error.message}`)),
+    );
+    http.listen(options.port, options.host, done);
+  });
+  const { port } = http.address() as AddressInfo;
+  return { server: http, url: `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}/mcp` };
+}
