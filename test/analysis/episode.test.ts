@@ -1,6 +1,6 @@
 // Episodes: free anchors, paid distinct masks, whole-batch refusal, closing submission, reference
 // identity checked at every action, strict JSON, the events log, and two processes buying at once.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -156,7 +156,9 @@ describe('episode', () => {
     const ep = freshEpisode();
     await start(ep, 0);
     refused(await start(ep, 1), /already holds an episode/);
-    refused(await start(freshEpisode(), 15), /--budget must be a whole number from 0 to 14/);
+    const never = freshEpisode();
+    refused(await start(never, 15), /--budget must be a whole number from 0 to 14/);
+    expect(existsSync(never)).toBe(false); // a refused start creates nothing
     refused(await start(freshEpisode(), '1.5'), /--budget must be a whole number/);
     refused(await run(['observe', '--episode', ep, '--masks', '0001', '--budget', '3']), /episode observe does not take --budget/);
     refused(await run(['status', '--episode', join(dir, 'nothing-here')]), /does not exist/);

@@ -163,6 +163,43 @@ describe('serve over stdio', () => {
   });
 });
 
+describe('serve over stdio, strict JSON', () => {
+  it('answers a message that is not strict JSON with an error and handles the next one', async () => {
+    const ep = await startEpisode(1);
+    const child = execa('node', [BIN, 'serve', '--episode', ep], { cwd: ROOT, reject: false });
+    servers.push(child);
+    const lines: string[] = [];
+    const waitFor = (n: number) =>
+      new Promise<void>((done) => {
+        const check = () => (lines.length >= n ? done() : setTimeout(check, 50));
+        check();
+      });
+    let rest = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      rest += chunk.toString();
+      const parts = rest.split('\n');
+      rest = parts.pop()!;
+      lines.push(...parts.filter(Boolean));
+    });
+    const init = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    };
+    child.stdin!.write(`${JSON.stringify(init).replace('"id":1', '"id":1,"id":7')}\n`);
+    child.stdin!.write('{"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"x": NaN}}\n');
+    child.stdin!.write(`${JSON.stringify(init)}\n`);
+    await waitFor(3);
+    child.stdin!.end();
+    const [dup, nan, ok] = lines.map((l) => JSON.parse(l));
+    expect(dup.error).toMatchObject({ code: -32700, message: expect.stringContaining('duplicate key "id"') });
+    expect(nan.error).toMatchObject({ code: -32700, message: expect.stringContaining('NaN is not a JSON number') });
+    expect(ok).toMatchObject({ id: 1, result: { serverInfo: { name: 'wwref-episode' } } });
+    expect((await child).exitCode).toBe(0);
+  });
+});
+
 describe('serve over Streamable HTTP', () => {
   it('sells and takes a submission; two clients buying at once never exceed the budget', async () => {
     const ep = await startEpisode(3);

@@ -213,19 +213,24 @@ export interface StartOptions {
 export async function startEpisode(settings: Settings, options: StartOptions): Promise<EpisodeView> {
   const folder = resolve(options.dir);
   const references = resolve(options.references ?? settings.paths.references);
+  // the reference and the budget are checked before anything is created
+  const { identity, surface } = referenceOf(settings, references, options.condition);
+  const d = surface.dimensions;
+  const most = 2 ** d - 2;
+  if (!Number.isInteger(options.budget) || options.budget < 0 || options.budget > most) {
+    throw new UserError(
+      `--budget must be a whole number from 0 to ${most} (the masks of ${options.condition} beyond the two free anchors), not ${options.budget}`,
+    );
+  }
+  const taken = () => {
+    if (lstatOrNothing(join(folder, STATE_FILE)))
+      throw new UserError(`${options.dir} already holds an episode (${STATE_FILE}); use another folder`);
+  };
+  taken();
   makeDirs(folder);
   const release = await lockFolder(folder, LOCK_WAIT_SECONDS);
   try {
-    if (lstatOrNothing(join(folder, STATE_FILE)))
-      throw new UserError(`${options.dir} already holds an episode (${STATE_FILE}); use another folder`);
-    const { identity, surface } = referenceOf(settings, references, options.condition);
-    const d = surface.dimensions;
-    const most = 2 ** d - 2;
-    if (!Number.isInteger(options.budget) || options.budget < 0 || options.budget > most) {
-      throw new UserError(
-        `--budget must be a whole number from 0 to ${most} (the masks of ${options.condition} beyond the two free anchors), not ${options.budget}`,
-      );
-    }
+    taken(); // again under the lock: of two starts at once, one makes the episode
     const at = new Date().toISOString();
     const anchors = [allMasks(d)[0]!, allMasks(d).at(-1)!];
     const state: EpisodeState = {

@@ -1,15 +1,17 @@
 // `wwref serve --episode DIR`: one episode served to an agent as an MCP server (the official
-// TypeScript SDK), over stdio or Streamable HTTP. The agent's tools are `task` (the public view),
-// `observe` ({masks}), `status` and `submit` ({predictions}); each is one episode action (episode.ts:
-// under the folder's lock, so two clients never overspend). No tool returns a reference value beyond
-// the anchors and purchases, a path of this machine, or a score: scoring is `wwref episode score`.
+// TypeScript SDK), over stdio or Streamable HTTP, every message read as strict JSON. The agent's tools
+// are `task` (the public view), `observe` ({masks}), `status` and `submit` ({predictions}); each is one
+// episode action (episode.ts: under the folder's lock, so two clients never overspend). No tool
+// returns a reference value beyond the anchors and purchases, a path of this machine, or a score:
+// scoring is `wwref episode score`.
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { UserError } from '../../core/errors.ts';
 import type { Settings } from '../../core/settings.ts';
@@ -88,13 +90,78 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
   return server;
 }
 
+/**
+ * The stdio transport of MCP (one JSON-RPC message per line, both ways), reading each message as
+ * strict JSON: one that is not (a repeated key, NaN, …) or is no JSON-RPC message is answered with
+ * an error and not handled.
+ */
+class StrictStdioTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage) => void;
+  private pending = '';
+  private closed = false;
+
+  private readonly onData = (chunk: string) => {
+    this.pending += chunk;
+    for (let end = this.pending.indexOf('\n'); end >= 0; end = this.pending.indexOf('\n')) {
+      const line = this.pending.slice(0, end).replace(/\r$/, '');
+      this.pending = this.pending.slice(end + 1);
+      if (line.trim() !== '') this.receive(line);
+    }
+    if (this.pending.length > MAX_BODY_BYTES) {
+      this.pending = '';
+      this.refuse(-32600, `message over ${MAX_BODY_BYTES} bytes`);
+    }
+  };
+
+  private readonly onEnd = () => void this.close();
+
+  async start(): Promise<void> {
+    process.stdin.setEncoding('utf8');
+    process.stdin.on('data', this.onData);
+    process.stdin.once('end', this.onEnd);
+  }
+
+  private refuse(code: number, message: string): void {
+    process.stdout.write(`${JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } })}\n`);
+  }
+
+  private receive(line: string): void {
+    let json: Json;
+    try {
+      json = parseStrictJson(line, 'the message');
+    } catch (error) {
+      return this.refuse(-32700, (error as Error).message);
+    }
+    const message = JSONRPCMessageSchema.safeParse(json);
+    if (!message.success) return this.refuse(-32600, 'not a JSON-RPC message');
+    this.onmessage?.(message.data);
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    return new Promise((done) => {
+      if (process.stdout.write(`${JSON.stringify(message)}\n`)) done();
+      else process.stdout.once('drain', done);
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    process.stdin.off('data', this.onData);
+    process.stdin.off('end', this.onEnd);
+    process.stdin.pause();
+    this.onclose?.();
+  }
+}
+
 /** Serves the episode over stdin/stdout until the client closes it. */
 export async function serveStdio(settings: Settings, dir: string): Promise<void> {
   const server = episodeServer(settings, dir);
-  const transport = new StdioServerTransport();
+  const transport = new StrictStdioTransport();
   const closed = new Promise<void>((done) => {
     transport.onclose = done;
-    process.stdin.once('end', done);
   });
   await server.connect(transport);
   await closed;
