@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { cliInProcess, cliProcess } from '../support/cli.ts';
 import { maskOf, writeSurfaceCatalog } from '../support/fixtures.ts';
+import { lockFolder } from '../../pipelines/references/lock.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-episode-'));
 const refs = join(dir, 'references');
@@ -166,6 +167,22 @@ describe('episode', () => {
       await run(['start', '--episode', join(refs, 'ep'), '--condition', 'toy', '--budget', '1', '--references', refs]),
       /is inside .* which only wwref itself writes/,
     );
+  });
+
+  it('an action waits for the episode lock held by another', async () => {
+    const ep = freshEpisode();
+    await start(ep, 2);
+    const release = await lockFolder(ep);
+    const before = state(ep);
+    const buying = cliProcess(['episode', 'observe', '--episode', ep, '--masks', '0001'], ROOT);
+    try {
+      await new Promise((r) => setTimeout(r, 4000));
+      expect(state(ep)).toBe(before); // still waiting
+    } finally {
+      release();
+    }
+    expect((await buying).code).toBe(0);
+    expect(JSON.parse(state(ep)).credits_remaining).toBe(1);
   });
 
   it('two processes buying at once never overspend the budget', async () => {
