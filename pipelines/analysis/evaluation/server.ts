@@ -132,11 +132,12 @@ class StrictStdioTransport implements Transport {
     try {
       json = parseStrictJson(line, 'the message');
     } catch (error) {
-      return this.refuse(-32700, (error as Error).message);
+      this.refuse(-32700, (error as Error).message);
+      return;
     }
     const message = JSONRPCMessageSchema.safeParse(json);
-    if (!message.success) return this.refuse(-32600, 'not a JSON-RPC message');
-    this.onmessage?.(message.data);
+    if (message.success) this.onmessage?.(message.data);
+    else this.refuse(-32600, 'not a JSON-RPC message');
   }
 
   send(message: JSONRPCMessage): Promise<void> {
