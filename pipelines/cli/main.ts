@@ -534,8 +534,8 @@ async function main(args: string[]): Promise<number> {
         const { startWorkers } = await import('../execution/dask/cluster.ts');
         out(`starting ${argv.nworkers} Dask worker process(es) for ${argv.scheduler} (numerical profile ${activeProfile().name}, one thread each); Ctrl-C stops them`);
         const workers = startWorkers({ scheduler: argv.scheduler, nworkers: argv.nworkers, host: argv.host, inherit: true });
-        process.once('SIGINT', () => workers.kill('SIGTERM'));
-        const result = await workers;
+        process.once('SIGINT', () => void workers.stop());
+        const result = await workers.process;
         if (result.exitCode) exitCode = 1;
       },
     )

@@ -27,6 +27,7 @@ import { activeProfile, type NumericalProfile } from '../numerics.ts';
 import { HelloResult, InterpreterIdentity, type RunResult, type TruthResult } from '../protocol.ts';
 import { LocalInputs } from '../inputs.ts';
 import { pythonEnvironment, PythonWorker } from '../python-worker.ts';
+import type { LocalCluster } from './cluster.ts';
 
 /** How long to wait for the first worker to connect to the scheduler. */
 const WORKERS_WAIT_SECONDS = 60;
@@ -43,8 +44,8 @@ export interface DaskExecutorOptions extends Omit<ExecutorOptions, 'workers'> {
   inputRoots?: string[];
   /** Where refusals and cluster notes are reported (default stderr). */
   log?: (line: string) => void;
-  /** Run after the bridge has closed (dask-local: stop the cluster started for the job). */
-  onClose?: () => Promise<void>;
+  /** dask-local: the cluster started for the job, stopped after the bridge (close) or with it (cancel). */
+  cluster?: LocalCluster;
 }
 
 export class DaskExecutor implements Executor {
@@ -141,11 +142,12 @@ export class DaskExecutor implements Executor {
 
   cancel(): void {
     this.bridge.kill();
+    this.options.cluster?.kill();
   }
 
   async close(): Promise<void> {
     await this.ready.catch(() => {});
     await this.bridge.close();
-    await this.options.onClose?.();
+    await this.options.cluster?.stop();
   }
 }

@@ -1,0 +1,144 @@
+// The Dask layer at the edges of its processes, all real: SIGINT and SIGTERM of a `dask-local` rebuild
+// leave no process and no folder behind; Dask's scratch space stays in the cluster's own folders.
+import { execa, execaSync } from 'execa';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cacheDir, ROOT } from '../../pipelines/core/paths.ts';
+import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
+import { startLocalCluster, workerEnvironment } from '../../pipelines/execution/dask/cluster.ts';
+import { BIN } from '../support/cli.ts';
+import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+
+/** Committed prepared inputs are used as they are (prepared/ is set up before the tests run). */
+let ws: Workspace;
+beforeAll(() => {
+  ws = useTempWorkspace();
+  delete process.env.WWREF_PREPARED_DIR;
+  delete process.env.WWREF_MANIFESTS_DIR;
+});
+afterAll(() => ws.dispose());
+
+interface Running {
+  pid: number;
+  started: string;
+  command: string;
+}
+
+/** The fields of /proc/PID/stat after the command name: state, parent, ..., start time (field 22). */
+function stat(pid: number): string[] | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return text.slice(text.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every process below `root`, as it runs now. */
+function descendants(root: number): Running[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+    const fields = stat(Number(name));
+    if (fields) children.set(Number(fields[1]), [...(children.get(Number(fields[1])) ?? []), Number(name)]);
+  }
+  const found: Running[] = [];
+  const walk = (pid: number) => {
+    for (const child of children.get(pid) ?? []) {
+      let command = '';
+      try {
+        command = readFileSync(`/proc/${child}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      } catch {
+        // gone meanwhile
+      }
+      found.push({ pid: child, started: stat(child)?.[19] ?? '', command });
+      walk(child);
+    }
+  };
+  walk(root);
+  return found;
+}
+
+/** Still the same process, and not a zombie waiting for its new parent to reap it. */
+function alive(p: Running): boolean {
+  const fields = stat(p.pid);
+  return fields !== undefined && fields[19] === p.started && fields[0] !== 'Z';
+}
+
+async function until(condition: () => boolean, seconds: number): Promise<void> {
+  const deadline = Date.now() + seconds * 1000;
+  while (!condition() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+}
+
+describe('a dask-local rebuild stopped by a signal', () => {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    it(`${signal}: no process it started survives, no folder of it remains`, async () => {
+      const id = 'spambase__d6';
+      const journal = join(ws.cache, 'journal', `${id}.jsonl`);
+      rmSync(journal, { force: true });
+      const temporary = mkdtempSync(join(tmpdir(), 'wwref-edges-'));
+      const run = execa('node', [BIN, 'rebuild', '--executor', 'dask-local', '--workers', '2', '--condition', id, '--fresh', '--references', ws.references], {
+        cwd: ROOT,
+        env: { TMPDIR: temporary },
+        reject: false,
+      });
+      let seen: Running[] = [];
+      try {
+        await until(() => existsSync(journal) && readFileSync(journal, 'utf8').includes('\n'), 120);
+        seen = descendants(run.pid!);
+        // The run is under way: the bridge, the scheduler, the nanny and its two worker processes.
+        expect(seen.filter((p) => p.command.includes('workflows.cluster.bridge')).length).toBe(1);
+        expect(seen.filter((p) => p.command.includes('workflows.cluster.launch')).length).toBe(2);
+        expect(seen.filter((p) => p.command.includes('spawn_main')).length).toBe(2);
+        run.kill(signal);
+        const result = await run;
+        expect(result.exitCode).not.toBe(0);
+        const left = () => readdirSync(temporary).filter((name) => !name.startsWith('tsx-')); // tsx's compile cache
+        await until(() => !seen.some(alive) && !left().length, 10);
+        expect(seen.filter(alive).map((p) => p.command)).toEqual([]);
+        expect(left()).toEqual([]);
+        expect(existsSync(join(ROOT, 'dask-scratch-space'))).toBe(false);
+      } finally {
+        for (const p of seen.filter(alive)) process.kill(p.pid, 'SIGKILL');
+        rmSync(temporary, { recursive: true, force: true });
+      }
+    });
+  }
+});
+
+describe("Dask's scratch space", () => {
+  it("is in the cluster's own folders while it runs, and gone with them; job scripts' workers use the cache folder", async () => {
+    expect(workerEnvironment().DASK_TEMPORARY_DIRECTORY).toBe(join(cacheDir(), 'dask'));
+    const temporary = mkdtempSync(join(tmpdir(), 'wwref-edges-'));
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = temporary;
+    try {
+      const cluster = await startLocalCluster(1);
+      try {
+        const script = [
+          'import json, sys',
+          'from distributed import Client',
+          'client = Client(sys.argv[1], timeout=30)',
+          'client.wait_for_workers(1, timeout=60)',
+          'workers = list(client.run(lambda dask_worker: dask_worker.local_directory).values())',
+          'scheduler = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.local_directory)',
+          'print(json.dumps(workers + [scheduler]))',
+          'client.close()',
+        ].join('\n');
+        const folders = JSON.parse(execaSync(ensurePythonRuntime(), ['-c', script, cluster.address], { cwd: ROOT, env: workerEnvironment() }).stdout) as string[];
+        expect(folders.length).toBe(2);
+        const inside = new RegExp(`^${temporary.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/wwref-dask-(worker|scheduler)-[^/]+/dask-scratch-space/`);
+        for (const folder of folders) expect(folder).toMatch(inside);
+        expect(readdirSync(temporary).sort()).toEqual(expect.arrayContaining([expect.stringMatching(/^wwref-dask-scheduler-/), expect.stringMatching(/^wwref-dask-worker-/)]));
+      } finally {
+        await cluster.stop();
+      }
+      expect(readdirSync(temporary)).toEqual([]);
+    } finally {
+      process.env.TMPDIR = saved;
+      if (saved === undefined) delete process.env.TMPDIR;
+      rmSync(temporary, { recursive: true, force: true });
+    }
+  });
+});
