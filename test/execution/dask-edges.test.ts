@@ -1,5 +1,6 @@
 // The Dask layer at the edges of its processes, all real: SIGINT and SIGTERM of a `dask-local` rebuild
-// leave no process and no folder behind; Dask's scratch space stays in the cluster's own folders.
+// leave no process and no folder behind; Dask's scratch space stays in the cluster's own folders; a
+// worker that joins with another identity is named as it is retired.
 import { execa, execaSync } from 'execa';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,8 +8,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cacheDir, ROOT } from '../../pipelines/core/paths.ts';
 import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
-import { startLocalCluster, workerEnvironment } from '../../pipelines/execution/dask/cluster.ts';
+import { startLocalCluster, startScheduler, startWorkers, workerEnvironment } from '../../pipelines/execution/dask/cluster.ts';
+import { DaskExecutor } from '../../pipelines/execution/dask/dask-executor.ts';
 import { BIN } from '../support/cli.ts';
+import { registered } from '../support/dask.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
 /** Committed prepared inputs are used as they are (prepared/ is set up before the tests run). */
@@ -139,6 +142,35 @@ describe("Dask's scratch space", () => {
       process.env.TMPDIR = saved;
       if (saved === undefined) delete process.env.TMPDIR;
       rmSync(temporary, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a worker that joins a running job with another identity', () => {
+  it('is retired and named: its address and the identity field that differs', async () => {
+    const scheduler = await startScheduler();
+    const workers = startWorkers({ scheduler: scheduler.address, nworkers: 1 });
+    const notes: string[] = [];
+    const executor = new DaskExecutor({ scheduler: scheduler.address, log: (line) => notes.push(line) });
+    try {
+      expect((await executor.describe()).length).toBe(1);
+      // A thread-pool variable outside the profile: admitted alone, but not the admitted worker's identity.
+      const odd = startWorkers({ scheduler: scheduler.address, nworkers: 1, env: { OMP_WAIT_POLICY: 'PASSIVE' } });
+      try {
+        await registered(odd.process);
+        await until(() => notes.length > 0, 30);
+        expect(notes).toEqual([expect.stringMatching(/^Dask worker tcp:\/\/127\.0\.0\.1:\d+ refused and retired: its identity differs from the admitted workers' in numerics\.environment$/)]);
+        expect([...executor.refused.keys()]).toEqual([notes[0]!.split(' ')[2]]);
+        const ended = await Promise.race([odd.process.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 30_000))]);
+        expect(ended).toBe(true);
+        expect((await executor.describe()).length).toBe(1);
+      } finally {
+        odd.kill();
+      }
+    } finally {
+      await executor.close();
+      await workers.stop();
+      await scheduler.stop();
     }
   });
 });
