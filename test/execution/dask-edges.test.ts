@@ -1,8 +1,12 @@
-// The Dask layer at the edges of its processes, all real: SIGINT and SIGTERM of a `dask-local` rebuild
-// leave no process and no folder behind; Dask's scratch space stays in the cluster's own folders; a
-// worker that joins with another identity is named as it is retired.
+// The Dask layer at the edges of its processes, all real: a --scheduler address where no scheduler
+// answers (a web server, a port that accepts and stays silent, nothing listening) fails in seconds with
+// one line; SIGINT and SIGTERM of a `dask-local` rebuild leave no process and no folder behind; Dask's
+// scratch space stays in the cluster's own folders; a worker that joins with another identity is named
+// as it is retired.
 import { execa, execaSync } from 'execa';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,7 +14,7 @@ import { cacheDir, ROOT } from '../../pipelines/core/paths.ts';
 import { ensurePythonRuntime } from '../../pipelines/core/runtime.ts';
 import { startLocalCluster, startScheduler, startWorkers, workerEnvironment } from '../../pipelines/execution/dask/cluster.ts';
 import { DaskExecutor } from '../../pipelines/execution/dask/dask-executor.ts';
-import { BIN } from '../support/cli.ts';
+import { BIN, cliProcess } from '../support/cli.ts';
 import { registered } from '../support/dask.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
@@ -22,6 +26,49 @@ beforeAll(() => {
   delete process.env.WWREF_MANIFESTS_DIR;
 });
 afterAll(() => ws.dispose());
+
+const listening = (server: Server | HttpServer) =>
+  new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+
+describe('an address where no Dask scheduler answers: one line, exit 2, within seconds', () => {
+  const web = createHttpServer((_, response) => response.end('hello\n'));
+  const held: Socket[] = [];
+  const silent = createServer((socket) => void held.push(socket)); // accepts, never answers
+  const ports = { web: 0, silent: 0, nothing: 0 };
+  beforeAll(async () => {
+    ports.web = await listening(web);
+    ports.silent = await listening(silent);
+    const closed = createServer();
+    ports.nothing = await listening(closed);
+    await new Promise((resolve) => closed.close(resolve));
+  });
+  afterAll(() => {
+    for (const socket of held) socket.destroy();
+    web.close();
+    silent.close();
+  });
+
+  for (const [kind, found] of [
+    ['web', /answers, but not in Dask's protocol/],
+    ['silent', /accepts connections but gives no answer in Dask's protocol within \d+ s/],
+    ['nothing', /nothing is listening at .* \(connection refused\)/],
+  ] as const) {
+    it(`${kind}: names the address and what is there`, async () => {
+      const address = `tcp://127.0.0.1:${ports[kind]}`;
+      const started = performance.now();
+      const outcome = await cliProcess(['rebuild', '--executor', 'dask', '--scheduler', address, '--condition', 'nile', '--references', ws.references], ROOT);
+      const seconds = (performance.now() - started) / 1000;
+      expect(outcome.code, outcome.stderr).toBe(2);
+      expect(seconds).toBeLessThan(10);
+      const lines = outcome.stderr.split('\n').filter(Boolean);
+      expect(lines.length, outcome.stderr).toBe(1);
+      expect(lines[0]).toMatch(/^wwref: /);
+      expect(lines[0]).toContain(address);
+      expect(lines[0]).toMatch(found);
+      expect(lines[0]).not.toMatch(/Traceback|File "/);
+    });
+  }
+});
 
 interface Running {
   pid: number;

@@ -7,7 +7,8 @@ computes nothing and imports no SciPy, scikit-learn or workflow family.
 Operations, in the order the orchestrator sends them:
 * ``hello``: the bridge's interpreter identity (workflows/identity.py; the orchestrator checks its
   versions and workflow code);
-* ``connect``: connects to the scheduler; the operations below exist from then on;
+* ``connect``: connects to the scheduler, or fails as SchedulerUnreachable saying what answers at its
+  address instead (workflows/cluster/connection.py); the operations below exist from then on;
 * ``workers`` {wait_seconds}, ``joined``, ``admit`` {workers, retire}, ``describe``: the identity of every
   worker connected (waiting for one), of those that connect later (answered when some do), the
   orchestrator's admission of them, the admitted ones' identities (workflows/cluster/admission.py);
@@ -22,9 +23,8 @@ import argparse
 import sys
 import threading
 
-from distributed import Client
-
 from workflows.cluster.admission import Admission
+from workflows.cluster.connection import connect
 from workflows.cluster.inputs import Inputs
 from workflows.cluster.monitor import Monitor
 from workflows.cluster.results import Results
@@ -46,7 +46,7 @@ def main() -> None:
     def connected(_: dict) -> dict:
         if clients:
             raise ValueError("the bridge is connected already")
-        client = Client(args.scheduler, timeout=30, set_as_default=False)
+        client = connect(args.scheduler)
         clients.append(client)
         admission = Admission(client, responses)
         submission = Submission(client, responses, admission, Inputs(client), stop)

@@ -1,13 +1,15 @@
 // The Dask executor: records run on the workers of a Dask cluster. A bridge process
 // (workflows/cluster/bridge.py, the pinned runtime under the numerical profile) speaks our protocol
 // here and Dask's client API to the scheduler, with many records in flight. Before any work, the
-// bridge's code and versions are checked and every worker is admitted by admission.ts; refused
-// workers are named and retired from the cluster. The bridge reports the workers that join later, and
-// admission.ts admits them only with an admitted worker's identity (joinProblems).
+// bridge's code and versions are checked, the scheduler's address is tried (an address where no
+// scheduler answers is one line naming what is there) and every worker is admitted by admission.ts;
+// refused workers are named and retired from the cluster. The bridge reports the workers that join
+// later, and admission.ts admits them only with an admitted worker's identity (joinProblems).
 // Prepared inputs travel by content (read and hash-checked here, scattered once, checked again by
 // each worker). Timeouts are enforced by the bridge (the worker is restarted); a lost scheduler stops
 // the job with ExecutorLost, the journal keeping every finished record.
 import { z } from 'zod';
+import { UserError } from '../../core/errors.ts';
 import { admissionProblems, interpreterProblems, joinProblems, type AdmissionRules } from '../admission.ts';
 import {
   ExecutorLost,
@@ -139,6 +141,7 @@ export class DaskExecutor implements Executor {
     } catch (error) {
       if (error instanceof WorkerCrash) throw new ExecutorLost(`the Dask bridge process stopped: ${error.message}`);
       if (error instanceof WorkerError && error.type === 'SchedulerLost') throw new ExecutorLost(error.message);
+      if (error instanceof WorkerError && error.type === 'SchedulerUnreachable') throw new UserError(error.message);
       if (error instanceof WorkerError && error.type === 'TimeoutError') throw new ExecutorLost(`${error.message}; start workers with 'wwref worker --scheduler ${this.options.scheduler}'`);
       throw error;
     }
