@@ -27,7 +27,7 @@ export async function openExecutor(choice: ExecutorChoice, options: ExecutorOpti
       return new DaskExecutor({ ...options, scheduler: choice.scheduler });
     case 'dask-local': {
       const cluster = await startLocalCluster(options.settings, options.workers, { profile: options.profile, env: options.env ? { ...options.env } : undefined });
-      return new DaskExecutor({ ...options, scheduler: cluster.address, onClose: () => cluster.stop() });
+      return new DaskExecutor({ ...options, scheduler: cluster.address, cluster });
     }
   }
 }

@@ -4,7 +4,7 @@
 // refused, a lost scheduler stopping the job with its journal kept for the resume.
 import { loadCatalog } from '../../pipelines/references/store.ts';
 import { readReferenceManifest, readReferenceTable } from '../support/raw-references.ts';
-import { execa, execaSync, type ResultPromise } from 'execa';
+import { execa, execaSync } from 'execa';
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,7 @@ import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { replay, replayTargets, storedFromReference } from '../../pipelines/jobs/replay.ts';
 
 import { readManifest } from '../../pipelines/sources/prepare.ts';
+import { registered } from '../support/dask.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { executorContract } from './executor-contract.ts';
 import { currentSettings } from '../support/workspace.ts';
@@ -26,19 +27,6 @@ import { currentSettings } from '../support/workspace.ts';
 const catalog = loadCatalog(currentSettings());
 const committed = (id: string) => readReferenceTable(join(ROOT, 'outputs', 'references', `${id}.arrow`)).records;
 const essentials = (records: ReturnType<typeof committed>) => records.map((r) => [r.mask, r.status, r.prediction_sha256, r.utility]);
-
-/** Resolves once a worker process started here has registered with its scheduler. */
-function registered(worker: ResultPromise): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the worker did not register within 60 s')), 60_000);
-    worker.stderr!.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('Registered to')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
-}
 
 /** Each worker process's PYTHONHASHSEED and MALLOC_TRIM_THRESHOLD_ (null: unset), read through Dask's client. */
 function workerVariables(scheduler: string): Record<string, [string | null, string | null]> {
@@ -73,8 +61,7 @@ describe('Dask executor on a two-worker cluster', () => {
     workers = startWorkers(currentSettings(), { scheduler: scheduler.address, nworkers: 2 });
   });
   afterAll(async () => {
-    workers.kill('SIGTERM');
-    await workers;
+    await workers.stop();
     await scheduler.stop();
   });
 
@@ -129,7 +116,7 @@ describe('Dask executor on a two-worker cluster', () => {
   it('refuses and names a worker of another runtime, retires it, and computes on the others', async () => {
     const odd = startWorkers(currentSettings(), { scheduler: scheduler.address, nworkers: 1, env: { OPENBLAS_CORETYPE: 'Prescott' } });
     try {
-      await registered(odd);
+      await registered(odd.process);
       const notes: string[] = [];
       const executor = new DaskExecutor({ settings: currentSettings(), scheduler: scheduler.address, log: (line) => notes.push(line) });
       try {
@@ -147,10 +134,10 @@ describe('Dask executor on a two-worker cluster', () => {
         await executor.close();
       }
       // Retired: the odd worker's processes end.
-      const ended = await Promise.race([odd.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 30_000))]);
+      const ended = await Promise.race([odd.process.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 30_000))]);
       expect(ended).toBe(true);
     } finally {
-      odd.kill('SIGKILL');
+      odd.kill();
     }
   });
 
@@ -200,7 +187,7 @@ describe('Dask executor: a lost scheduler', () => {
       expect(resumed.resumed).toBe(kept);
       expect(essentials(readReferenceTable(join(ws.references, `${id}.arrow`)).records)).toEqual(essentials(committed(id)));
     } finally {
-      workers.kill('SIGKILL');
+      workers.kill();
       await scheduler.stop();
     }
   });

@@ -22,10 +22,10 @@ export default defineCommand({
     if (!/^(tcp|tls|ucx|inproc):\/\/\S+$/.test(argv.scheduler)) throw new UserError(`--scheduler ${argv.scheduler} is not a Dask address (e.g. tcp://10.0.0.5:8786)`);
     out(`starting ${argv.nworkers} Dask worker process(es) for ${argv.scheduler} (numerical profile ${settings.profile.name}, one thread each); Ctrl-C stops them`);
     const workers = startWorkers(settings, { scheduler: argv.scheduler, nworkers: argv.nworkers, host: argv.host, inherit: true });
-    const stop = () => workers.kill('SIGTERM');
+    const stop = () => void workers.stop();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
-    const result = await workers;
+    const result = await workers.process;
     return result.exitCode ? 1 : 0;
   },
 });
