@@ -460,7 +460,7 @@ async function main(args: string[]): Promise<number> {
           .option('force', { type: 'boolean', default: false, describe: 'overwrite an existing plan file' }),
       async (argv) => {
         const { defaultPlanFile, newSourcePlan } = await import('../sources/scaffold.ts');
-        const { plan, notes } = newSourcePlan({
+        const { plan, notes, todo } = newSourcePlan({
           family: argv.family,
           files: list(argv.file, 'file'),
           packages: list(argv.package, 'package'),
@@ -474,7 +474,7 @@ async function main(args: string[]): Promise<number> {
         const { writeFileAtomic } = await import('../core/fsutil.ts');
         writeFileAtomic(target, `${JSON.stringify(plan, null, 2)}\n`);
         for (const note of notes) out(`- ${note}`);
-        out(`plan skeleton written to ${target}: fill licence and citation (and homepage), check title and preparation.params, then run`);
+        out(`plan skeleton written to ${target}: ${todo}, then run`);
         out(`  npx wwref add-source ${target} --dry-run`);
       },
     )
