@@ -13,6 +13,7 @@ import { csvFloat, csvQuote } from '../core/csv.ts';
 import { UserError } from '../core/errors.ts';
 import { ReferenceStore } from '../references/store.ts';
 import { enabledCount, maskIndex, maskString, optionBit, optionLetter } from '../catalog/masks.ts';
+import { checkOutputPath } from '../core/containment.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { fsum } from '../execution/verification/metrics.ts';
 import { referencesDir } from '../core/paths.ts';
@@ -397,6 +398,7 @@ export function classesTable(analyses: readonly ConditionAnalysis[]): FlatTable 
 
 /** Writes <out>/{conditional_effects,pair_interactions,conditions,equivalence_classes}.{arrow,csv} and summary.json. */
 export function writeEffects(analyses: readonly ConditionAnalysis[], out: string): { files: string[]; summary: CatalogSummary } {
+  checkOutputPath(out, 'effects folder', { kind: 'folder' });
   const tables: Record<string, FlatTable> = {
     conditional_effects: effectsTable(analyses),
     pair_interactions: pairsTable(analyses),

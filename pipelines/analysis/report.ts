@@ -15,6 +15,7 @@ import {
   type CatalogSummary,
   type ConditionAnalysis,
 } from './effects.ts';
+import { checkOutputPath } from '../core/containment.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
 import { maskIndex, maskString } from '../catalog/masks.ts';
 import { referencesDir } from '../core/paths.ts';
@@ -252,6 +253,8 @@ export interface ReportFiles {
 export function writeReportFiles(options: ReportFiles): { summary: CatalogSummary; figures: string[] } {
   const dir = options.dir ?? referencesDir();
   if (!options.out && !options.figures) throw new UserError('wwref report needs --out FILE (the HTML page), --figures DIR (SVG and PNG files), or both');
+  if (options.out !== undefined) checkOutputPath(options.out, 'report page', { generated: [dir] });
+  if (options.figures !== undefined) checkOutputPath(options.figures, 'figures folder', { kind: 'folder', generated: [dir] });
   const analyses = analyzeReferences(options.conditions ?? [], dir);
   if (!analyses.length) throw new UserError(`no reference tables to report in ${dir}`);
   const manifest = new ReferenceStore(dir).manifest();

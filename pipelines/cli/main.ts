@@ -15,9 +15,9 @@ import { rebuild } from '../jobs/rebuild.ts';
 import { replay, replayTargets, writeReplayReport } from '../jobs/replay.ts';
 import { exportPack, readPack } from '../jobs/wwb.ts';
 import { dirname, join, resolve } from 'node:path';
-import { accessSync, constants, existsSync, lstatSync, statSync, type Stats } from 'node:fs';
-import { cacheDir, manifestsDir, preparedDir, referencesDir, ROOT, useRuntime } from '../core/paths.ts';
-import { isInside } from '../core/containment.ts';
+import { existsSync } from 'node:fs';
+import { cacheDir, referencesDir, ROOT, useRuntime } from '../core/paths.ts';
+import { checkOutputPath } from '../core/containment.ts';
 import { readConfig } from '../core/config.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
 import { EXECUTOR_KINDS, type ExecutorChoice, type ExecutorKind } from '../execution/executors.ts';
@@ -32,51 +32,9 @@ function list(value: unknown, flag = 'this option'): string[] {
   return values;
 }
 
-/** Folders only wwref's reference store and preparation write into; no output option may point there. */
-function protectedDirs(): string[] {
-  return [referencesDir(), join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), preparedDir(), manifestsDir()];
-}
-
-/** The stats of `target` (links followed unless `link`), or undefined when nothing is there (a parent being a file included). */
-function statOrNothing(target: string, flag: string, path: string, link = false): Stats | undefined {
-  try {
-    return (link ? lstatSync : statSync)(target, { throwIfNoEntry: false });
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOTDIR') return undefined;
-    throw new UserError(`--${flag} ${path} cannot be written: ${code ?? (error as Error).message}`);
-  }
-}
-
-/**
- * An output path given by the user, refused inside a protected folder (after resolving `..` and
- * symlinks), and refused before any work when it cannot be written: a file output that is a folder,
- * a symbolic link, a device, FIFO or socket, a parent that is a file, or a nearest existing folder
- * that is not writable.
- */
-function outputPath(path: string, flag: string, kind: 'file' | 'folder' = 'file'): string {
-  if (path.trim() === '') throw new UserError(`--${flag} needs a path`);
-  for (const dir of protectedDirs()) {
-    if (isInside(path, dir)) throw new UserError(`--${flag} ${path} is inside ${dir}, which only wwref itself writes; choose another path`);
-  }
-  const target = resolve(path);
-  if (kind === 'file' && statOrNothing(target, flag, path, true)?.isSymbolicLink()) {
-    throw new UserError(`--${flag} ${path} is a symbolic link; name the file itself (wwref replaces its outputs, it does not write through links)`);
-  }
-  const stats = statOrNothing(target, flag, path);
-  if (stats?.isDirectory() && kind === 'file') throw new UserError(`--${flag} ${path} is a directory; name a file`);
-  // an atomic write renames a new file over the path: never over a device, FIFO or socket
-  if (stats && !stats.isDirectory() && !stats.isFile()) throw new UserError(`--${flag} ${path} is not a regular file (a device, FIFO or socket); name a file`);
-  if (stats && !stats.isDirectory() && kind === 'folder') throw new UserError(`--${flag} ${path} is a file; name a folder`);
-  let existing = stats && kind === 'folder' ? target : dirname(target);
-  while (!existsSync(existing) && dirname(existing) !== existing) existing = dirname(existing);
-  if (!statOrNothing(existing, flag, path)?.isDirectory()) throw new UserError(`--${flag} ${path} cannot be written: ${existing} is a file, not a folder`);
-  try {
-    accessSync(existing, constants.W_OK);
-  } catch (error) {
-    throw new UserError(`--${flag} ${path} cannot be written: ${existing} is not writable (${(error as NodeJS.ErrnoException).code})`);
-  }
-  return target;
+/** An output path given by the user (core/containment.ts checkOutputPath), named by its flag. */
+function outputPath(path: string, flag: string, kind: 'file' | 'folder' = 'file', inSources = false): string {
+  return checkOutputPath(path, `--${flag}`, { kind, inSources });
 }
 
 /** Hard ceiling on worker processes, whatever --workers-max says. */
@@ -236,6 +194,7 @@ async function main(args: string[]): Promise<number> {
           allowVersionDrift: argv.allowVersionDrift,
           reuseSharedStage: argv.reuseSharedStage,
           executor: executorChoice(argv),
+          report: reportPath,
         });
         for (const c of summary.conditions) {
           const status = c.error ? `NOT BUILT: ${c.error}` : `${c.records - c.failed}/${c.records} ok`;
@@ -272,6 +231,7 @@ async function main(args: string[]): Promise<number> {
           allowPlatformDrift: argv.allowPlatformDrift,
           workers: argv.workers,
           executor: executorChoice(argv),
+          report: reportPath,
         };
         let report;
         if (argv.format === 'wwb') {
@@ -345,7 +305,8 @@ async function main(args: string[]): Promise<number> {
           .option('out', { type: 'string', demandOption: true, describe: 'output directory' }),
       async (argv) => {
         const { analyzeReferences, summaryLines, writeEffects } = await import('../analysis/effects.ts');
-        const { files, summary } = writeEffects(analyzeReferences(list(argv.condition, 'condition'), argv.references), outputPath(argv.out, 'out', 'folder'));
+        const target = outputPath(argv.out, 'out', 'folder');
+        const { files, summary } = writeEffects(analyzeReferences(list(argv.condition, 'condition'), argv.references), target);
         for (const line of summaryLines(summary)) out(line);
         out(`${files.length} files written to ${argv.out}`);
       },
@@ -468,7 +429,7 @@ async function main(args: string[]): Promise<number> {
           title: argv.title,
           mirrors: list(argv.mirror, 'mirror'),
         });
-        const target = outputPath(argv.out ?? defaultPlanFile(plan), 'out');
+        const target = outputPath(argv.out ?? defaultPlanFile(plan), 'out', 'file', true);
         if (dirname(target) === resolve(ROOT, 'sources')) throw new UserError(`--out ${argv.out}: sources/ holds the published catalog; write the plan elsewhere (e.g. sources/examples/ or your own folder)`);
         if (existsSync(target) && !argv.force) throw new UserError(`--out ${target} exists; pass --force to overwrite it`);
         const { writeFileAtomic } = await import('../core/fsutil.ts');
@@ -487,7 +448,7 @@ async function main(args: string[]): Promise<number> {
         const text = `${JSON.stringify(planJsonSchema(), null, 2)}\n`;
         if (!argv.out) return void process.stdout.write(text);
         const { writeFileAtomic } = await import('../core/fsutil.ts');
-        writeFileAtomic(outputPath(argv.out, 'out'), text);
+        writeFileAtomic(outputPath(argv.out, 'out', 'file', true), text);
         out(`plan schema written to ${argv.out}`);
       },
     )

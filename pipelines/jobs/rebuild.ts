@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import type { Catalog, CatalogCondition, LoadedPlan } from '../catalog/catalog.ts';
 import { FAMILIES } from '../catalog/families.ts';
 import { allMasks } from '../catalog/masks.ts';
+import { checkOutputPath } from '../core/containment.ts';
 import { UserError } from '../core/errors.ts';
 import { canonicalJson, sha256Hex } from '../core/hashing.ts';
 import { activeRuntime, referencesDir, sourcePreparedDir } from '../core/paths.ts';
@@ -46,6 +47,8 @@ export interface RebuildOptions extends AcquireOptions {
   executor?: ExecutorChoice;
   /** Rebuild conditions whose plan changed since their references were written (recorded as superseded). */
   force?: boolean;
+  /** Where the caller writes the run report: checked before any work. */
+  report?: string;
 }
 
 export interface ConditionOutcome {
@@ -217,6 +220,7 @@ async function resumeJournal(
 }
 
 export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): Promise<RebuildSummary> {
+  if (options.report !== undefined) checkOutputPath(options.report, 'rebuild report', { generated: options.referencesDir ? [options.referencesDir] : [] });
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const started = performance.now();
   const selected = catalog.selectConditions(options.conditions);

@@ -10,7 +10,7 @@ import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
 import { DEFAULT_RECORD_TIMEOUT_SECONDS, type Equivalence } from '../catalog/plan.ts';
 import type { FamilyName } from '../catalog/families.ts';
-import { isInside } from '../core/containment.ts';
+import { checkOutputPath, isInside } from '../core/containment.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
 import { canonicalJson, checkFileHashes } from '../core/hashing.ts';
 import { versionDrift, workflowsSha256 } from '../execution/identity.ts';
@@ -42,6 +42,13 @@ export interface ReplayOptions {
   /** Extra environment for the worker (test-only switches such as WWREF_TEST_DELAY_SECONDS). */
   workerEnv?: Record<string, string>;
   quiet?: boolean;
+  /** Where the caller writes the report: checked before any work. */
+  report?: string;
+}
+
+/** The report path of `options`, checked before any work (core/containment.ts). */
+function checkReport(options: ReplayOptions): void {
+  if (options.report !== undefined) checkOutputPath(options.report, 'replay report', { generated: options.referencesDir ? [options.referencesDir] : [] });
 }
 
 export interface CheckFailure {
@@ -192,6 +199,7 @@ export function declaredFor(condition: string, entry: Pick<ConditionEntry, 'plan
 
 /** Replays our own reference folder (outputs/references layout). */
 export async function replay(options: ReplayOptions = {}): Promise<ReplayReport> {
+  checkReport(options);
   const store = new ReferenceStore(options.referencesDir ?? referencesDir());
   const manifest = store.requireManifest();
   const entries = store.select(manifest, options.conditions);
@@ -270,6 +278,7 @@ function compareWithStored(record: ReferenceRecord, stored: StoredRecord, tolera
 
 /** The replay itself: a fresh single-worker executor per condition, every record cold, every check. */
 export async function replayTargets(targets: ReplayTarget[], expected: ReplayExpectation, options: ReplayOptions = {}): Promise<ReplayReport> {
+  checkReport(options);
   const started = performance.now();
   const outlierFactor = options.outlierFactor ?? 5;
   const total = targets.reduce((s, t) => s + t.records.length, 0);

@@ -1,6 +1,7 @@
 // Export of the reference tables: every record of every table listed in the manifest, as one CSV.
 import { TABLE_COLUMNS } from './tables.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
+import { checkOutputPath } from '../core/containment.ts';
 import { csvFloat, csvQuote } from '../core/csv.ts';
 import { referencesDir } from '../core/paths.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
@@ -31,6 +32,7 @@ export function recordsToCsv(records: ReferenceRecord[]): string {
 }
 
 export function exportCsv(out: string, conditions: readonly string[] = [], dir = referencesDir()): number {
+  checkOutputPath(out, 'CSV file', { generated: [dir] });
   const records = new ReferenceStore(dir).records(conditions);
   writeFileAtomic(out, recordsToCsv(records));
   return records.length;
