@@ -284,7 +284,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions = {}): P
     });
     jobs.sort((a, b) => b.cost - a.cost);
     const progress = new Progress('rebuild', jobs.length, options.quiet);
-    for (const c of runnable) progress.expect(c.id, allMasks(c.dimensions).length - done.get(c.id)!.size);
+    for (const c of runnable) progress.expect(c.id, allMasks(c.dimensions).length - done.get(c.id)!.size, previousCost(c, previous) ?? FAMILIES[c.family].relativeCost);
     await Promise.all(
       jobs.map(async ({ c, task }) => {
         const record = await runRecord(executor, task, truths.get(c.id)!, journals.get(c.id)!);

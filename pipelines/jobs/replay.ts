@@ -283,7 +283,11 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   const outlierFactor = options.outlierFactor ?? 5;
   const total = targets.reduce((s, t) => s + t.records.length, 0);
   const progress = new Progress('replay', total, options.quiet);
-  for (const t of targets) progress.expect(t.condition, t.records.length);
+  // for the ETA: each condition's records weighted by their recorded seconds
+  for (const t of targets) {
+    const timed = t.records.flatMap((r) => (typeof r.wall_seconds === 'number' ? [r.wall_seconds] : []));
+    progress.expect(t.condition, t.records.length, timed.length ? timed.reduce((a, b) => a + b, 0) / timed.length : undefined);
+  }
 
   // One executor for the whole replay; every condition gets fresh worker processes of its own (its
   // isolation key), forked from a template that has computed nothing.
