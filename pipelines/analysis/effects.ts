@@ -13,6 +13,8 @@ import { csvFloat, csvQuote } from '../core/tabular.ts';
 import { UserError } from '../core/errors.ts';
 import { ReferenceStore, type GuardedPaths } from '../references/store.ts';
 import { enabledCount, maskIndex, maskString, optionBit, optionLetter } from '../catalog/masks.ts';
+import { checkOutputPath } from '../core/containment.ts';
+import type { Paths } from '../core/settings.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { fsum } from '../execution/verification/metrics.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
@@ -395,7 +397,8 @@ export function classesTable(analyses: readonly ConditionAnalysis[]): FlatTable 
 }
 
 /** Writes <out>/{conditional_effects,pair_interactions,conditions,equivalence_classes}.{arrow,csv} and summary.json. */
-export function writeEffects(analyses: readonly ConditionAnalysis[], out: string): { files: string[]; summary: CatalogSummary } {
+export function writeEffects(paths: Pick<Paths, 'references' | 'prepared' | 'manifests'>, analyses: readonly ConditionAnalysis[], out: string): { files: string[]; summary: CatalogSummary } {
+  checkOutputPath(paths, out, 'effects folder', { kind: 'folder' });
   const tables: Record<string, FlatTable> = {
     conditional_effects: effectsTable(analyses),
     pair_interactions: pairsTable(analyses),

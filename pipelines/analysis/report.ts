@@ -17,6 +17,7 @@ import {
 } from './effects.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
 import { maskIndex, maskString } from '../catalog/masks.ts';
+import { checkOutputPath } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
 import { writeFigures } from './figures.ts';
 import { ReferenceStore } from '../references/store.ts';
@@ -252,6 +253,8 @@ export interface ReportFiles {
 export function writeReportFiles(settings: Settings, options: ReportFiles): { summary: CatalogSummary; figures: string[] } {
   const dir = options.dir ?? settings.paths.references;
   if (!options.out && !options.figures) throw new UserError('wwref report needs --out FILE (the HTML page), --figures DIR (SVG and PNG files), or both');
+  if (options.out !== undefined) checkOutputPath(settings.paths, options.out, 'report page', { generated: [dir] });
+  if (options.figures !== undefined) checkOutputPath(settings.paths, options.figures, 'figures folder', { kind: 'folder', generated: [dir] });
   const analyses = analyzeReferences(settings.paths, options.conditions ?? [], dir);
   if (!analyses.length) throw new UserError(`no reference tables to report in ${dir}`);
   const manifest = new ReferenceStore(dir, settings.paths).manifest();

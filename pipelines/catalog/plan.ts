@@ -122,7 +122,7 @@ export const Plan = z
   })
   .superRefine((plan, ctx) => {
     const family = FAMILIES[plan.family];
-    const params = RECIPE_PARAMS[plan.preparation.recipe];
+    const params = Object.hasOwn(RECIPE_PARAMS, plan.preparation.recipe) ? RECIPE_PARAMS[plan.preparation.recipe] : undefined;
     if (!params) {
       ctx.addIssue({
         code: 'custom',
@@ -216,10 +216,37 @@ export const Plan = z
   });
 export type Plan = z.infer<typeof Plan>;
 
-/** Field-level, file-named message for a failed plan validation. */
+/** Field-level, file-named message for a failed plan validation: one line, or one line per issue. */
 export function describePlanIssues(file: string, error: z.ZodError): string {
-  const lines = error.issues.map((issue) => `  - ${issue.path.length ? issue.path.join('.') : '(plan)'}: ${issue.message}`);
-  return `invalid construction plan ${file}:\n${lines.join('\n')}`;
+  const lines = error.issues.map((issue) => `${issue.path.length ? issue.path.join('.') : '(plan)'}: ${issue.message}`);
+  if (lines.length === 1) return `invalid construction plan ${file}: ${lines[0]}`;
+  return `invalid construction plan ${file}:\n${lines.map((line) => `  - ${line}`).join('\n')}`;
+}
+
+interface Visit {
+  value: unknown;
+  key?: string;
+  parent?: Visit;
+}
+
+/** Path (e.g. "title", "conditions.0.id") of a string or key holding a lone surrogate; walked without recursion (any depth). */
+function loneSurrogateAt(json: unknown): string | undefined {
+  const pathOf = (visit: Visit | undefined, last?: string): string => {
+    const names = last === undefined ? [] : [last];
+    for (let v = visit; v?.key !== undefined; v = v.parent) names.unshift(v.key);
+    return names.join('.') || '(plan)';
+  };
+  const pending: Visit[] = [{ value: json }];
+  while (pending.length) {
+    const visit = pending.pop()!;
+    if (typeof visit.value === 'string' && /\p{Cs}/u.test(visit.value)) return pathOf(visit);
+    if (typeof visit.value !== 'object' || visit.value === null) continue;
+    for (const [key, value] of Object.entries(visit.value)) {
+      if (/\p{Cs}/u.test(key)) return pathOf(visit, key);
+      pending.push({ value, key, parent: visit });
+    }
+  }
+  return undefined;
 }
 
 export function parsePlan(file: string, text: string): Plan {
@@ -229,11 +256,13 @@ export function parsePlan(file: string, text: string): Plan {
   } catch (error) {
     throw new UserError(`invalid construction plan ${file}: not JSON (${(error as Error).message})`);
   }
+  // "\ud800" is valid JSON but no text: neither UTF-8 nor the plan hash (Python's) can encode it
+  const surrogate = loneSurrogateAt(json);
+  if (surrogate) throw new UserError(`invalid construction plan ${file}: ${surrogate}: a \\u escape encodes half a character (a lone surrogate, U+D800–U+DFFF); write the character itself`);
   const parsed = Plan.safeParse(json);
   if (!parsed.success) throw new UserError(describePlanIssues(file, parsed.error));
   return parsed.data;
 }
-
 
 /**
  * JSON Schema (draft 2020-12) of a construction plan, for editors (sources/plan.schema.json): the zod

@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { AcquireOptions } from '../sources/acquire.ts';
-import { Catalog, loadPlanFile, planFilePath, type LoadedPlan } from '../catalog/catalog.ts';
+import { Catalog, loadPlanFile, planFilePath, readPlanText, type LoadedPlan } from '../catalog/catalog.ts';
 import { equivalenceClasses } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
 import { insideRoot, removeStaleEntries } from '../core/containment.ts';
@@ -256,7 +256,7 @@ export function ambiguousNumbers(text: string): string[] {
 /** Validates and hashes a plan: the frozen identity add-source records before any execution. */
 export function freezePlan(file: string): LoadedPlan {
   const loaded = loadPlanFile(resolve(file));
-  const ambiguous = ambiguousNumbers(readFileSync(resolve(file), 'utf8'));
+  const ambiguous = ambiguousNumbers(readPlanText(resolve(file)));
   if (ambiguous.length) {
     throw new UserError(
       `invalid construction plan ${loaded.file}: number(s) ${[...new Set(ambiguous)].join(', ')} are integral but written as floats; ` +
@@ -296,7 +296,7 @@ function verifyStaged(planFile: string, loaded: LoadedPlan, catalog: Catalog, su
   const problems: string[] = [];
   let now = '(missing or not JSON)';
   try {
-    now = digest(JSON.parse(readFileSync(resolve(planFile), 'utf8')));
+    now = digest(JSON.parse(readPlanText(resolve(planFile))));
   } catch {
     // reported below
   }

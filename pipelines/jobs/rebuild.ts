@@ -9,6 +9,7 @@ import { FAMILIES } from '../catalog/families.ts';
 import { allMasks } from '../catalog/masks.ts';
 import { UserError } from '../core/errors.ts';
 import { canonicalJson, sha256Hex } from '../core/hashing.ts';
+import { checkOutputPath } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
 import { Progress } from '../core/progress.ts';
 import { executeRecord, recordOfRun, type RecordTask } from '../execution/execute-record.ts';
@@ -49,6 +50,8 @@ export interface RebuildOptions extends AcquireOptions {
   executor?: ExecutorChoice;
   /** Rebuild conditions whose plan changed since their references were written (recorded as superseded). */
   force?: boolean;
+  /** Where the caller writes the run report: checked before any work. */
+  report?: string;
 }
 
 export interface ConditionOutcome {
@@ -225,6 +228,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions): Promis
   const selected = catalog.selectConditions(options.conditions);
   const workers = options.workers ?? 2;
   const { settings } = options;
+  if (options.report !== undefined) checkOutputPath(settings.paths, options.report, 'rebuild report', { generated: options.referencesDir ? [options.referencesDir] : [] });
   const store = new ReferenceStore(options.referencesDir ?? settings.paths.references, settings.paths);
   const supersedes = checkPlans(store, selected, options.force);
   const previous = store.manifest();
@@ -279,7 +283,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions): Promis
     });
     jobs.sort((a, b) => b.cost - a.cost);
     const progress = new Progress('rebuild', jobs.length, options.quiet);
-    for (const c of runnable) progress.expect(c.id, allMasks(c.dimensions).length - done.get(c.id)!.size);
+    for (const c of runnable) progress.expect(c.id, allMasks(c.dimensions).length - done.get(c.id)!.size, previousCost(c, previous) ?? FAMILIES[c.family].relativeCost);
     await Promise.all(
       jobs.map(async ({ c, task }) => {
         const record = await runRecord(executor, task, truths.get(c.id)!, journals.get(c.id)!);

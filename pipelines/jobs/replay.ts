@@ -10,7 +10,7 @@ import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
 import { DEFAULT_RECORD_TIMEOUT_SECONDS, type Equivalence } from '../catalog/plan.ts';
 import type { FamilyName } from '../catalog/families.ts';
-import { isInside } from '../core/containment.ts';
+import { checkOutputPath, isInside } from '../core/containment.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
 import { canonicalJson, checkFileHashes } from '../core/hashing.ts';
 import { versionDrift, workflowsSha256 } from '../execution/identity.ts';
@@ -45,6 +45,13 @@ export interface ReplayOptions {
   workerEnv?: Record<string, string>;
   quiet?: boolean;
   log?: (line: string) => void;
+  /** Where the caller writes the report: checked before any work. */
+  report?: string;
+}
+
+/** The report path of `options`, checked before any work (core/containment.ts). */
+function checkReport(options: ReplayOptions): void {
+  if (options.report !== undefined) checkOutputPath(options.settings.paths, options.report, 'replay report', { generated: options.referencesDir ? [options.referencesDir] : [] });
 }
 
 export interface CheckFailure {
@@ -196,6 +203,7 @@ export function declaredFor(condition: string, entry: Pick<ConditionEntry, 'plan
 /** Replays our own reference folder (outputs/references layout). */
 export async function replay(options: ReplayOptions): Promise<ReplayReport> {
   const { settings } = options;
+  checkReport(options);
   const store = new ReferenceStore(options.referencesDir ?? settings.paths.references, settings.paths);
   const manifest = store.requireManifest();
   const entries = store.select(manifest, options.conditions);
@@ -274,11 +282,16 @@ function compareWithStored(record: ReferenceRecord, stored: StoredRecord, tolera
 
 /** The replay itself: a fresh single-worker executor per condition, every record cold, every check. */
 export async function replayTargets(targets: ReplayTarget[], expected: ReplayExpectation, options: ReplayOptions): Promise<ReplayReport> {
+  checkReport(options);
   const started = performance.now();
   const outlierFactor = options.outlierFactor ?? 5;
   const total = targets.reduce((s, t) => s + t.records.length, 0);
   const progress = new Progress('replay', total, options.quiet);
-  for (const t of targets) progress.expect(t.condition, t.records.length);
+  // for the ETA: each condition's records weighted by their recorded seconds
+  for (const t of targets) {
+    const timed = t.records.flatMap((r) => (typeof r.wall_seconds === 'number' ? [r.wall_seconds] : []));
+    progress.expect(t.condition, t.records.length, timed.length ? timed.reduce((a, b) => a + b, 0) / timed.length : undefined);
+  }
 
   // One executor for the whole replay; every condition gets fresh worker processes of its own (its
   // isolation key), forked from a template that has computed nothing.

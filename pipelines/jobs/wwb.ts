@@ -15,7 +15,7 @@ import { z } from 'zod';
 import { UserError } from '../core/errors.ts';
 import type { FamilyName } from '../catalog/families.ts';
 import { FAMILY_NAMES } from '../catalog/families.ts';
-import { hashDescriptor, insideRoot, isInside, lstatOrNothing, openRegularFile, readRegularFile, realPath, relativePathProblem, SAFE_FILE_NAME } from '../core/containment.ts';
+import { checkOutputPath, generatedFolders, hashDescriptor, insideRoot, isInside, lstatOrNothing, openRegularFile, readRegularFile, realPath, relativePathProblem, SAFE_FILE_NAME, SOURCE_FOLDERS } from '../core/containment.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
 import { checkFileHashes, digest, sha256Hex } from '../core/hashing.ts';
 import { REPLAY_PACKAGES } from '../execution/identity.ts';
@@ -231,7 +231,7 @@ function singleName(name: string, what: string): string {
 function writeTarget(out: string, relative: string, guarded: readonly string[]): string {
   const target = insideRoot(out, relative, 'pack file');
   for (const folder of guarded) {
-    if (isInside(target, folder)) throw new UserError(`pack file ${target} would be inside ${folder}, which only wwref itself writes; choose another folder`);
+    if (isInside(target, folder)) throw new UserError(`pack file ${target} would be inside ${folder}, where no export writes; choose another folder`);
   }
   return target;
 }
@@ -260,14 +260,13 @@ function checkedPrepared(settings: Settings, source: string, name: string, recor
 
 /**
  * Writes our tables as a pack: references/<cond>.json, inputs/<source>/ and, last, manifest.json
- * (a pack killed mid-way has no new manifest, and is refused). Only under `out`, which may not be in
- * or hold the reference folder, prepared/ or the source manifests.
+ * (a pack killed mid-way has no new manifest, and is refused). Only under `out` (checked first:
+ * core/containment.ts checkOutputPath), and no file into a protected folder that `out` holds.
  */
 export function exportPack(settings: Settings, out: string, conditions: readonly string[] = [], dir = settings.paths.references): number {
-  const guarded = [dir, settings.paths.references, settings.paths.prepared, settings.paths.manifests];
-  for (const folder of guarded) {
-    if (isInside(out, folder)) throw new UserError(`pack folder ${out} is inside ${folder}, which only wwref itself writes; choose another folder`);
-  }
+  checkOutputPath(settings.paths, out, 'pack folder', { kind: 'folder', generated: [dir] });
+  // each file again, links resolved: `out` may hold a protected folder (outputs/ holds outputs/references)
+  const guarded = [dir, ...generatedFolders(settings.paths), ...SOURCE_FOLDERS];
   const store = new ReferenceStore(dir, settings.paths);
   const manifest = store.requireManifest();
   const files: Record<string, string> = {};

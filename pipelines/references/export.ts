@@ -1,6 +1,7 @@
 // Export of the reference tables: every record of every table listed in the manifest, as one CSV.
 import { TABLE_COLUMNS } from './tables.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
+import { checkOutputPath } from '../core/containment.ts';
 import { csvFloat, csvQuote } from '../core/tabular.ts';
 import type { Settings } from '../core/settings.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
@@ -31,6 +32,7 @@ export function recordsToCsv(records: ReferenceRecord[]): string {
 }
 
 export function exportCsv(settings: Settings, out: string, conditions: readonly string[] = []): number {
+  checkOutputPath(settings.paths, out, 'CSV file');
   const records = new ReferenceStore(settings.paths.references, settings.paths).records(conditions);
   writeFileAtomic(out, recordsToCsv(records));
   return records.length;

@@ -158,7 +158,7 @@ describe('wwref effects on a full-size catalog', () => {
   writeSurfaceCatalog(dir, specs);
   const out = join(dir, 'effects');
   const analyses = analyzeReferences(currentSettings().paths, [], dir);
-  const { summary, files } = writeEffects(analyses, out);
+  const { summary, files } = writeEffects(currentSettings().paths, analyses, out);
 
   it('counts 3,392 effects and 342 pair interactions over 36 conditions', () => {
     expect(summary.conditions).toBe(36);

@@ -288,7 +288,7 @@ describe('tables and manifests are schema-checked', () => {
 
 describe('exportPack writes only a pack folder of its own', () => {
   it('refuses an output folder inside the reference folder or prepared/, before reading anything', () => {
-    refusedQuickly(() => exportPack(currentSettings(), join(ws.references, 'pack')), /pack folder .*references\/pack is inside .*references, which only wwref itself writes; choose another folder/);
+    refusedQuickly(() => exportPack(currentSettings(), join(ws.references, 'pack')), /pack folder .*references\/pack is inside .*references, which only wwref itself writes; choose another path/);
     refusedQuickly(() => exportPack(currentSettings(), join(ws.prepared, 'wine', '..', 'pack')), /pack folder .*is inside .*prepared, which only wwref itself writes/);
   });
 });

@@ -11,9 +11,10 @@ on standard output:
   ``{"path": [...], "message": ..., "fix": ...}``, its path a field of the plan (``preparation.params.
   features.1``). Raw files missing from ``raw`` are skipped (the caller reports them).
 * ``{"mode": "describe", "files": [{"path": ..., "package": "dist:path" | null}]}`` -> per file: sha256,
-  bytes, the pinned package that ships it (distribution, version, path inside site-packages), and what
-  it holds: a table (format, compression, header, column names, numeric columns, distinct values of
-  small columns) or an image (size, mode).
+  bytes, the pinned package that ships it (distribution, version, path inside site-packages) and, for
+  such a file, the licence, citation and homepage that package states (workflows/prepare/provenance.py),
+  and what it holds: a table (format, compression, header, column names, numeric columns, integral
+  columns, distinct values of small columns) or an image (size, mode).
 
 Tables are read with the recipe's own reader (tabular._read_table), so a check agrees with what the
 recipe will do.
@@ -32,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from workflows.contracts import load
+from workflows.prepare.provenance import about
 from workflows.prepare.tabular import _label_text, _read_table
 
 # what the tabular recipe reads when a parameter is absent (contracts/recipes.json)
@@ -287,13 +289,14 @@ def _describe_table(path: Path) -> dict[str, Any]:
         table = _read_table(str(path), fmt, header, 0, gz).head(DESCRIBE_ROWS)
     names = [str(c) for c in table.columns]
     numeric = [all(_is_number(v) for v in table[c] if str(v).strip()) for c in table.columns]
+    integral = [k and all(float(v).is_integer() for v in table[c] if str(v).strip()) for k, c in zip(numeric, table.columns)]
     distinct: dict[str, list[str] | None] = {}
     for name, column in zip(names, table.columns):
         values = sorted({_label_text(v) for v in table[column]})
         distinct[name] = values if len(values) <= DISTINCT_LIMIT else None
     empty = {name: int(sum(1 for v in table[column] if not str(v).strip())) for name, column in zip(names, table.columns)}
     return {"kind": "table", "format": fmt, "compression": "gzip" if gz else "none", "header": header,
-            "columns": names, "numeric": numeric, "distinct": distinct, "empty": empty, "rows": int(len(table))}
+            "columns": names, "numeric": numeric, "integral": integral, "distinct": distinct, "empty": empty, "rows": int(len(table))}
 
 
 def _describe_image(path: Path) -> dict[str, Any] | None:
@@ -323,7 +326,8 @@ def describe(files: list[dict[str, Any]]) -> dict[str, Any]:
                 content = _describe_table(path)
             except Exception as error:  # noqa: BLE001 - not every raw file is a table
                 content = {"kind": "other", "note": f"not read as a table or image: {error}"}
-        described.append({"path": str(path), "name": path.name, "sha256": sha256, "bytes": size, "package": package, "content": content})
+        described.append({"path": str(path), "name": path.name, "sha256": sha256, "bytes": size, "package": package, "content": content,
+                          "about": about(Path(sysconfig.get_paths()["purelib"]), package) if package else None})
     return {"files": described}
 
 

@@ -10,7 +10,7 @@ import { outputPath } from '../../output-path.ts';
 
 export default defineCommand({
   command: 'new-source',
-  describe: 'write a construction-plan skeleton from a family and raw files: identities, detected columns, conditions, inactive rules; licence and citation to fill',
+  describe: 'write a construction-plan skeleton from a family and raw files: identities, detected columns, conditions, inactive rules; licence and citation from the package where it states them',
   builder: (y) =>
     withMirror(y)
       .option('family', { choices: FAMILY_NAMES, demandOption: true, describe: 'workflow family (wwref families)' })
@@ -22,7 +22,7 @@ export default defineCommand({
       .option('force', { type: 'boolean', default: false, describe: 'overwrite an existing plan file' }),
   run: async (argv, { settings, out }) => {
     const { defaultPlanFile, newSourcePlan } = await import('../../../sources/scaffold.ts');
-    const { plan, notes } = newSourcePlan({
+    const { plan, notes, todo } = newSourcePlan({
       settings,
       family: argv.family,
       files: list(argv.file, 'file'),
@@ -30,12 +30,12 @@ export default defineCommand({
       source: argv.source,
       title: argv.title,
     });
-    const target = outputPath(settings, argv.out ?? defaultPlanFile(plan), 'out');
+    const target = outputPath(settings, argv.out ?? defaultPlanFile(plan), 'out', 'file', true);
     if (dirname(target) === resolve(ROOT, 'sources')) throw new UserError(`--out ${argv.out}: sources/ holds the published catalog; write the plan elsewhere (e.g. sources/examples/ or your own folder)`);
     if (existsSync(target) && !argv.force) throw new UserError(`--out ${target} exists; pass --force to overwrite it`);
     writeFileAtomic(target, `${JSON.stringify(plan, null, 2)}\n`);
     for (const note of notes) out(`- ${note}`);
-    out(`plan skeleton written to ${target}: fill licence and citation (and homepage), check title and preparation.params, then run`);
+    out(`plan skeleton written to ${target}: ${todo}, then run`);
     out(`  npx wwref add-source ${target} --dry-run`);
   },
 });

@@ -47,6 +47,7 @@ export default defineCommand({
       allowVersionDrift: argv.allowVersionDrift,
       reuseSharedStage: argv.reuseSharedStage,
       executor: executorChoice(argv),
+      report: reportPath,
     });
     writeJsonAtomic(reportPath, summary);
     for (const line of summaryLines(summary, reportPath)) out(line);

@@ -52,6 +52,7 @@ export default defineCommand({
       allowPlatformDrift: argv.allowPlatformDrift,
       workers: argv.workers,
       executor: executorChoice(argv),
+      report: reportPath,
     };
     let report: ReplayReport;
     if (argv.format === 'wwb') {
