@@ -26,14 +26,22 @@ function pairedSurfaceSvg(d: ConditionDiff, a: readonly number[], b: readonly nu
   const lo = min - (max > min ? 0.08 * (max - min) : 0.5);
   const y = (u: number) => top + plotH - ((u - lo) / (max - lo)) * plotH;
   const changed = new Set([...d.hash_changed, ...d.utility_changed.map((u) => u.mask)]);
-  const parts = [`<text x="${left - 6}" y="${y(max) + 3}" class="tick" text-anchor="end">${esc(fmt(max))}</text>`, `<text x="${left - 6}" y="${y(min) + 3}" class="tick" text-anchor="end">${esc(fmt(min))}</text>`];
+  const parts = [
+    `<text x="${left - 6}" y="${y(max) + 3}" class="tick" text-anchor="end">${esc(fmt(max))}</text>`,
+    `<text x="${left - 6}" y="${y(min) + 3}" class="tick" text-anchor="end">${esc(fmt(min))}</text>`,
+  ];
   for (let k = 0; k < n; k++) {
     const x = left + k * barW;
     const mask = maskString(k, d.dimensions);
     const half = (barW - 2) / 2;
-    parts.push(`<rect x="${x + 1}" y="${y(a[k]!)}" width="${half}" height="${top + plotH - y(a[k]!)}" class="a"><title>${mask} A: ${a[k]}</title></rect>`);
-    parts.push(`<rect x="${x + 1 + half}" y="${y(b[k]!)}" width="${half}" height="${top + plotH - y(b[k]!)}" class="b"><title>${mask} B: ${b[k]}</title></rect>`);
-    if (changed.has(mask)) parts.push(`<circle cx="${x + barW / 2}" cy="${top + plotH + 8}" r="2.5" class="mark"><title>${mask} changed</title></circle>`);
+    parts.push(
+      `<rect x="${x + 1}" y="${y(a[k]!)}" width="${half}" height="${top + plotH - y(a[k]!)}" class="a"><title>${mask} A: ${a[k]}</title></rect>`,
+    );
+    parts.push(
+      `<rect x="${x + 1 + half}" y="${y(b[k]!)}" width="${half}" height="${top + plotH - y(b[k]!)}" class="b"><title>${mask} B: ${b[k]}</title></rect>`,
+    );
+    if (changed.has(mask))
+      parts.push(`<circle cx="${x + barW / 2}" cy="${top + plotH + 8}" r="2.5" class="mark"><title>${mask} changed</title></circle>`);
   }
   return `<svg width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="surfaces A and B of ${esc(d.condition)}">${parts.join('')}</svg>`;
 }
@@ -54,7 +62,11 @@ export function diffSection(report: DiffReport, surfaces: ReadonlyMap<string, { 
   const rows = changed
     .map((d) => {
       const s = d.surface;
-      const rev = s ? REVERSAL_FLOORS.map((f) => (s.reversals[f.key]!.changed ? `${s.reversals[f.key]!.a.join('') || '∅'}→${s.reversals[f.key]!.b.join('') || '∅'}` : '=')).join(' / ') : '–';
+      const rev = s
+        ? REVERSAL_FLOORS.map((f) =>
+            s.reversals[f.key]!.changed ? `${s.reversals[f.key]!.a.join('') || '∅'}→${s.reversals[f.key]!.b.join('') || '∅'}` : '=',
+          ).join(' / ')
+        : '–';
       return `<tr><td>${esc(d.condition)}</td><td>${d.hash_changed.length}/${d.masks}</td><td>${d.utility_changed.length}</td><td>${d.status_changed.length}</td><td>${fmt(d.max_rel_delta)}</td><td>${s ? (s.best_mask.changed ? `${s.best_mask.a}→${s.best_mask.b}` : '=') : '–'}</td><td>${esc(rev)}</td><td>${s ? fmt(s.effect_mae) : '–'}</td><td>${s ? fmt(s.effect_recovery) : '–'}</td><td>${s ? (s.classes.changed ? `${s.classes.a.length}→${s.classes.b.length}` : '=') : '–'}</td></tr>`;
     })
     .join('\n');
@@ -96,7 +108,11 @@ ${diffSection(report, surfaces)}
 }
 
 /** Utilities in mask order of each condition both sides have complete (for the paired surfaces). */
-export function surfacesOf(report: DiffReport, a: ReadonlyMap<string, readonly { mask: string; utility: number | null }[]>, b: typeof a): Map<string, { a: number[]; b: number[] }> {
+export function surfacesOf(
+  report: DiffReport,
+  a: ReadonlyMap<string, readonly { mask: string; utility: number | null }[]>,
+  b: typeof a,
+): Map<string, { a: number[]; b: number[] }> {
   const out = new Map<string, { a: number[]; b: number[] }>();
   for (const d of report.conditions) {
     const n = 2 ** d.dimensions;

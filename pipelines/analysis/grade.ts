@@ -56,20 +56,29 @@ function looksLikeJson(file: string, text: string): boolean {
 }
 
 function csvEntries(file: string, text: string): Entry[] {
-  const lines = text.split(/\r?\n/).map((l, k) => ({ line: l, number: k + 1 })).filter((l) => l.line.trim() !== '');
+  const lines = text
+    .split(/\r?\n/)
+    .map((l, k) => ({ line: l, number: k + 1 }))
+    .filter((l) => l.line.trim() !== '');
   const header = lines.shift();
   if (!header) throw new UserError(`prediction table ${file} is empty`);
   const names = splitCsvLine(header.line).map((h) => h.toLowerCase());
   const maskCol = names.indexOf('mask');
   const valueCol = names.findIndex((n) => UTILITY_COLUMNS.includes(n));
   if (maskCol < 0 || valueCol < 0) {
-    throw new UserError(`prediction table ${file}: the CSV header needs a 'mask' column and a '${UTILITY_COLUMNS.join("'/'")}' column (got: ${header.line.trim()})`);
+    throw new UserError(
+      `prediction table ${file}: the CSV header needs a 'mask' column and a '${UTILITY_COLUMNS.join("'/'")}' column (got: ${header.line.trim()})`,
+    );
   }
   return lines.map(({ line, number }) => {
     const cells = splitCsvLine(line);
     const raw = cells[valueCol] ?? '';
     // CSV values are text: an empty cell or nan/inf is read as the non-finite number it means.
-    return { mask: cells[maskCol] ?? '', value: raw === '' ? Number.NaN : Number(raw.replace(/^([+-]?)inf$/i, '$1Infinity')), where: `line ${number}` };
+    return {
+      mask: cells[maskCol] ?? '',
+      value: raw === '' ? Number.NaN : Number(raw.replace(/^([+-]?)inf$/i, '$1Infinity')),
+      where: `line ${number}`,
+    };
   });
 }
 
@@ -85,13 +94,15 @@ function jsonEntries(file: string, text: string): Entry[] {
   }
   if (Array.isArray(json)) {
     return json.map((row, k) => {
-      if (typeof row !== 'object' || row === null || Array.isArray(row)) throw new UserError(`prediction table ${file}: item ${k} is not an object {"mask": …, "utility": …}`);
+      if (typeof row !== 'object' || row === null || Array.isArray(row))
+        throw new UserError(`prediction table ${file}: item ${k} is not an object {"mask": …, "utility": …}`);
       const r = row as Record<string, unknown>;
       const key = UTILITY_COLUMNS.find((c) => c in r);
       return { mask: String(r.mask ?? ''), value: key ? r[key] : undefined, where: `item ${k}` };
     });
   }
-  if (typeof json !== 'object' || json === null) throw new UserError(`prediction table ${file}: expected an object mapping masks to utilities`);
+  if (typeof json !== 'object' || json === null)
+    throw new UserError(`prediction table ${file}: expected an object mapping masks to utilities`);
   // JSON.parse keeps only the last of repeated keys; count the keys in the text to catch duplicates.
   // The table is a flat object whose values are numbers, so every "…": in it is a key.
   const counts = new Map<string, number>();
@@ -120,7 +131,8 @@ function abbreviate(items: string[], max = 8): string {
 /** Problems of one mask string against the condition's width, or undefined when it is valid. */
 function maskProblem(mask: string, dimensions: number): string | undefined {
   if (!/^[01]+$/.test(mask)) return `unknown mask '${mask}' (a mask is a string of ${dimensions} 0/1 characters)`;
-  if (mask.length !== dimensions) return `mask '${mask}' has the wrong width: ${mask.length} characters, the condition has ${dimensions} options`;
+  if (mask.length !== dimensions)
+    return `mask '${mask}' has the wrong width: ${mask.length} characters, the condition has ${dimensions} options`;
   return undefined;
 }
 
@@ -156,7 +168,9 @@ export function readPredictionTable(file: string, dimensions: number): number[] 
   const missing = allMasks(dimensions).filter((m) => !firstSeen.has(m));
   if (missing.length) problems.unshift(`missing mask(s): ${abbreviate(missing)}`);
   if (problems.length) {
-    throw new UserError(`prediction table ${file} is invalid for a ${dimensions}-option condition (${size} masks):${listProblems(problems)}`);
+    throw new UserError(
+      `prediction table ${file} is invalid for a ${dimensions}-option condition (${size} masks):${listProblems(problems)}`,
+    );
   }
   return values as number[];
 }
@@ -172,10 +186,14 @@ export function readObservedMasks(file: string, dimensions: number): string[] {
     } catch (error) {
       throw new UserError(`observed list ${file} is not valid JSON: ${(error as Error).message}`);
     }
-    if (!Array.isArray(json) || !json.every((m) => typeof m === 'string')) throw new UserError(`observed list ${file}: expected a JSON array of mask strings`);
+    if (!Array.isArray(json) || !json.every((m) => typeof m === 'string'))
+      throw new UserError(`observed list ${file}: expected a JSON array of mask strings`);
     items = json;
   } else {
-    items = text.split(/[\s,]+/).map((s) => s.replace(/^"|"$/g, '')).filter((s) => s !== '' && s.toLowerCase() !== 'mask');
+    items = text
+      .split(/[\s,]+/)
+      .map((s) => s.replace(/^"|"$/g, ''))
+      .filter((s) => s !== '' && s.toLowerCase() !== 'mask');
   }
   const problems: string[] = [];
   const seen = new Set<string>();
@@ -194,7 +212,8 @@ export function parseTolerances(text: string | undefined): number[] {
   if (text === undefined || text.trim() === '') return [];
   return text.split(',').map((part) => {
     const tau = Number(part.trim());
-    if (part.trim() === '' || !Number.isFinite(tau) || tau <= 0) throw new UserError(`--tolerances: '${part.trim()}' is not a positive number`);
+    if (part.trim() === '' || !Number.isFinite(tau) || tau <= 0)
+      throw new UserError(`--tolerances: '${part.trim()}' is not a positive number`);
     return tau;
   });
 }
@@ -244,7 +263,8 @@ export function gradeSurface(
   options: { observed?: readonly string[]; tolerances?: readonly number[] } = {},
 ): GradeResult {
   const { dimensions, utilities: u } = reference;
-  if (predicted.length !== u.length) throw new UserError(`prediction has ${predicted.length} values, condition ${reference.condition} has ${u.length} masks`);
+  if (predicted.length !== u.length)
+    throw new UserError(`prediction has ${predicted.length} values, condition ${reference.condition} has ${u.length} masks`);
   const observed = [...(options.observed ?? [])];
   const values = [...predicted];
   for (const mask of observed) {
@@ -301,7 +321,9 @@ export interface GradeOptions {
 
 /** `wwref grade`: the reference surface from the manifest's table, the prediction from a file. */
 export function gradeFile(settings: Settings, options: GradeOptions): GradeResult & { table: string } {
-  const [records] = groupByCondition(new ReferenceStore(options.referencesDir ?? settings.paths.references, settings.paths).records([options.condition]));
+  const [records] = groupByCondition(
+    new ReferenceStore(options.referencesDir ?? settings.paths.references, settings.paths).records([options.condition]),
+  );
   if (!records) throw new UserError(`reference table of condition '${options.condition}' has no records`);
   const reference = surfaceFromRecords(records);
   const predicted = readPredictionTable(options.table, reference.dimensions);

@@ -7,14 +7,7 @@
 import { diffReferencesWithSides } from './diff.ts';
 import { diffSection, surfacesOf } from './diff-html.ts';
 import { UserError } from '../core/errors.ts';
-import {
-  ABSOLUTE_FLOOR,
-  analyzeReferences,
-  REVERSAL_FLOORS,
-  summarize,
-  type CatalogSummary,
-  type ConditionAnalysis,
-} from './effects.ts';
+import { ABSOLUTE_FLOOR, analyzeReferences, REVERSAL_FLOORS, summarize, type CatalogSummary, type ConditionAnalysis } from './effects.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
 import { maskIndex, maskString } from '../catalog/masks.ts';
 import { checkOutputPath } from '../core/containment.ts';
@@ -24,7 +17,8 @@ import { ReferenceStore } from '../references/store.ts';
 
 const esc = (s: string | number): string =>
   String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-const num = (x: number, digits = 4): string => (x === 0 ? '0' : Math.abs(x) < 1e-3 || Math.abs(x) >= 1e4 ? x.toExponential(2) : x.toFixed(digits));
+const num = (x: number, digits = 4): string =>
+  x === 0 ? '0' : Math.abs(x) < 1e-3 || Math.abs(x) >= 1e4 ? x.toExponential(2) : x.toFixed(digits);
 
 // ---------------------------------------------------------------------------------------------
 // Colour scales
@@ -34,7 +28,12 @@ const mix = (a: RGB, b: RGB, t: number): RGB => [0, 1, 2].map((k) => Math.round(
 const css = ([r, g, b]: RGB): string => `rgb(${r},${g},${b})`;
 
 /** Sequential (dark blue → teal → yellow), t in [0, 1]. */
-const SEQUENTIAL: RGB[] = [[48, 18, 99], [38, 110, 142], [53, 183, 121], [253, 231, 37]];
+const SEQUENTIAL: RGB[] = [
+  [48, 18, 99],
+  [38, 110, 142],
+  [53, 183, 121],
+  [253, 231, 37],
+];
 function sequential(t: number): string {
   const x = Math.min(1, Math.max(0, t)) * (SEQUENTIAL.length - 1);
   const k = Math.min(SEQUENTIAL.length - 2, Math.floor(x));
@@ -117,7 +116,9 @@ function heatmapSvg(a: ConditionAnalysis): string {
   const steps = 40;
   const lw = 200;
   for (let s = 0; s < steps; s++) {
-    parts.push(`<rect x="${left + (s * lw) / steps}" y="${ly}" width="${lw / steps + 0.5}" height="8" fill="${diverging((2 * s) / (steps - 1) - 1)}"/>`);
+    parts.push(
+      `<rect x="${left + (s * lw) / steps}" y="${ly}" width="${lw / steps + 0.5}" height="8" fill="${diverging((2 * s) / (steps - 1) - 1)}"/>`,
+    );
   }
   parts.push(`<text x="${left}" y="${ly + 20}" class="tick">${esc(num(-scale))}</text>`);
   parts.push(`<text x="${left + lw / 2}" y="${ly + 20}" class="tick" text-anchor="middle">0</text>`);
@@ -161,7 +162,10 @@ function summarySection(summary: CatalogSummary, analyses: readonly ConditionAna
     ['equivalence classes', summary.equivalence_classes],
   ];
   const reversals = Object.values(summary.reversals)
-    .map((r) => `<tr><td>${esc(r.floor)}</td><td>${r.conditions}/${summary.conditions}</td><td>${r.four_option}/${summary.four_option_conditions}</td><td>${r.six_option}/${summary.six_option_conditions}</td></tr>`)
+    .map(
+      (r) =>
+        `<tr><td>${esc(r.floor)}</td><td>${r.conditions}/${summary.conditions}</td><td>${r.four_option}/${summary.four_option_conditions}</td><td>${r.six_option}/${summary.six_option_conditions}</td></tr>`,
+    )
     .join('');
   const index = analyses
     .map(
@@ -252,9 +256,11 @@ export interface ReportFiles {
 /** The page and/or the figure files of the selected conditions, from one analysis. */
 export function writeReportFiles(settings: Settings, options: ReportFiles): { summary: CatalogSummary; figures: string[] } {
   const dir = options.dir ?? settings.paths.references;
-  if (!options.out && !options.figures) throw new UserError('wwref report needs --out FILE (the HTML page), --figures DIR (SVG and PNG files), or both');
+  if (!options.out && !options.figures)
+    throw new UserError('wwref report needs --out FILE (the HTML page), --figures DIR (SVG and PNG files), or both');
   if (options.out !== undefined) checkOutputPath(settings.paths, options.out, 'report page', { generated: [dir] });
-  if (options.figures !== undefined) checkOutputPath(settings.paths, options.figures, 'figures folder', { kind: 'folder', generated: [dir] });
+  if (options.figures !== undefined)
+    checkOutputPath(settings.paths, options.figures, 'figures folder', { kind: 'folder', generated: [dir] });
   const analyses = analyzeReferences(settings.paths, options.conditions ?? [], dir);
   if (!analyses.length) throw new UserError(`no reference tables to report in ${dir}`);
   const manifest = new ReferenceStore(dir, settings.paths).manifest();

@@ -70,9 +70,11 @@ export function readPlanText(file: string): string {
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
-  if (length > MAX_PLAN_BYTES) throw new UserError(`construction plan ${file} is larger than ${MAX_PLAN_BYTES} bytes (1 MiB), the most a plan may have; refused`);
+  if (length > MAX_PLAN_BYTES)
+    throw new UserError(`construction plan ${file} is larger than ${MAX_PLAN_BYTES} bytes (1 MiB), the most a plan may have; refused`);
   const bytes = buffer.subarray(0, length);
-  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) throw new UserError(`construction plan ${file} starts with a UTF-8 byte-order mark; save it as UTF-8 without one`);
+  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf)
+    throw new UserError(`construction plan ${file} starts with a UTF-8 byte-order mark; save it as UTF-8 without one`);
   try {
     return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
@@ -175,7 +177,10 @@ export class Catalog {
 
   source(name: string): LoadedPlan {
     const plan = this.plans.get(name);
-    if (!plan) throw new UserError(`unknown source '${name}' (known: ${[...this.plans.keys()].join(', ')})${addedElsewhere(name, this.manifestsDir)}`);
+    if (!plan)
+      throw new UserError(
+        `unknown source '${name}' (known: ${[...this.plans.keys()].join(', ')})${addedElsewhere(name, this.manifestsDir)}`,
+      );
     return plan;
   }
 

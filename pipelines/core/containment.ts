@@ -4,7 +4,22 @@
 // when they are regular files (a FIFO, a device or a directory is refused without being opened), and
 // the leftovers of killed processes (`<name>.staging-<pid>`) are removed without following a link.
 // An output path a user names is checked once, before any work (checkOutputPath).
-import { accessSync, closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, rmSync, statSync, unlinkSync, type Stats } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  type Stats,
+} from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import { z } from 'zod';
@@ -13,7 +28,10 @@ import { UserError } from './errors.ts';
 import { ROOT } from './paths.ts';
 import type { Paths } from './settings.ts';
 
-const Naming = z.strictObject({ file_name_max_characters: z.number().int().positive(), path_name_max_characters: z.number().int().positive() });
+const Naming = z.strictObject({
+  file_name_max_characters: z.number().int().positive(),
+  path_name_max_characters: z.number().int().positive(),
+});
 /** The longest plain file name and the longest name of a relative path (contracts/naming.json). */
 export const NAME_LIMITS = readContract('naming.json', Naming);
 
@@ -26,7 +44,8 @@ export const SAFE_RELATIVE_PATH = new RegExp(
   String.raw`^(?!\.\.?(?:\/|$))(?!.*\/\.\.?(?:\/|$))[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}}(?:\/[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}})*$`,
   'su',
 );
-export const SAFE_RELATIVE_PATH_RULE = "a relative path inside its folder ('/'-separated names; no '..', '.', leading '/', backslash or empty name)";
+export const SAFE_RELATIVE_PATH_RULE =
+  "a relative path inside its folder ('/'-separated names; no '..', '.', leading '/', backslash or empty name)";
 /**
  * One file name (no separator at all) that wwref turns into file names by adding a suffix, e.g. an ECG
  * record (<record>.hea) or a pack's condition (<condition>.json): at most file_name_max_characters.
@@ -76,7 +95,9 @@ export function realPath(path: string): string {
     return resolve(realpathSync(head), ...tail);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new UserError(`cannot resolve ${head}: ${code === 'ENOENT' ? 'a dangling symbolic link' : code === 'ELOOP' ? 'a symbolic link loop' : (error as Error).message}`);
+    throw new UserError(
+      `cannot resolve ${head}: ${code === 'ENOENT' ? 'a dangling symbolic link' : code === 'ELOOP' ? 'a symbolic link loop' : (error as Error).message}`,
+    );
   }
 }
 
@@ -136,7 +157,11 @@ export function openRegularFile(path: string, what: string): { fd: number; size:
  * sha256 and length of what remains to be read from `fd`, read in 1 MiB blocks (never whole); with
  * `limit`, reading stops after limit + 1 bytes (the length then tells that the file is too large).
  */
-export function hashDescriptor(fd: number, onBlock?: (block: Uint8Array) => void, limit = Number.MAX_SAFE_INTEGER): { sha256: string; bytes: number } {
+export function hashDescriptor(
+  fd: number,
+  onBlock?: (block: Uint8Array) => void,
+  limit = Number.MAX_SAFE_INTEGER,
+): { sha256: string; bytes: number } {
   const hash = createHash('sha256');
   const block = Buffer.allocUnsafe(1 << 20);
   let bytes = 0;
@@ -208,7 +233,8 @@ export function removeStaleEntries(dir: string, pattern: RegExp): string[] {
     const path = join(dir, name);
     const stats = lstatSync(path, { throwIfNoEntry: false });
     if (!stats) continue;
-    if (stats.isDirectory()) rmSync(path, { recursive: true, force: true }); // lstat-based: links inside are unlinked, not followed
+    if (stats.isDirectory())
+      rmSync(path, { recursive: true, force: true }); // lstat-based: links inside are unlinked, not followed
     else unlinkSync(path);
     removed.push(path);
   }
@@ -250,7 +276,12 @@ function outputStats(path: string, what: string, shown: string, link = false): S
  * symbolic link, a device, FIFO or socket; a folder output that is a file; a parent that is a file;
  * a nearest existing folder that is not writable. Returns the absolute path.
  */
-export function checkOutputPath(paths: Pick<Paths, 'references' | 'prepared' | 'manifests'>, path: string, what: string, check: OutputCheck = {}): string {
+export function checkOutputPath(
+  paths: Pick<Paths, 'references' | 'prepared' | 'manifests'>,
+  path: string,
+  what: string,
+  check: OutputCheck = {},
+): string {
   const kind = check.kind ?? 'file';
   if (path.trim() === '') throw new UserError(`${what} needs a path`);
   for (const dir of check.inSources ? [] : SOURCE_FOLDERS) {
@@ -261,16 +292,20 @@ export function checkOutputPath(paths: Pick<Paths, 'references' | 'prepared' | '
   }
   const target = resolve(path);
   if (kind === 'file' && outputStats(target, what, path, true)?.isSymbolicLink()) {
-    throw new UserError(`${what} ${path} is a symbolic link; name the file itself (wwref replaces its outputs, it does not write through links)`);
+    throw new UserError(
+      `${what} ${path} is a symbolic link; name the file itself (wwref replaces its outputs, it does not write through links)`,
+    );
   }
   const stats = outputStats(target, what, path);
   if (stats?.isDirectory() && kind === 'file') throw new UserError(`${what} ${path} is a directory; name a file`);
   // an atomic write renames a new file over the path: never over a device, FIFO or socket
-  if (stats && !stats.isDirectory() && !stats.isFile()) throw new UserError(`${what} ${path} is not a regular file (a device, FIFO or socket); name a file`);
+  if (stats && !stats.isDirectory() && !stats.isFile())
+    throw new UserError(`${what} ${path} is not a regular file (a device, FIFO or socket); name a file`);
   if (stats && !stats.isDirectory() && kind === 'folder') throw new UserError(`${what} ${path} is a file; name a folder`);
   let existing = stats && kind === 'folder' ? target : dirname(target);
   while (!existsSync(existing) && dirname(existing) !== existing) existing = dirname(existing);
-  if (!outputStats(existing, what, path)?.isDirectory()) throw new UserError(`${what} ${path} cannot be written: ${existing} is a file, not a folder`);
+  if (!outputStats(existing, what, path)?.isDirectory())
+    throw new UserError(`${what} ${path} cannot be written: ${existing} is a file, not a folder`);
   try {
     accessSync(existing, constants.W_OK);
   } catch (error) {

@@ -89,7 +89,10 @@ export function profileByName(name: string, numpy: string | undefined = runtimeP
 }
 
 /** The profile's variables; refuses an inherited variable the profile owns with another value. */
-export function profileEnvironment(profile: NumericalProfile, inherited: Readonly<Record<string, string | undefined>>): Record<string, string> {
+export function profileEnvironment(
+  profile: NumericalProfile,
+  inherited: Readonly<Record<string, string | undefined>>,
+): Record<string, string> {
   for (const key of profile.controls) {
     const have = inherited[key];
     const want = profile.environment[key];

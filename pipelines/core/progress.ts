@@ -28,7 +28,10 @@ export class EtaEstimator {
   /** `records` records of `condition` will run, each expected to take `secondsPerRecord` (unknown: the mean of the known ones). */
   expect(condition: string, records: number, secondsPerRecord?: number): void {
     this.left.set(condition, (this.left.get(condition) ?? 0) + records);
-    this.cost.set(condition, secondsPerRecord !== undefined && Number.isFinite(secondsPerRecord) && secondsPerRecord > 0 ? secondsPerRecord : undefined);
+    this.cost.set(
+      condition,
+      secondsPerRecord !== undefined && Number.isFinite(secondsPerRecord) && secondsPerRecord > 0 ? secondsPerRecord : undefined,
+    );
   }
 
   /** One record of `condition` finished. */

@@ -8,7 +8,7 @@ import { registryProblems } from '../catalog/families.ts';
 import { canonicalJson } from '../core/hashing.ts';
 import { versionDrift, workflowsSha256 } from './identity.ts';
 import { profileProblems } from './numerics.ts';
-import { type NumericalProfile } from '../core/profiles.ts';
+import type { NumericalProfile } from '../core/profiles.ts';
 import type { HelloResult, InterpreterIdentity } from './protocol.ts';
 
 export interface AdmissionRules {
@@ -23,10 +23,13 @@ export interface AdmissionRules {
 export function admissionProblems(hello: HelloResult, rules: AdmissionRules): string[] {
   const problems = profileProblems(rules.profile, hello.numerics).map((p) => `numerical profile '${rules.profile.name}': ${p}`);
   if (hello.hash_randomization) {
-    problems.push("its string hashing is randomized (PYTHONHASHSEED was not 0 when it started; a Dask worker started without '--preload-nanny workflows.cluster.nanny' gets Dask's own seed)");
+    problems.push(
+      "its string hashing is randomized (PYTHONHASHSEED was not 0 when it started; a Dask worker started without '--preload-nanny workflows.cluster.nanny' gets Dask's own seed)",
+    );
   }
   const threaded = hello.threadpools.filter((p) => p.num_threads !== 1);
-  if (threaded.length) problems.push(`thread pools with more than one thread: ${threaded.map((p) => `${p.api} ${p.num_threads}`).join(', ')}`);
+  if (threaded.length)
+    problems.push(`thread pools with more than one thread: ${threaded.map((p) => `${p.api} ${p.num_threads}`).join(', ')}`);
   problems.push(...registryProblems(hello.families).map((p) => `family registry: ${p}`));
   return [...problems, ...interpreterProblems(hello, rules)];
 }
@@ -35,10 +38,12 @@ export function admissionProblems(hello: HelloResult, rules: AdmissionRules): st
 export function interpreterProblems(identity: InterpreterIdentity, rules: AdmissionRules): string[] {
   const problems: string[] = [];
   const code = rules.codeSha256 ?? workflowsSha256();
-  if (identity.code_sha256 !== code) problems.push(`it runs other workflow code (workflows/ digest ${identity.code_sha256.slice(0, 12)}, here ${code.slice(0, 12)})`);
+  if (identity.code_sha256 !== code)
+    problems.push(`it runs other workflow code (workflows/ digest ${identity.code_sha256.slice(0, 12)}, here ${code.slice(0, 12)})`);
   if (!rules.allowVersionDrift) {
     const drift = versionDrift(identity.versions, rules.expectedVersions);
-    if (drift.length) problems.push(`versions differ from the expected ones (${drift.join('; ')}); run 'npm run setup', or pass --allow-version-drift`);
+    if (drift.length)
+      problems.push(`versions differ from the expected ones (${drift.join('; ')}); run 'npm run setup', or pass --allow-version-drift`);
   }
   return problems;
 }
@@ -60,7 +65,14 @@ function bitsIdentity(hello: HelloResult): Record<string, string> {
     threadpools: canonicalJson(hello.threadpools.map((p) => canonicalJson(p)).sort()),
     'numerics.machine': numerics.machine,
     'numerics.libc': numerics.libc,
-    'numerics.blas': canonicalJson(numerics.blas.map(({ package: name, internal_api, version, architecture }) => ({ package: name, internal_api, version, architecture }))),
+    'numerics.blas': canonicalJson(
+      numerics.blas.map(({ package: name, internal_api, version, architecture }) => ({
+        package: name,
+        internal_api,
+        version,
+        architecture,
+      })),
+    ),
     'numerics.numpy_simd': canonicalJson({ baseline: numerics.numpy_simd.baseline, dispatched: numerics.numpy_simd.dispatched }),
     'numerics.environment': canonicalJson(numerics.environment),
   };

@@ -15,7 +15,9 @@ export interface Violation {
 }
 
 function describe(eq: Equivalence): string {
-  const when = Object.entries(eq.inactive_when).map(([k, v]) => `${k}=${v}`).join(', ');
+  const when = Object.entries(eq.inactive_when)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(', ');
   return `option ${eq.option} inactive when ${when}`;
 }
 
@@ -70,5 +72,8 @@ export function equivalenceClasses(records: HashedRecord[]): string[][] {
     group.push(record.mask);
     groups.set(record.prediction_sha256, group);
   }
-  return [...groups.values()].filter((g) => g.length > 1).map((g) => g.sort()).sort((a, b) => a[0]!.localeCompare(b[0]!));
+  return [...groups.values()]
+    .filter((g) => g.length > 1)
+    .map((g) => g.sort())
+    .sort((a, b) => a[0]!.localeCompare(b[0]!));
 }

@@ -12,7 +12,8 @@ export const CSV_COLUMNS = TABLE_COLUMNS;
 
 function csvField(value: unknown): string {
   if (value === null || value === undefined) return '';
-  if (typeof value === 'number') return Number.isInteger(value) && Math.abs(value) < 1e15 && !Object.is(value, -0) ? String(value) : csvFloat(value);
+  if (typeof value === 'number')
+    return Number.isInteger(value) && Math.abs(value) < 1e15 && !Object.is(value, -0) ? String(value) : csvFloat(value);
   return csvQuote(typeof value === 'string' ? value : JSON.stringify(value));
 }
 

@@ -45,7 +45,11 @@ function candidates(file: RawFile, index: number, options: AcquireOptions, probl
       const path = insideRoot(mirror, file.mirror_path, `mirror_path of raw file ${file.name}`);
       if (exists(path)) found.push({ path, where: `mirror ${join(mirror, file.mirror_path)}` });
     } catch (error) {
-      problems.push({ path: ['raw_files', index, 'mirror_path'], message: (error as Error).message, fix: 'name a file inside the mirror folder' });
+      problems.push({
+        path: ['raw_files', index, 'mirror_path'],
+        message: (error as Error).message,
+        fix: 'name a file inside the mirror folder',
+      });
     }
   }
   if (file.package) {
@@ -54,7 +58,12 @@ function candidates(file: RawFile, index: number, options: AcquireOptions, probl
       try {
         const path = insideRoot(base, file.package.path, `package.path of raw file ${file.name}`);
         if (exists(path)) found.push({ path, where: `package ${file.package.distribution} ${file.package.version} (${path})` });
-        else problems.push({ path: ['raw_files', index, 'package', 'path'], message: `${file.package.distribution} ${file.package.version} has no file ${file.package.path} in ${base}`, fix: "give the path inside site-packages ('wwref new-source --package DIST:PATH' writes it)" });
+        else
+          problems.push({
+            path: ['raw_files', index, 'package', 'path'],
+            message: `${file.package.distribution} ${file.package.version} has no file ${file.package.path} in ${base}`,
+            fix: "give the path inside site-packages ('wwref new-source --package DIST:PATH' writes it)",
+          });
       } catch (error) {
         problems.push({ path: ['raw_files', index, 'package', 'path'], message: (error as Error).message });
       }
@@ -90,7 +99,9 @@ function checkRawFiles(loaded: LoadedPlan, options: AcquireOptions, check: Stati
     }
     if (!found.length) {
       if (file.upstream_url && online) {
-        check.notes.push(`${file.name}: not in the cache, a mirror or a package here; size and sha256 are checked when it is downloaded from ${file.upstream_url}`);
+        check.notes.push(
+          `${file.name}: not in the cache, a mirror or a package here; size and sha256 are checked when it is downloaded from ${file.upstream_url}`,
+        );
       } else {
         const mirrors = mirrorsOf(options);
         check.problems.push({
@@ -157,7 +168,10 @@ export function staticCheck(loaded: LoadedPlan, options: AcquireOptions): Static
   if (Object.keys(readable).length) {
     const { recipe, params } = loaded.plan.preparation;
     try {
-      const answer = inspectRaw(options.settings, { mode: 'check', recipe, params, raw: readable }) as { problems: PlanProblem[]; notes: string[] };
+      const answer = inspectRaw(options.settings, { mode: 'check', recipe, params, raw: readable }) as {
+        problems: PlanProblem[];
+        notes: string[];
+      };
       check.problems.push(...answer.problems);
       check.notes.push(...answer.notes);
     } catch (error) {
@@ -169,7 +183,9 @@ export function staticCheck(loaded: LoadedPlan, options: AcquireOptions): Static
   const seen = new Set<string>();
   check.problems = check.problems.filter((p) => {
     const key = `${p.path.join('.')}\u0000${p.message}`;
-    return seen.has(key) ? false : (seen.add(key), true);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
   });
   return check;
 }

@@ -47,7 +47,11 @@ export const INACTIVE_RULES: Record<FamilyName, InactiveRule[]> = {
   retrieval: [{ option: 'C', inactive_when: { E: 1 }, reason: 'with binary counts every tf is 0 or 1 and 1 + log 1 = 1' }],
   beat_detection: [],
   graph_link_prediction: [
-    { option: 'F', inactive_when: { A: 0, B: 0, C: 0, D: 0, E: 0 }, reason: 'with no feature on, the model sees one all-zero column and predicts a constant 0.5 either way' },
+    {
+      option: 'F',
+      inactive_when: { A: 0, B: 0, C: 0, D: 0, E: 0 },
+      reason: 'with no feature on, the model sees one all-zero column and predicts a constant 0.5 either way',
+    },
   ],
 };
 
@@ -113,7 +117,11 @@ interface DescribedFile {
 /** A source id from a file name: "iris.csv" -> "iris", "Data Set-2.csv.gz" -> "data_set_2". */
 export function sourceIdFrom(name: string): string {
   const stem = name.replace(/(\.(gz|bz2|zip|xz))?$/i, '').replace(/\.[A-Za-z0-9]{1,5}$/, '');
-  const id = stem.toLowerCase().replace(/[^a-z0-9_]+/g, '_').replace(/^_+|_+$/g, '').slice(0, 60);
+  const id = stem
+    .toLowerCase()
+    .replace(/[^a-z0-9_]+/g, '_')
+    .replace(/^_+|_+$/g, '')
+    .slice(0, 60);
   return /^[a-z]/.test(id) ? id : `source_${id}`.replace(/_+$/, '');
 }
 
@@ -139,15 +147,22 @@ interface Column {
  * distinct values that are text or integers. No doubt: one candidate, the one column of a further
  * file (a separate target file), or the one candidate named like a target.
  */
-function chooseTarget(family: FamilyName, columns: Column[], lastTable: string[] | undefined): { target?: Column; reason?: string; candidates: Column[] } {
+function chooseTarget(
+  family: FamilyName,
+  columns: Column[],
+  lastTable: string[] | undefined,
+): { target?: Column; reason?: string; candidates: Column[] } {
   const label = family !== 'regression';
-  const candidates = columns.filter((c) => (label ? c.distinct !== null && c.distinct.length >= 2 && (!c.numeric || c.integral) : c.numeric)).reverse();
+  const candidates = columns
+    .filter((c) => (label ? c.distinct !== null && c.distinct.length >= 2 && (!c.numeric || c.integral) : c.numeric))
+    .reverse();
   const kind = label ? 'with 2 to 50 text or integer values' : 'numeric';
   if (candidates.length === 1) return { target: candidates[0], reason: `the only column ${kind}`, candidates };
   const separate = lastTable?.length === 1 ? candidates.find((c) => c === columns[columns.length - 1]) : undefined;
   if (separate) return { target: separate, reason: 'the one column of the last file (a separate target file)', candidates };
   const named = candidates.filter((c) => TARGET_NAME.test(c.name));
-  if (named.length === 1) return { target: named[0], reason: `the only candidate named like a target (${candidates.length} columns are ${kind})`, candidates };
+  if (named.length === 1)
+    return { target: named[0], reason: `the only candidate named like a target (${candidates.length} columns are ${kind})`, candidates };
   return { candidates };
 }
 
@@ -155,7 +170,10 @@ function chooseTarget(family: FamilyName, columns: Column[], lastTable: string[]
 function listCandidates(candidates: Column[], withValues: boolean): string {
   const shown = withValues ? CANDIDATES_WITH_VALUES : 0;
   const valued = candidates.slice(0, shown).map((c) => `'${c.name}' (${c.distinct!.length} values: ${c.distinct!.join(', ')})`);
-  const named = candidates.slice(shown, CANDIDATES_NAMED).map((c) => `'${c.name}'`).join(', ');
+  const named = candidates
+    .slice(shown, CANDIDATES_NAMED)
+    .map((c) => `'${c.name}'`)
+    .join(', ');
   const more = candidates.length > CANDIDATES_NAMED ? ` … (${candidates.length} in all)` : '';
   return [...valued, ...(named ? [named] : [])].join('; ') + more;
 }
@@ -166,19 +184,31 @@ function tableParams(family: FamilyName, files: DescribedFile[], notes: string[]
   const extra = files.slice(1).filter((f) => f.content.kind === 'table') as (DescribedFile & { content: TableFacts })[];
   const all = [facts, ...extra.map((f) => f.content)];
   // every column of every table, in the order the recipe appends them
-  const columns = all.flatMap((t) => t.columns.map((name, k) => ({ name, numeric: t.numeric[k]!, integral: t.integral[k]!, distinct: t.distinct[name] ?? null })));
+  const columns = all.flatMap((t) =>
+    t.columns.map((name, k) => ({ name, numeric: t.numeric[k]!, integral: t.integral[k]!, distinct: t.distinct[name] ?? null })),
+  );
   // header names that are numbers (scikit-learn's CSVs start with "150,4,setosa,…": counts and class
   // names) or repeat across files are replaced, keeping the header row out of the data
-  const named = facts.header && new Set(columns.map((c) => c.name)).size === columns.length && !columns.some((c) => /^[-+]?\d/.test(c.name));
-  if (facts.header && !named) notes.push(`the header row of ${main.name} (${facts.columns.slice(0, 6).join(', ')}) does not give usable column names: columns renamed column_1 … column_${columns.length}`);
+  const named =
+    facts.header && new Set(columns.map((c) => c.name)).size === columns.length && !columns.some((c) => /^[-+]?\d/.test(c.name));
+  if (facts.header && !named)
+    notes.push(
+      `the header row of ${main.name} (${facts.columns.slice(0, 6).join(', ')}) does not give usable column names: columns renamed column_1 … column_${columns.length}`,
+    );
   // without a header (or with names repeated across files) every column gets a name here
   const candidates = columns.map((c, k) => ({ ...c, name: named ? c.name : `column_${k + 1}` }));
   const names = candidates.map((c) => c.name);
   const chosen = chooseTarget(family, candidates, extra.length ? all[all.length - 1]!.columns : undefined);
-  if (!chosen.candidates.length) throw new UserError(`new-source: no column of ${main.name} can be the target of a ${family} source (${family === 'regression' ? 'no numeric column' : 'no column with 2 to 50 text or integer values'})`);
+  if (!chosen.candidates.length)
+    throw new UserError(
+      `new-source: no column of ${main.name} can be the target of a ${family} source (${family === 'regression' ? 'no numeric column' : 'no column with 2 to 50 text or integer values'})`,
+    );
   const target = chosen.target;
   const features = candidates.filter((c) => c.numeric && c !== target).map((c) => c.name);
-  if (!features.length) throw new UserError(`new-source: ${main.name} has no numeric column${target ? ` besides the target '${target.name}'` : ' to be a feature'}`);
+  if (!features.length)
+    throw new UserError(
+      `new-source: ${main.name} has no numeric column${target ? ` besides the target '${target.name}'` : ' to be a feature'}`,
+    );
   const detected = `detected: ${facts.format}${facts.compression === 'gzip' ? ' (gzip)' : ''} table, ${facts.header ? 'header row' : 'no header row'}, ${names.length} columns`;
   const rest = `features: the ${features.length} ${target ? 'other ' : ''}numeric column(s)${candidates.some((c) => !c.numeric && c !== target) ? ' (text columns left out)' : ''}`;
   if (target) {
@@ -214,12 +244,21 @@ function seriesParams(files: DescribedFile[], notes: string[], todo: string[]): 
   const values = facts.columns.filter((c, k) => facts.numeric[k] && !TIME_COLUMN.test(c));
   if (!values.length) throw new UserError(`new-source: ${main.name} has no numeric value column (columns: ${facts.columns.join(', ')})`);
   const column = values.length === 1 ? values[0]! : undefined;
-  notes.push(`detected: CSV with columns ${facts.columns.join(', ')}${column ? `; series column '${column}': the only numeric column that is not a time index` : ''}`);
+  notes.push(
+    `detected: CSV with columns ${facts.columns.join(', ')}${column ? `; series column '${column}': the only numeric column that is not a time index` : ''}`,
+  );
   if (!column) {
-    notes.push(`TODO series: the series column is not unambiguous (${values.length} numeric columns): ${values.map((v) => `'${v}'${facts.empty[v] ? ` (${facts.empty[v]} empty cells: set fill to forward)` : ''}`).join(', ')}. Set preparation.params.columns to [one of them]`);
+    notes.push(
+      `TODO series: the series column is not unambiguous (${values.length} numeric columns): ${values.map((v) => `'${v}'${facts.empty[v] ? ` (${facts.empty[v]} empty cells: set fill to forward)` : ''}`).join(', ')}. Set preparation.params.columns to [one of them]`,
+    );
     todo.push('choose the series column (TODO series)');
   }
-  return { file: main.name, columns: [column ?? todoColumn('series')], fill: column && (facts.empty[column] ?? 0) > 0 ? 'forward' : 'none', cut_fraction: 0.75 };
+  return {
+    file: main.name,
+    columns: [column ?? todoColumn('series')],
+    fill: column && (facts.empty[column] ?? 0) > 0 ? 'forward' : 'none',
+    cut_fraction: 0.75,
+  };
 }
 
 function recipeParams(family: FamilyName, files: DescribedFile[], notes: string[], todo: string[]): Record<string, unknown> {
@@ -227,7 +266,9 @@ function recipeParams(family: FamilyName, files: DescribedFile[], notes: string[
   const want = (kind: string) => {
     if (main.content.kind !== kind) {
       const why = main.content.kind === 'other' ? ` (${main.content.note.trim()})` : '';
-      throw new UserError(`new-source: ${main.name} is not read as ${kind === 'table' ? 'a table' : 'an image'}, which a ${family} source needs${why}`);
+      throw new UserError(
+        `new-source: ${main.name} is not read as ${kind === 'table' ? 'a table' : 'an image'}, which a ${family} source needs${why}`,
+      );
     }
   };
   switch (RECIPE_OF[family]) {
@@ -248,8 +289,15 @@ function recipeParams(family: FamilyName, files: DescribedFile[], notes: string[
       return { file: main.name, split_seed: DEFAULT_SEED, holdout_fraction: 0.2, duplicate_edges: 'merge' };
     case 'mitdb_ecg': {
       const record = main.name.replace(/\.(hea|dat|atr)$/, '');
-      notes.push('mitdb_ecg: give the three files <record>.hea, <record>.dat and <record>.atr; channels, samples and qrs_codes are the MIT-BIH values of the catalog');
-      return { record, channels: ['MLII'], samples: 108000, qrs_codes: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 25, 30, 31, 34, 35, 38, 41] };
+      notes.push(
+        'mitdb_ecg: give the three files <record>.hea, <record>.dat and <record>.atr; channels, samples and qrs_codes are the MIT-BIH values of the catalog',
+      );
+      return {
+        record,
+        channels: ['MLII'],
+        samples: 108000,
+        qrs_codes: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 25, 30, 31, 34, 35, 38, 41],
+      };
     }
     default: {
       const pick = (re: RegExp, fallback: string) => files.find((f) => re.test(f.name))?.name ?? fallback;
@@ -271,7 +319,9 @@ function mirrorPath(file: DescribedFile, source: string, mirrors: string[], note
   if (file.package) return `packages/${file.package.path.split('/')[0]}/${file.name}`;
   const mirror = mirrors.find((m) => isInside(file.path, m));
   if (mirror) return relative(resolve(mirror), resolve(file.path));
-  notes.push(`${file.name} is not inside a mirror folder: copy it to <mirror>/${source}/${file.name} (mirrors: ${mirrors.join(', ') || 'none configured'}; or pass --mirror DIR to add-source)`);
+  notes.push(
+    `${file.name} is not inside a mirror folder: copy it to <mirror>/${source}/${file.name} (mirrors: ${mirrors.join(', ') || 'none configured'}; or pass --mirror DIR to add-source)`,
+  );
   return `${source}/${file.name}`;
 }
 
@@ -282,7 +332,10 @@ function mirrorPath(file: DescribedFile, source: string, mirrors: string[], note
 export function newSourcePlan(options: NewSourceOptions): { plan: Record<string, unknown>; notes: string[]; todo: string } {
   const family = options.family;
   const requested = [...(options.packages ?? []).map((p) => ({ package: p })), ...(options.files ?? []).map((f) => ({ path: resolve(f) }))];
-  if (!requested.length) throw new UserError('new-source needs at least one raw file: --file PATH or --package DISTRIBUTION:PATH (e.g. scikit-learn:sklearn/datasets/data/iris.csv)');
+  if (!requested.length)
+    throw new UserError(
+      'new-source needs at least one raw file: --file PATH or --package DISTRIBUTION:PATH (e.g. scikit-learn:sklearn/datasets/data/iris.csv)',
+    );
   const files = (inspectRaw(options.settings, { mode: 'describe', files: requested }) as { files: DescribedFile[] }).files;
   const names = files.map((f) => f.name);
   const twice = names.find((n, k) => names.indexOf(n) !== k);
@@ -299,8 +352,13 @@ export function newSourcePlan(options: NewSourceOptions): { plan: Record<string,
     return fact?.text ?? '';
   };
   const [licence, citation, homepage] = [stated('licence'), stated('citation'), stated('homepage')];
-  const missing = Object.entries({ licence, citation, homepage }).filter(([, text]) => !text).map(([field]) => field);
-  if (missing.length) todo.unshift(`fill ${missing.join(', ').replace(/, (?=\w+$)/, ' and ')} (as the distributor of the data documents ${missing.length > 1 ? 'them' : 'it'})`);
+  const missing = Object.entries({ licence, citation, homepage })
+    .filter(([, text]) => !text)
+    .map(([field]) => field);
+  if (missing.length)
+    todo.unshift(
+      `fill ${missing.join(', ').replace(/, (?=\w+$)/, ' and ')} (as the distributor of the data documents ${missing.length > 1 ? 'them' : 'it'})`,
+    );
   todo.push(`check ${[licence ? 'licence' : '', citation ? 'citation' : '', 'title', 'preparation.params'].filter(Boolean).join(', ')}`);
   const mirrors = mirrorsOf(options);
   const rawFiles = files.map((f) => ({
@@ -313,7 +371,9 @@ export function newSourcePlan(options: NewSourceOptions): { plan: Record<string,
   const definition = FAMILIES[family];
   const conditions = definition.dimensions.map((dimensions) => {
     const letters = OPTION_LETTERS.slice(0, dimensions);
-    const rules = INACTIVE_RULES[family].filter((r) => [r.option, ...Object.keys(r.inactive_when)].every((l) => (letters as readonly string[]).includes(l)));
+    const rules = INACTIVE_RULES[family].filter((r) =>
+      [r.option, ...Object.keys(r.inactive_when)].every((l) => (letters as readonly string[]).includes(l)),
+    );
     return {
       id: dimensions === 4 ? source : `${source}__d6`,
       dimensions,
@@ -326,7 +386,9 @@ export function newSourcePlan(options: NewSourceOptions): { plan: Record<string,
   const plan = {
     $comment: [
       `Written by wwref new-source. To do: ${todo.join('; ')}; then run: wwref add-source THIS_FILE --dry-run`,
-      `family ${family} (docs/families.md): ${Object.entries(definition.options).map(([l, what]) => `${l} = ${what}`).join('; ')}`,
+      `family ${family} (docs/families.md): ${Object.entries(definition.options)
+        .map(([l, what]) => `${l} = ${what}`)
+        .join('; ')}`,
       ...notes,
     ],
     plan_version: 1,

@@ -6,7 +6,14 @@ import { execa } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Surface } from '../../pipelines/analysis/effects.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
-import { gradeFile, gradeSurface, parseTolerances, readObservedMasks, readPredictionTable, recoveryScore } from '../../pipelines/analysis/grade.ts';
+import {
+  gradeFile,
+  gradeSurface,
+  parseTolerances,
+  readObservedMasks,
+  readPredictionTable,
+  recoveryScore,
+} from '../../pipelines/analysis/grade.ts';
 import { maskOf, writeSurfaceCatalog } from '../support/fixtures.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { currentSettings } from '../support/workspace.ts';
@@ -41,7 +48,13 @@ const counterexample = (delta: number, c = 0.5) => [c, c, c + 0.6 * delta, c];
 
 writeSurfaceCatalog(
   dir,
-  [four, two].map(({ condition, dimensions, utilities }) => ({ condition, dimensions, family: 'regression', metric: 'mae', utility: (_z, k) => utilities[k]! })),
+  [four, two].map(({ condition, dimensions, utilities }) => ({
+    condition,
+    dimensions,
+    family: 'regression',
+    metric: 'mae',
+    utility: (_z, k) => utilities[k]!,
+  })),
 );
 
 describe('grading a prediction', () => {
@@ -59,7 +72,10 @@ describe('grading a prediction', () => {
   });
 
   it('scores a constant shift as a perfect reconstruction of effects but not of the grid', () => {
-    const r = gradeSurface(four, four.utilities.map((u) => u + 0.05));
+    const r = gradeSurface(
+      four,
+      four.utilities.map((u) => u + 0.05),
+    );
     expect(r.effect_mae).toBeCloseTo(0, 12);
     expect(r.recovery).toBeCloseTo(1, 12);
     expect(r.grid_mae).toBeCloseTo(0.05, 12);
@@ -118,7 +134,11 @@ describe('grading a prediction', () => {
     pred[6] = pred[6]! + 0.015;
     const r = gradeSurface(four, pred, { tolerances: [0.05, 0.01, 0.1] });
     expect(r.max_effect_error).toBeCloseTo(0.015, 12);
-    expect(r.strict.map((s) => [s.tau, s.passed])).toEqual([[0.01, false], [0.05, true], [0.1, true]]);
+    expect(r.strict.map((s) => [s.tau, s.passed])).toEqual([
+      [0.01, false],
+      [0.05, true],
+      [0.1, true],
+    ]);
     expect(r.effect_mae).toBeCloseTo((4 * 0.015) / 32, 12);
     expect(parseTolerances('0.05, 0.1')).toEqual([0.05, 0.1]);
     expect(() => parseTolerances('0.05,abc')).toThrow(/'abc' is not a positive number/);
@@ -133,7 +153,12 @@ describe('grading a prediction', () => {
     const plain = gradeFile(currentSettings(), { condition: 'four', table, referencesDir: dir });
     expect(plain.recovery).toBeLessThan(0.9);
     expect(plain.exact_optimum).toBe(false);
-    const observed = gradeFile(currentSettings(), { condition: 'four', table, observed: file('obs.txt', 'mask\n0000\n1101\n'), referencesDir: dir });
+    const observed = gradeFile(currentSettings(), {
+      condition: 'four',
+      table,
+      observed: file('obs.txt', 'mask\n0000\n1101\n'),
+      referencesDir: dir,
+    });
     expect(observed.observed).toEqual(['0000', '1101']);
     expect(observed.recovery).toBe(1);
     expect(observed.exact_optimum).toBe(true);
@@ -184,7 +209,10 @@ describe('rejecting malformed prediction tables', () => {
   it('names a mask of the wrong width', () => {
     reject(csv([...lines, '00110,0.5']), /mask '00110' has the wrong width: 5 characters, the condition has 4 options/);
     // A spreadsheet that dropped the leading zeros of 0011 gives "11": wrong width and a missing mask.
-    reject(csv(lines.map((l) => (l.startsWith('0011,') ? l.replace('0011', '11') : l))), /missing mask\(s\): 0011[\s\S]*mask '11' has the wrong width/);
+    reject(
+      csv(lines.map((l) => (l.startsWith('0011,') ? l.replace('0011', '11') : l))),
+      /missing mask\(s\): 0011[\s\S]*mask '11' has the wrong width/,
+    );
   });
   it('names an unknown mask', () => {
     reject(csv([...lines, '00a1,0.5']), /unknown mask '00a1'/);
@@ -192,20 +220,46 @@ describe('rejecting malformed prediction tables', () => {
   });
   it('names a missing header column and a non-numeric value', () => {
     reject(csv(['mask,score', ...lines.slice(1)]), /needs a 'mask' column and a 'utility'/);
-    reject(file('str.json', JSON.stringify({ ...Object.fromEntries(good.map((v, k) => [maskOf(k, 4), v])), '0001': 'high' })), /value of mask 0001 is not a number/);
+    reject(
+      file('str.json', JSON.stringify({ ...Object.fromEntries(good.map((v, k) => [maskOf(k, 4), v])), '0001': 'high' })),
+      /value of mask 0001 is not a number/,
+    );
   });
 
   it('rejects from the command line with exit 2 and the message, and grades a good table to JSON', async () => {
     const cwd = ROOT;
-    const bad = await execa('node', ['bin/wwref.mjs', 'grade', '--references', dir, '--condition', 'four', '--table', csv(lines.slice(0, -1))], { cwd, reject: false });
+    const bad = await execa(
+      'node',
+      ['bin/wwref.mjs', 'grade', '--references', dir, '--condition', 'four', '--table', csv(lines.slice(0, -1))],
+      { cwd, reject: false },
+    );
     expect(bad.exitCode).toBe(2);
     expect(bad.stderr).toMatch(/wwref: prediction table .* is invalid .*\n\s+- missing mask\(s\): 1111/);
     expect(bad.stderr).not.toMatch(/at .*\.ts:\d+/); // no stack
-    const ok = await execa('node', ['bin/wwref.mjs', 'grade', '--references', dir, '--condition', 'two', '--table', file('c.csv', csvOf(counterexample(0.25), 2)), '--tolerances', '0.5,2'], { cwd });
+    const ok = await execa(
+      'node',
+      [
+        'bin/wwref.mjs',
+        'grade',
+        '--references',
+        dir,
+        '--condition',
+        'two',
+        '--table',
+        file('c.csv', csvOf(counterexample(0.25), 2)),
+        '--tolerances',
+        '0.5,2',
+      ],
+      { cwd },
+    );
     const json = JSON.parse(ok.stdout);
     expect(json.recovery).toBeCloseTo(0.25, 12);
     expect(json.exact_optimum).toBe(true);
-    expect(json.strict.map((s: { tau: number; passed: boolean }) => [s.tau, s.passed])).toEqual([[0.1, false], [0.5, false], [2, true]]);
+    expect(json.strict.map((s: { tau: number; passed: boolean }) => [s.tau, s.passed])).toEqual([
+      [0.1, false],
+      [0.5, false],
+      [2, true],
+    ]);
     expect(ok.stderr).toContain('recovery R_t 0.250000');
   });
 });

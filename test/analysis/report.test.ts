@@ -106,7 +106,11 @@ describe('HTML report in headless Chromium', () => {
     const cwd = ROOT;
     const out = `${dir}-cli-report.html`; // outputs may not go inside a reference folder
     await execa('node', ['bin/wwref.mjs', 'report', '--references', dir, '--out', out], { cwd });
-    const { stdout, exitCode } = await execa('npx', ['tsx', 'scripts/check-report.ts', out], { cwd, env: { WWREF_REFERENCES_DIR: dir }, reject: false });
+    const { stdout, exitCode } = await execa('npx', ['tsx', 'scripts/check-report.ts', out], {
+      cwd,
+      env: { WWREF_REFERENCES_DIR: dir },
+      reject: false,
+    });
     expect(stdout).toContain('4 condition section(s) in the DOM, 4 expected');
     expect(exitCode).toBe(0);
   });

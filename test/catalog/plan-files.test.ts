@@ -24,12 +24,32 @@ const good = () => JSON.stringify(tinyCameraPlan('pf_plan'), null, 2);
 
 /** Each bad plan: its bytes and the one line that refuses it. */
 const cases: [string, () => string | Buffer, RegExp][] = [
-  ['50 MB', () => good().replace('"plan_version"', `"$comment": "${'x'.repeat(50_000_000)}",\n  "plan_version"`), new RegExp(`is larger than ${MAX_PLAN_BYTES} bytes \\(1 MiB\\), the most a plan may have; refused$`)],
-  ['Latin-1 (not UTF-8) on line 4', () => Buffer.from(good().replace(/"title": "[^"]*"/, '"title": "caf\u00e9"'), 'latin1'), /is not UTF-8 text \(line 4\); save it as UTF-8$/],
+  [
+    '50 MB',
+    () => good().replace('"plan_version"', `"$comment": "${'x'.repeat(50_000_000)}",\n  "plan_version"`),
+    new RegExp(`is larger than ${MAX_PLAN_BYTES} bytes \\(1 MiB\\), the most a plan may have; refused$`),
+  ],
+  [
+    'Latin-1 (not UTF-8) on line 4',
+    () => Buffer.from(good().replace(/"title": "[^"]*"/, '"title": "caf\u00e9"'), 'latin1'),
+    /is not UTF-8 text \(line 4\); save it as UTF-8$/,
+  ],
   ['a byte-order mark', () => `\ufeff${good()}`, /starts with a UTF-8 byte-order mark; save it as UTF-8 without one$/],
-  ['a lone surrogate in a string', () => good().replace(/"title": "[^"]*"/, '"title": "a\\ud800b"'), /: title: a \\u escape encodes half a character \(a lone surrogate/],
-  ['a lone surrogate in a key', () => good().replace('"params": {', '"params": {"\\udc00": 1,'), /: preparation\.params\.\udc00: a \\u escape encodes half a character/u],
-  ['an inherited name as recipe', () => good().replace('"recipe": "skimage_image"', '"recipe": "__proto__"'), /: preparation\.recipe: unknown recipe '__proto__' \(known: tabular, /],
+  [
+    'a lone surrogate in a string',
+    () => good().replace(/"title": "[^"]*"/, '"title": "a\\ud800b"'),
+    /: title: a \\u escape encodes half a character \(a lone surrogate/,
+  ],
+  [
+    'a lone surrogate in a key',
+    () => good().replace('"params": {', '"params": {"\\udc00": 1,'),
+    /: preparation\.params\.\udc00: a \\u escape encodes half a character/u,
+  ],
+  [
+    'an inherited name as recipe',
+    () => good().replace('"recipe": "skimage_image"', '"recipe": "__proto__"'),
+    /: preparation\.recipe: unknown recipe '__proto__' \(known: tabular, /,
+  ],
   ['an array', () => '[1, 2]', /: \(plan\): Invalid input: expected object, received array$/],
   ['truncated JSON', () => good().slice(0, 200), /: not JSON \(/],
 ];
@@ -49,7 +69,10 @@ function oneLine(outcome: { code: number; stdout: string; stderr: string }, mess
 
 describe('a bad plan file is one line, exit 2', () => {
   it('the good plan the cases start from passes the dry run', async () => {
-    const outcome = await cliInProcess(['add-source', writePlan('good', good()), '--dry-run', '--references', join(ws.root, 'refs')], ws.root);
+    const outcome = await cliInProcess(
+      ['add-source', writePlan('good', good()), '--dry-run', '--references', join(ws.root, 'refs')],
+      ws.root,
+    );
     expect(outcome.stderr).toBe('');
     expect(outcome.code).toBe(0);
   });

@@ -57,17 +57,38 @@ describe('outputs inside the project source folders are refused before any work,
       [['diff', refs, refs, '--json', inSource('workflows', 'diff.json')], '--json', 'workflows'],
       [['replay', '--references', refs, '--report', inSource('pipelines', 'replay.json')], '--report', 'pipelines'],
       // relative to the working folder, through '..'
-      [['export', '--references', refs, '--out', `${relative(ws.root, ROOT)}/workflows/../sources/wwref-output-test-x.csv`], '--out', 'sources'],
+      [
+        ['export', '--references', refs, '--out', `${relative(ws.root, ROOT)}/workflows/../sources/wwref-output-test-x.csv`],
+        '--out',
+        'sources',
+      ],
     ];
     for (const [args, flag, folder] of cases) {
       const outcome = await cliInProcess(args, ws.root);
-      refused(outcome, new RegExp(`^wwref: ${flag} \\S+ is inside ${ROOT}/${folder}, the project's own source; choose another path$`), args.join(' '));
+      refused(
+        outcome,
+        new RegExp(`^wwref: ${flag} \\S+ is inside ${ROOT}/${folder}, the project's own source; choose another path$`),
+        args.join(' '),
+      );
     }
-    refused(await cliProcess(cases[0]![0], ws.root), /is inside .*\/workflows, the project's own source; choose another path$/, 'a real process');
-    for (const [folder, name] of [['workflows', 'effects'], ['pipelines', 'report.html'], ['sources', 'figures'], ['test', 'all.csv'], ['scripts', 'pack'], ['contracts', 'all.csv'], ['workflows', 'diff.json'], ['pipelines', 'replay.json'], ['sources', 'x.csv']]) {
+    refused(
+      await cliProcess(cases[0]![0], ws.root),
+      /is inside .*\/workflows, the project's own source; choose another path$/,
+      'a real process',
+    );
+    for (const [folder, name] of [
+      ['workflows', 'effects'],
+      ['pipelines', 'report.html'],
+      ['sources', 'figures'],
+      ['test', 'all.csv'],
+      ['scripts', 'pack'],
+      ['contracts', 'all.csv'],
+      ['workflows', 'diff.json'],
+      ['pipelines', 'replay.json'],
+      ['sources', 'x.csv'],
+    ]) {
       expect(existsSync(inSource(folder!, name!)), `${folder}/${name}`).toBe(false);
     }
-    expect(existsSync(join(ROOT, 'contracts'))).toBe(false);
   });
 
   it('before any work: a folder without references, and a rebuild, are refused at once; nothing is read, run or written', async () => {
@@ -85,8 +106,14 @@ describe('outputs inside the project source folders are refused before any work,
     writeFileSync(join(ws.root, 'a-file'), 'keep');
     const started = Date.now();
     for (const [report, message] of [
-      [inSource('workflows', 'rebuild.json'), /^wwref: --report \S+ is inside \S+\/workflows, the project's own source; choose another path$/],
-      [join(ws.root, 'a-file', 'rebuild.json'), /^wwref: --report \S+a-file\/rebuild\.json cannot be written: \S+\/a-file is a file, not a folder$/],
+      [
+        inSource('workflows', 'rebuild.json'),
+        /^wwref: --report \S+ is inside \S+\/workflows, the project's own source; choose another path$/,
+      ],
+      [
+        join(ws.root, 'a-file', 'rebuild.json'),
+        /^wwref: --report \S+a-file\/rebuild\.json cannot be written: \S+\/a-file is a file, not a folder$/,
+      ],
     ] as const) {
       refused(await cliInProcess(['rebuild', '--condition', 'nile', '--workers', '1', '--report', report], ws.root), message, report);
     }
@@ -127,19 +154,48 @@ describe('the job functions check their own output paths (no command line involv
     const empty = join(ws.root, 'job-no-references');
     mkdirSync(empty, { recursive: true });
     const source = /is inside \S+\/(workflows|pipelines|sources|test|scripts), the project's own source; choose another path$/;
-    expect(await refusal(() => writeEffects(currentSettings().paths, [], inSource('workflows', 'job-effects')))).toMatch(/^effects folder /);
+    expect(await refusal(() => writeEffects(currentSettings().paths, [], inSource('workflows', 'job-effects')))).toMatch(
+      /^effects folder /,
+    );
     expect(await refusal(() => writeEffects(currentSettings().paths, [], inSource('workflows', 'job-effects')))).toMatch(source);
-    expect(await refusal(() => writeReportFiles(currentSettings(), { out: inSource('pipelines', 'job.html'), dir: empty }))).toMatch(/^report page .*pipelines, the project's own source/);
-    expect(await refusal(() => writeReportFiles(currentSettings(), { figures: inSource('sources', 'job-figures'), dir: empty }))).toMatch(/^figures folder .*sources, the project's own source/);
-    expect(await refusal(() => exportCsv(currentSettings({ references: empty }), inSource('test', 'job.csv'), []))).toMatch(/^CSV file .*test, the project's own source/);
-    expect(await refusal(() => exportPack(currentSettings(), inSource('scripts', 'job-pack'), [], empty))).toMatch(/^pack folder .*scripts, the project's own source/);
+    expect(await refusal(() => writeReportFiles(currentSettings(), { out: inSource('pipelines', 'job.html'), dir: empty }))).toMatch(
+      /^report page .*pipelines, the project's own source/,
+    );
+    expect(await refusal(() => writeReportFiles(currentSettings(), { figures: inSource('sources', 'job-figures'), dir: empty }))).toMatch(
+      /^figures folder .*sources, the project's own source/,
+    );
+    expect(await refusal(() => exportCsv(currentSettings({ references: empty }), inSource('test', 'job.csv'), []))).toMatch(
+      /^CSV file .*test, the project's own source/,
+    );
+    expect(await refusal(() => exportPack(currentSettings(), inSource('scripts', 'job-pack'), [], empty))).toMatch(
+      /^pack folder .*scripts, the project's own source/,
+    );
     // the reference folder a job reads is protected too
-    expect(await refusal(() => exportCsv(currentSettings({ references: empty }), join(empty, 'all.csv'), []))).toMatch(/^CSV file .*all\.csv is inside .*job-no-references, which only wwref itself writes/);
+    expect(await refusal(() => exportCsv(currentSettings({ references: empty }), join(empty, 'all.csv'), []))).toMatch(
+      /^CSV file .*all\.csv is inside .*job-no-references, which only wwref itself writes/,
+    );
     const catalog = Catalog.loadPublished(SOURCES_DIR);
-    expect(await refusal(() => rebuild(catalog, { settings: currentSettings(), conditions: ['nile'], report: inSource('workflows', 'job-rebuild.json'), quiet: true }))).toMatch(/^rebuild report .*workflows, the project's own source/);
+    expect(
+      await refusal(() =>
+        rebuild(catalog, {
+          settings: currentSettings(),
+          conditions: ['nile'],
+          report: inSource('workflows', 'job-rebuild.json'),
+          quiet: true,
+        }),
+      ),
+    ).toMatch(/^rebuild report .*workflows, the project's own source/);
     writeFileSync(join(ws.root, 'job-file'), 'keep');
-    expect(await refusal(() => rebuild(catalog, { settings: currentSettings(), conditions: ['nile'], report: join(ws.root, 'job-file', 'r.json'), quiet: true }))).toMatch(/^rebuild report .*job-file is a file, not a folder$/);
-    expect(await refusal(() => replay({ settings: currentSettings(), referencesDir: empty, report: inSource('pipelines', 'job-replay.json'), quiet: true }))).toMatch(/^replay report .*pipelines, the project's own source/);
+    expect(
+      await refusal(() =>
+        rebuild(catalog, { settings: currentSettings(), conditions: ['nile'], report: join(ws.root, 'job-file', 'r.json'), quiet: true }),
+      ),
+    ).toMatch(/^rebuild report .*job-file is a file, not a folder$/);
+    expect(
+      await refusal(() =>
+        replay({ settings: currentSettings(), referencesDir: empty, report: inSource('pipelines', 'job-replay.json'), quiet: true }),
+      ),
+    ).toMatch(/^replay report .*pipelines, the project's own source/);
     expect(existsSync(join(ws.cache, 'journal'))).toBe(false);
   });
 });

@@ -31,12 +31,18 @@ function schedule(jobs: Job[], workers: number, startup: number): { job: Job; at
 const manifest = JSON.parse(readFileSync(join(ROOT, 'outputs', 'references', 'manifest.json'), 'utf8')) as {
   conditions: Record<string, { records: number; native_seconds: number }>;
 };
-const costs = Object.entries(manifest.conditions).map(([condition, e]) => ({ condition, records: e.records, perRecord: e.native_seconds / e.records }));
+const costs = Object.entries(manifest.conditions).map(([condition, e]) => ({
+  condition,
+  records: e.records,
+  perRecord: e.native_seconds / e.records,
+}));
 
 describe('the ETA of a run whose records cost different amounts', () => {
   const random = seededRandom(20260907);
   const jobs: Job[] = costs
-    .flatMap(({ condition, records, perRecord }) => Array.from({ length: records }, () => ({ condition, expected: perRecord, actual: perRecord * (0.5 + random.next()) })))
+    .flatMap(({ condition, records, perRecord }) =>
+      Array.from({ length: records }, () => ({ condition, expected: perRecord, actual: perRecord * (0.5 + random.next()) })),
+    )
     .sort((a, b) => b.expected - a.expected);
   const total = jobs.length;
   const done = schedule(jobs, 2, 3);
@@ -59,7 +65,10 @@ describe('the ETA of a run whose records cost different amounts', () => {
       eta.finish(job.condition);
       const finished = k + 1;
       const estimate = eta.secondsLeft(at);
-      if (finished < etaThreshold(total)) return expect(estimate, `after ${finished} records`).toBeUndefined();
+      if (finished < etaThreshold(total)) {
+        expect(estimate, `after ${finished} records`).toBeUndefined();
+        return;
+      }
       const actual = end - at;
       expect(estimate).toBeDefined();
       if (actual > 10) worst = Math.max(worst, Math.abs(estimate! - actual) / actual);
@@ -68,7 +77,10 @@ describe('the ETA of a run whose records cost different amounts', () => {
     });
     expect(etaThreshold(total)).toBe(13);
     expect(worst).toBeLessThan(1 / 3);
-    expect(first!.counted / first!.actual, `count-based first ETA ${formatSeconds(first!.counted)} for ${formatSeconds(first!.actual)}`).toBeGreaterThan(10);
+    expect(
+      first!.counted / first!.actual,
+      `count-based first ETA ${formatSeconds(first!.counted)} for ${formatSeconds(first!.actual)}`,
+    ).toBeGreaterThan(10);
     expect(first!.weighted / first!.actual).toBeGreaterThan(2 / 3);
     expect(first!.weighted / first!.actual).toBeLessThan(4 / 3);
     expect(eta.secondsLeft(end)).toBe(0); // nothing left

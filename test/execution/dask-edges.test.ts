@@ -57,7 +57,10 @@ describe('an address where no Dask scheduler answers: one line, exit 2, within s
     it(`${kind}: names the address and what is there`, async () => {
       const address = `tcp://127.0.0.1:${ports[kind]}`;
       const started = performance.now();
-      const outcome = await cliProcess(['rebuild', '--executor', 'dask', '--scheduler', address, '--condition', 'nile', '--references', ws.references], ROOT);
+      const outcome = await cliProcess(
+        ['rebuild', '--executor', 'dask', '--scheduler', address, '--condition', 'nile', '--references', ws.references],
+        ROOT,
+      );
       const seconds = (performance.now() - started) / 1000;
       expect(outcome.code, outcome.stderr).toBe(2);
       expect(seconds).toBeLessThan(10);
@@ -129,11 +132,15 @@ describe('a dask-local rebuild stopped by a signal', () => {
       const journal = join(ws.cache, 'journal', `${id}.jsonl`);
       rmSync(journal, { force: true });
       const temporary = mkdtempSync(join(tmpdir(), 'wwref-edges-'));
-      const run = execa('node', [BIN, 'rebuild', '--executor', 'dask-local', '--workers', '2', '--condition', id, '--fresh', '--references', ws.references], {
-        cwd: ROOT,
-        env: { TMPDIR: temporary },
-        reject: false,
-      });
+      const run = execa(
+        'node',
+        [BIN, 'rebuild', '--executor', 'dask-local', '--workers', '2', '--condition', id, '--fresh', '--references', ws.references],
+        {
+          cwd: ROOT,
+          env: { TMPDIR: temporary },
+          reject: false,
+        },
+      );
       let seen: Running[] = [];
       try {
         await until(() => existsSync(journal) && readFileSync(journal, 'utf8').includes('\n'), 120);
@@ -177,11 +184,20 @@ describe("Dask's scratch space", () => {
           'print(json.dumps(workers + [scheduler]))',
           'client.close()',
         ].join('\n');
-        const folders = JSON.parse(execaSync(ensurePythonRuntime(currentSettings()), ['-c', script, cluster.address], { cwd: ROOT, env: workerEnvironment(currentSettings()) }).stdout) as string[];
+        const folders = JSON.parse(
+          execaSync(ensurePythonRuntime(currentSettings()), ['-c', script, cluster.address], {
+            cwd: ROOT,
+            env: workerEnvironment(currentSettings()),
+          }).stdout,
+        ) as string[];
         expect(folders.length).toBe(2);
-        const inside = new RegExp(`^${temporary.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/wwref-dask-(worker|scheduler)-[^/]+/dask-scratch-space/`);
+        const inside = new RegExp(
+          `^${temporary.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/wwref-dask-(worker|scheduler)-[^/]+/dask-scratch-space/`,
+        );
         for (const folder of folders) expect(folder).toMatch(inside);
-        expect(readdirSync(temporary).sort()).toEqual(expect.arrayContaining([expect.stringMatching(/^wwref-dask-scheduler-/), expect.stringMatching(/^wwref-dask-worker-/)]));
+        expect(readdirSync(temporary).sort()).toEqual(
+          expect.arrayContaining([expect.stringMatching(/^wwref-dask-scheduler-/), expect.stringMatching(/^wwref-dask-worker-/)]),
+        );
       } finally {
         await cluster.stop();
       }
@@ -207,9 +223,16 @@ describe('a worker that joins a running job with another identity', () => {
       try {
         await registered(odd.process);
         await until(() => notes.length > 0, 30);
-        expect(notes).toEqual([expect.stringMatching(/^Dask worker tcp:\/\/127\.0\.0\.1:\d+ refused and retired: its identity differs from the admitted workers' in numerics\.environment$/)]);
+        expect(notes).toEqual([
+          expect.stringMatching(
+            /^Dask worker tcp:\/\/127\.0\.0\.1:\d+ refused and retired: its identity differs from the admitted workers' in numerics\.environment$/,
+          ),
+        ]);
         expect([...executor.refused.keys()]).toEqual([notes[0]!.split(' ')[2]]);
-        const ended = await Promise.race([odd.process.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 30_000))]);
+        const ended = await Promise.race([
+          odd.process.then(() => true),
+          new Promise((resolve) => setTimeout(() => resolve(false), 30_000)),
+        ]);
         expect(ended).toBe(true);
         expect((await executor.describe()).length).toBe(1);
       } finally {

@@ -18,7 +18,6 @@ const SCHEDULER_START_SECONDS = 60;
 /** How long Dask's processes may take to close when asked (SIGTERM) before their group is killed. */
 const STOP_GRACE_SECONDS = 10;
 
-
 export interface WorkerOptions {
   /** The scheduler's address, or the file a scheduler started here writes it to. */
   scheduler: string | { file: string };
@@ -120,12 +119,28 @@ function launch(
  */
 export function startWorkers(settings: Settings, options: WorkerOptions): DaskProcesses {
   // From a scheduler file the workers wait for it to appear, at most as long as a scheduler may take to start.
-  const scheduler = typeof options.scheduler === 'string'
-    ? [options.scheduler]
-    : ['--scheduler-file', options.scheduler.file, '--death-timeout', String(SCHEDULER_START_SECONDS)];
-  const host = options.host ?? (typeof options.scheduler === 'string' && /^(tcp|tls):\/\/(127\.0\.0\.1|localhost)[:/]/.test(options.scheduler) ? '127.0.0.1' : undefined);
-  const args = [...scheduler, '--nworkers', String(options.nworkers), '--nthreads', '1',
-    '--preload', 'workflows.cluster.preload', '--preload-nanny', 'workflows.cluster.nanny', '--no-dashboard', ...(host ? ['--host', host] : [])];
+  const scheduler =
+    typeof options.scheduler === 'string'
+      ? [options.scheduler]
+      : ['--scheduler-file', options.scheduler.file, '--death-timeout', String(SCHEDULER_START_SECONDS)];
+  const host =
+    options.host ??
+    (typeof options.scheduler === 'string' && /^(tcp|tls):\/\/(127\.0\.0\.1|localhost)[:/]/.test(options.scheduler)
+      ? '127.0.0.1'
+      : undefined);
+  const args = [
+    ...scheduler,
+    '--nworkers',
+    String(options.nworkers),
+    '--nthreads',
+    '1',
+    '--preload',
+    'workflows.cluster.preload',
+    '--preload-nanny',
+    'workflows.cluster.nanny',
+    '--no-dashboard',
+    ...(host ? ['--host', host] : []),
+  ];
   return launch(settings, 'worker', () => args, { profile: options.profile, env: options.env, inherit: options.inherit });
 }
 
@@ -152,7 +167,15 @@ function writtenAddress(file: string): string | undefined {
 const SCHEDULER_FILE = 'scheduler.json';
 
 function launchScheduler(settings: Settings): LaunchedScheduler {
-  const scheduler = launch(settings, 'scheduler', (folder) => ['--host', '127.0.0.1', '--port', '0', '--no-dashboard', '--scheduler-file', join(folder, SCHEDULER_FILE)]);
+  const scheduler = launch(settings, 'scheduler', (folder) => [
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--no-dashboard',
+    '--scheduler-file',
+    join(folder, SCHEDULER_FILE),
+  ]);
   const file = join(scheduler.folder, SCHEDULER_FILE);
   let exited = false;
   void scheduler.process.then(() => (exited = true));
@@ -192,7 +215,11 @@ export interface LocalCluster {
  * start at once: the workers' interpreter starts and imports Dask while the scheduler starts, then
  * waits for its address file before spawning the worker processes.
  */
-export async function startLocalCluster(settings: Settings, nworkers: number, options: { profile?: NumericalProfile; env?: Record<string, string> } = {}): Promise<LocalCluster> {
+export async function startLocalCluster(
+  settings: Settings,
+  nworkers: number,
+  options: { profile?: NumericalProfile; env?: Record<string, string> } = {},
+): Promise<LocalCluster> {
   const scheduler = launchScheduler(settings);
   const workers = startWorkers(settings, { scheduler: { file: scheduler.file }, nworkers, host: '127.0.0.1', ...options });
   const stop = async () => {

@@ -19,7 +19,6 @@ import {
   WorkerError,
   type Executor,
   type ExecutorOptions,
-  type PreparedInput,
   type RecordRequest,
   type RunOptions,
   type TruthRequest,
@@ -74,7 +73,10 @@ export class DaskExecutor implements Executor {
     };
     this.inputs = new LocalInputs(options.inputRoots?.length ? options.inputRoots : [options.settings.paths.prepared]);
     this.log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-    this.bridge = PythonWorker.spawn(options.settings, { profile: this.profile, env: options.env }, 'workflows.cluster.bridge', ['--scheduler', options.scheduler]);
+    this.bridge = PythonWorker.spawn(options.settings, { profile: this.profile, env: options.env }, 'workflows.cluster.bridge', [
+      '--scheduler',
+      options.scheduler,
+    ]);
     this.ready = this.admit();
     this.ready.catch(() => {}); // awaited by every call
   }
@@ -91,7 +93,10 @@ export class DaskExecutor implements Executor {
     await this.lost(this.bridge.call(Connected, { op: 'connect' }));
     const { workers } = await this.lost(this.bridge.call(Workers, { op: 'workers', wait_seconds: WORKERS_WAIT_SECONDS }));
     const refused = await this.judge(workers, (hello) => admissionProblems(hello, this.rules));
-    if (!this.admitted.length) throw new RuntimeRefused(`no worker of the Dask scheduler ${this.options.scheduler} was admitted: ${[...refused].map(([address, why]) => `${address}: ${why}`).join('; ')}`);
+    if (!this.admitted.length)
+      throw new RuntimeRefused(
+        `no worker of the Dask scheduler ${this.options.scheduler} was admitted: ${[...refused].map(([address, why]) => `${address}: ${why}`).join('; ')}`,
+      );
     void this.admitJoining();
   }
 
@@ -105,7 +110,10 @@ export class DaskExecutor implements Executor {
     for (const [address, reported] of Object.entries(workers)) {
       const hello = HelloResult.safeParse(reported);
       if (!hello.success) {
-        refused.set(address, `its identity cannot be read (${hello.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}); is it another version of wwref?`);
+        refused.set(
+          address,
+          `its identity cannot be read (${hello.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}); is it another version of wwref?`,
+        );
         continue;
       }
       const why = problems(hello.data);
@@ -142,7 +150,8 @@ export class DaskExecutor implements Executor {
       if (error instanceof WorkerCrash) throw new ExecutorLost(`the Dask bridge process stopped: ${error.message}`);
       if (error instanceof WorkerError && error.type === 'SchedulerLost') throw new ExecutorLost(error.message);
       if (error instanceof WorkerError && error.type === 'SchedulerUnreachable') throw new UserError(error.message);
-      if (error instanceof WorkerError && error.type === 'TimeoutError') throw new ExecutorLost(`${error.message}; start workers with 'wwref worker --scheduler ${this.options.scheduler}'`);
+      if (error instanceof WorkerError && error.type === 'TimeoutError')
+        throw new ExecutorLost(`${error.message}; start workers with 'wwref worker --scheduler ${this.options.scheduler}'`);
       throw error;
     }
   }
@@ -171,13 +180,20 @@ export class DaskExecutor implements Executor {
 
   async truth(request: TruthRequest, options: RunOptions): Promise<TruthResult['truth']> {
     await this.ready;
-    return (await this.typed(this.bridge.truth(request.family, this.inputs.resolve(request.input), { timeoutSeconds: options.timeoutSeconds }))).truth;
+    return (
+      await this.typed(this.bridge.truth(request.family, this.inputs.resolve(request.input), { timeoutSeconds: options.timeoutSeconds }))
+    ).truth;
   }
 
   async run(request: RecordRequest, options: RunOptions): Promise<RunResult> {
     await this.ready;
     const input = this.inputs.resolve(request.input);
-    return this.typed(this.bridge.run(request.family, input, request.mask, { reuseSharedStage: request.reuseSharedStage, timeoutSeconds: options.timeoutSeconds }));
+    return this.typed(
+      this.bridge.run(request.family, input, request.mask, {
+        reuseSharedStage: request.reuseSharedStage,
+        timeoutSeconds: options.timeoutSeconds,
+      }),
+    );
   }
 
   cancel(): void {

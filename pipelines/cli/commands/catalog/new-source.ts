@@ -10,12 +10,18 @@ import { outputPath } from '../../output-path.ts';
 
 export default defineCommand({
   command: 'new-source',
-  describe: 'write a construction-plan skeleton from a family and raw files: identities, detected columns, conditions, inactive rules; licence and citation from the package where it states them',
+  describe:
+    'write a construction-plan skeleton from a family and raw files: identities, detected columns, conditions, inactive rules; licence and citation from the package where it states them',
   builder: (y) =>
     withMirror(y)
       .option('family', { choices: FAMILY_NAMES, demandOption: true, describe: 'workflow family (wwref families)' })
       .option('file', { type: 'string', array: true, describe: 'raw file by path (repeatable; the first file given is the main one)' })
-      .option('package', { type: 'string', array: true, describe: 'raw file inside a pinned Python package, DISTRIBUTION:PATH, e.g. scikit-learn:sklearn/datasets/data/iris.csv (repeatable; before --file)' })
+      .option('package', {
+        type: 'string',
+        array: true,
+        describe:
+          'raw file inside a pinned Python package, DISTRIBUTION:PATH, e.g. scikit-learn:sklearn/datasets/data/iris.csv (repeatable; before --file)',
+      })
       .option('source', { type: 'string', describe: 'source id (default: from the first file name)' })
       .option('title', { type: 'string', describe: 'readable title' })
       .option('out', { type: 'string', describe: 'plan file to write (default ./<source>.plan.json)' })
@@ -31,7 +37,10 @@ export default defineCommand({
       title: argv.title,
     });
     const target = outputPath(settings, argv.out ?? defaultPlanFile(plan), 'out', 'file', true);
-    if (dirname(target) === resolve(ROOT, 'sources')) throw new UserError(`--out ${argv.out}: sources/ holds the published catalog; write the plan elsewhere (e.g. sources/examples/ or your own folder)`);
+    if (dirname(target) === resolve(ROOT, 'sources'))
+      throw new UserError(
+        `--out ${argv.out}: sources/ holds the published catalog; write the plan elsewhere (e.g. sources/examples/ or your own folder)`,
+      );
     if (existsSync(target) && !argv.force) throw new UserError(`--out ${target} exists; pass --force to overwrite it`);
     writeFileAtomic(target, `${JSON.stringify(plan, null, 2)}\n`);
     for (const note of notes) out(`- ${note}`);
