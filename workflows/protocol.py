@@ -7,6 +7,7 @@ Requests are one JSON object per line. A success response is the line
 as ``{"ndarray": {"dtype", "shape", "offset", "nbytes"}}``: its C-order bytes are that slice of the
 attachment, so large predictions cross without base64 or JSON escaping.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,8 @@ import os
 import sys
 import threading
 import traceback
-from typing import Any, BinaryIO, Callable
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -112,7 +114,9 @@ class Responses:
             self.stream.flush()
 
 
-def serve(requests, responses: Responses, ops: dict[str, Callable[[dict], Any]], later: dict[str, Callable[[dict], None]] | None = None) -> None:
+def serve(
+    requests, responses: Responses, ops: dict[str, Callable[[dict], Any]], later: dict[str, Callable[[dict], None]] | None = None
+) -> None:
     """Answers one JSON request per line (text ``requests``) until end of input or a shutdown request:
     an operation of ``ops`` at once, in order; one of ``later`` (the Dask bridge's records) takes the
     request and answers it through ``responses`` when it is done, in any order (an error it raises at
@@ -137,4 +141,4 @@ def serve(requests, responses: Responses, ops: dict[str, Callable[[dict], Any]],
             except Exception as error:  # a malformed request, answered at once
                 responses.send(failure(request.get("id"), error))
         else:
-            responses.send(answer(request.get("id"), lambda: dispatch(ops, request)))
+            responses.send(answer(request.get("id"), lambda request=request: dispatch(ops, request)))

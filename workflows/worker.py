@@ -25,6 +25,7 @@ protocol has its own descriptor. The thread variables (OMP_NUM_THREADS, ...) are
 orchestrator before this process starts, and threadpoolctl limits every pool to one thread at start
 (hello reports the pools, and the orchestrator refuses a worker with more).
 """
+
 from __future__ import annotations
 
 import json
@@ -71,6 +72,7 @@ class Worker:
 
     def prepare(self, request: dict) -> dict:
         from workflows.prepare import run_recipe
+
         return run_recipe(request["recipe"], request["params"], request["raw"], request["out"])
 
     def operations(self) -> dict:

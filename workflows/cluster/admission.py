@@ -2,6 +2,7 @@
 admission.ts, the one admission rule of wwref) from the identities the bridge reports here; the bridge
 marks the workers it accepted (a task reaching any other worker is rescheduled before it computes) and
 retires the ones it refused."""
+
 from __future__ import annotations
 
 import threading
@@ -37,7 +38,9 @@ class Admission:
         deadline = time.monotonic() + float(request.get("wait_seconds", 60))
         while not self.client.scheduler_info(n_workers=-1)["workers"]:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no Dask worker connected to {self.client.scheduler.address} within {request.get('wait_seconds', 60)} s")
+                raise TimeoutError(
+                    f"no Dask worker connected to {self.client.scheduler.address} within {request.get('wait_seconds', 60)} s"
+                )
             time.sleep(0.2)
         return self.report(self.identities())
 

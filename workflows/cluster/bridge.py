@@ -17,6 +17,7 @@ Operations, in the order the orchestrator sends them:
   (workflows/cluster/results.py); the monitor enforces timeouts and watches the scheduler link
   (workflows/cluster/monitor.py).
 """
+
 from __future__ import annotations
 
 import argparse

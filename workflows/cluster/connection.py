@@ -2,6 +2,7 @@
 seconds, so that an address where no scheduler answers fails at once with one line saying what is there:
 Dask's client waits without end on a port that accepts and stays silent, and retries a web server's
 answer (read as a frame of exabytes) as long as it waits."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,9 +38,13 @@ def accepts(address: str) -> None:
     try:
         socket.create_connection((host, port), timeout=ANSWER_SECONDS).close()
     except ConnectionRefusedError:
-        raise SchedulerUnreachable(f"nothing is listening at {address} (connection refused): is the Dask scheduler running, on this port?") from None
+        raise SchedulerUnreachable(
+            f"nothing is listening at {address} (connection refused): is the Dask scheduler running, on this port?"
+        ) from None
     except TimeoutError:
-        raise SchedulerUnreachable(f"{address} accepts no connection within {ANSWER_SECONDS:g} s (no answer: a wrong host, or a firewall?)") from None
+        raise SchedulerUnreachable(
+            f"{address} accepts no connection within {ANSWER_SECONDS:g} s (no answer: a wrong host, or a firewall?)"
+        ) from None
     except OSError as error:
         raise SchedulerUnreachable(f"{address} cannot be reached: {error.strerror or error}") from None
 
@@ -54,9 +59,15 @@ def identify(address: str) -> None:
     try:
         found = asyncio.run(asyncio.wait_for(identity(address), ANSWER_SECONDS))
     except TimeoutError:
-        raise SchedulerUnreachable(f"{address} accepts connections but gives no answer in Dask's protocol within {ANSWER_SECONDS:g} s: no Dask scheduler is listening there") from None
+        raise SchedulerUnreachable(
+            f"{address} accepts connections but gives no answer in Dask's protocol within {ANSWER_SECONDS:g} s: "
+            "no Dask scheduler is listening there"
+        ) from None
     except Exception as error:  # garbage read as Dask's frames (MemoryError, decoding errors), a TLS refusal
-        raise SchedulerUnreachable(f"{address} answers, but not in Dask's protocol ({type(error).__name__}): no Dask scheduler is listening there (another service, such as a dashboard's web port?)") from None
+        raise SchedulerUnreachable(
+            f"{address} answers, but not in Dask's protocol ({type(error).__name__}): no Dask scheduler is listening there "
+            "(another service, such as a dashboard's web port?)"
+        ) from None
     kind = found.get("type") if isinstance(found, dict) else None
     if kind != "Scheduler":
         raise SchedulerUnreachable(f"{address} is a Dask {kind or 'server'}, not a scheduler: give the scheduler's address")

@@ -1,5 +1,6 @@
 """Prepared inputs on the cluster: each one's files are read here once, checked against their sha256 and
 scattered to every worker under their content hash (no shared filesystem; the workers check them again)."""
+
 from __future__ import annotations
 
 import hashlib

@@ -4,6 +4,7 @@ private FOLDER (the scheduler's address file, Dask's scratch space) and a pipe f
 standard input. Nothing outlives it: when the command ends (SIGTERM closes Dask gracefully) or when the
 pipe closes (the orchestrator is gone, however it ended: exit, signal or SIGKILL), its child processes
 (the worker processes of a nanny) are killed and FOLDER is removed."""
+
 from __future__ import annotations
 
 import importlib

@@ -2,6 +2,7 @@
 for SCHEDULER_LOST_SECONDS fails every pending request as SchedulerLost, and the orchestrator stops), the
 running tasks (a task over its timeout is cancelled and its worker restarted: RecordTimeout) and the
 workers that connect while the job runs (reported to the orchestrator for admission)."""
+
 from __future__ import annotations
 
 import sys
@@ -60,7 +61,11 @@ class Monitor:
                     flight.again(entry["items"])
                 else:
                     per_record = entry["timeout"]
-                    flight.fail_items(entry["items"], "RecordTimeout", f"exceeded the {per_record:g} s timeout; Dask worker {entry['worker']} was restarted")
+                    flight.fail_items(
+                        entry["items"],
+                        "RecordTimeout",
+                        f"exceeded the {per_record:g} s timeout; Dask worker {entry['worker']} was restarted",
+                    )
 
     def watch_scheduler(self) -> None:
         if self.client.status == "running":

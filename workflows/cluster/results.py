@@ -2,6 +2,7 @@
 records, or its failure typed for the orchestrator. A batch whose worker died is sent again record by
 record, so that a record that crashes its worker fails alone (WorkerCrash); a task whose scattered input
 was lost with its workers is sent again once they have restarted; a lost scheduler fails it as SchedulerLost."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -68,7 +69,7 @@ class Results:
             outcomes = result if items[0]["request"]["op"] == "run" else [{"ok": result}]
             if items[0]["request"]["op"] == "run":
                 flight.learn(items[0]["key"], [o["ok"]["wall_seconds"] for o in outcomes if "ok" in o])
-            for item, outcome in zip(items, outcomes):
+            for item, outcome in zip(items, outcomes, strict=False):
                 request_id = item["request"]["id"]
                 if "error" in outcome:
                     self.responses.send(reported_failure(request_id, *outcome["error"]))

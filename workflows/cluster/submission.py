@@ -1,6 +1,7 @@
 """Records on their way to the cluster: the ``run`` and ``truth`` requests queued in the bridge, grouped
 into Dask tasks and submitted a few per admitted worker at a time, and the tasks in flight (answered by
 workflows/cluster/results.py, watched by workflows/cluster/monitor.py)."""
+
 from __future__ import annotations
 
 import collections
@@ -60,9 +61,11 @@ class Submission:
 
     def again(self, items: list[dict], next_attempt: bool = False, delay: float = 0.0) -> None:
         """Sends requests again, one task each, so that a record that fails does so alone."""
+
         def resend() -> None:
             for item in items:
                 self.submit(item["request"], item["attempt"] + (1 if next_attempt else 0), solo=True)
+
         if delay:
             threading.Timer(delay, resend).start()
         else:
@@ -128,7 +131,16 @@ class Submission:
         key = f"wwref-{request['op']}-{request['id']}-{uuid.uuid4().hex[:8]}"
         if request["op"] == "run":
             masks = [item["request"]["mask"] for item in items]
-            future = self.client.submit(tasks.run, request["family"], request["files"], contents, masks, bool(request.get("reuse_shared_stage")), key=key, pure=False)
+            future = self.client.submit(
+                tasks.run,
+                request["family"],
+                request["files"],
+                contents,
+                masks,
+                bool(request.get("reuse_shared_stage")),
+                key=key,
+                pure=False,
+            )
         else:
             future = self.client.submit(tasks.truth, request["family"], request["files"], contents, key=key, pure=False)
         timeout = float(request.get("timeout_seconds") or 0) * len(items)

@@ -12,6 +12,7 @@
 Descriptions are read as text (``ast`` for the Python files), never imported. What a description does not
 state is left out, never invented.
 """
+
 from __future__ import annotations
 
 import ast
@@ -34,8 +35,8 @@ def package_licence(dist: importlib.metadata.Distribution) -> tuple[str, str] | 
     if len(lines) == 1 and len(lines[0]) <= 100:
         return lines[0], "License"
     for line in lines:  # a Debian-style copyright text: "License: BSD-3-Clause"
-        if line.startswith("License:") and line[len("License:"):].strip():
-            return line[len("License:"):].strip(), "License"
+        if line.startswith("License:") and line[len("License:") :].strip():
+            return line[len("License:") :].strip(), "License"
     if lines and len(lines[0]) <= 100 and re.search(r"licen[cs]e", lines[0], re.I):
         return lines[0], "first line of License"
     for classifier in metadata.get_all("Classifier") or []:
@@ -80,7 +81,7 @@ def _sklearn(purelib: Path, relative: str) -> dict[str, Any] | None:
     for i, line in enumerate(lines):
         if "References" in line:
             item: list[str] = []
-            for following in lines[i + 1:]:
+            for following in lines[i + 1 :]:
                 text = following.strip()
                 if item and (not text or text[:2] in ("- ", "* ")):
                     break
@@ -91,7 +92,7 @@ def _sklearn(purelib: Path, relative: str) -> dict[str, Any] | None:
             break
         if line.strip() == "For more information see:":
             paragraph = []
-            for following in lines[i + 1:]:
+            for following in lines[i + 1 :]:
                 if not following.strip():
                     break
                 paragraph.append(following.strip())
@@ -177,7 +178,11 @@ def about(purelib: Path, package: dict[str, str]) -> dict[str, Any]:
     answer: dict[str, Any] = {"licence": None, "citation": None, "homepage": None}
     stated = described.get("licence") if described else None
     if licence or stated:
-        unstated = f"no licence stated in the data set's description ({described['from']})" if described else f"no licence stated for the file by {shipped}"
+        unstated = (
+            f"no licence stated in the data set's description ({described['from']})"
+            if described
+            else f"no licence stated for the file by {shipped}"
+        )
         data = f"{stated.rstrip('.')} (as {shipped} documents the data set)" if stated else unstated
         package_part = f"; redistributed inside {shipped}, whose package licence is {licence[0]}" if licence else ""
         origins = ([described["from"]] if stated else []) + ([f"{shipped} package metadata ({licence[1]})"] if licence else [])
