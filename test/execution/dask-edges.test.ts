@@ -22,9 +22,7 @@ import { currentSettings } from '../support/workspace.ts';
 /** Committed prepared inputs are used as they are (prepared/ is set up before the tests run). */
 let ws: Workspace;
 beforeAll(() => {
-  ws = useTempWorkspace();
-  delete process.env.WWREF_PREPARED_DIR;
-  delete process.env.WWREF_MANIFESTS_DIR;
+  ws = useTempWorkspace({ inputs: 'committed' });
 });
 afterAll(() => ws.dispose());
 
