@@ -463,8 +463,11 @@ export function diffLines(report: DiffReport, options: { all?: boolean } = {}): 
   }
   const t = report.totals;
   lines.push(
-    `total: ${t.conditions_changed}/${t.conditions} conditions changed; ${t.hash_changed}/${t.records} prediction hashes, ${t.utility_changed} utilities, ${t.status_changed} statuses, ${t.warnings_changed} warning lists changed; ` +
-      `max |Δu| ${g(t.max_abs_delta)} (max ${g(t.max_rel_delta)} of a range); mean effect MAE ${g(t.mean_effect_mae)}, mean R ${g(t.mean_effect_recovery)} (min ${g(t.min_effect_recovery)})`,
+    `total: ${t.conditions_changed}/${t.conditions} conditions changed; ` +
+      `${t.hash_changed}/${t.records} prediction hashes, ${t.utility_changed} utilities, ` +
+      `${t.status_changed} statuses, ${t.warnings_changed} warning lists changed; ` +
+      `max |Δu| ${g(t.max_abs_delta)} (max ${g(t.max_rel_delta)} of a range); ` +
+      `mean effect MAE ${g(t.mean_effect_mae)}, mean R ${g(t.mean_effect_recovery)} (min ${g(t.min_effect_recovery)})`,
   );
   lines.push(`best mask changed: ${t.best_mask_changed.join(', ') || 'none'}`);
   for (const f of REVERSAL_FLOORS) lines.push(`reversals changed at ${f.label}: ${t.reversals_changed[f.key]!.join(', ') || 'none'}`);

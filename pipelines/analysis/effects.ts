@@ -496,7 +496,9 @@ export function writeEffects(
       conditional_effect: 'Δ_i(z) = u(z + e_i) − u(z) for every option i and mask z with z_i = 0',
       pair_interaction: 'J_ij = mean over z with z_i = z_j = 0 of u(z+e_i+e_j) − u(z+e_i) − u(z+e_j) + u(z)',
       mean_abs_effect: 'A_t = mean |Δ_i(z)| over all conditional effects of the condition',
-      sign_reversal: `some option has Δ > floor on one background and Δ < −floor on another; relative floors are max(${ABSOLUTE_FLOOR}, fraction × response range)`,
+      sign_reversal:
+        `some option has Δ > floor on one background and Δ < −floor on another; ` +
+        `relative floors are max(${ABSOLUTE_FLOOR}, fraction × response range)`,
     },
     ...summary,
     files: [...files, 'summary.json'],
@@ -508,7 +510,8 @@ export function writeEffects(
 /** The lines `wwref effects` prints: counts, then one line per reversal floor. */
 export function summaryLines(summary: CatalogSummary): string[] {
   const lines = [
-    `${summary.conditions} conditions (${summary.four_option_conditions} four-option, ${summary.six_option_conditions} six-option${summary.other_conditions ? `, ${summary.other_conditions} other` : ''}), ` +
+    `${summary.conditions} conditions (${summary.four_option_conditions} four-option, ` +
+      `${summary.six_option_conditions} six-option${summary.other_conditions ? `, ${summary.other_conditions} other` : ''}), ` +
       `${summary.masks} masks, ${summary.conditional_effects} conditional effects, ${summary.pair_interactions} pair interactions, ` +
       `${summary.equivalence_classes} equivalence classes (${summary.masks_in_equivalence_classes} masks)`,
   ];

@@ -125,7 +125,10 @@ function addedElsewhere(source: string, manifestsDir: string): string {
     const manifest = JSON.parse(readFileSync(join(manifestsDir, `${source}.json`), 'utf8')) as { plan?: { file?: string } };
     const file = manifest.plan?.file;
     if (!file) return '';
-    return `; '${source}' was prepared from ${file}: if it was added with 'wwref add-source --references DIR', point the commands at that folder with --references DIR`;
+    return (
+      `; '${source}' was prepared from ${file}: if it was added with 'wwref add-source --references DIR', ` +
+      `point the commands at that folder with --references DIR`
+    );
   } catch {
     return '';
   }

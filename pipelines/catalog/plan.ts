@@ -201,7 +201,9 @@ export const Plan = z
           ctx.addIssue({
             code: 'custom',
             path: ['conditions', i, 'options'],
-            message: `a ${condition.dimensions}-option ${plan.family} condition uses options ${letters.join(', ')} (mask width ${condition.dimensions}), not ${condition.options.join(', ') || 'none'}`,
+            message:
+              `a ${condition.dimensions}-option ${plan.family} condition uses options ${letters.join(', ')} ` +
+              `(mask width ${condition.dimensions}), not ${condition.options.join(', ') || 'none'}`,
           });
         }
       }
@@ -273,7 +275,8 @@ export function parsePlan(file: string, text: string): Plan {
   const surrogate = loneSurrogateAt(json);
   if (surrogate)
     throw new UserError(
-      `invalid construction plan ${file}: ${surrogate}: a \\u escape encodes half a character (a lone surrogate, U+D800–U+DFFF); write the character itself`,
+      `invalid construction plan ${file}: ${surrogate}: a \\u escape encodes half a character ` +
+        `(a lone surrogate, U+D800–U+DFFF); write the character itself`,
     );
   const parsed = Plan.safeParse(json);
   if (!parsed.success) throw new UserError(describePlanIssues(file, parsed.error));

@@ -60,7 +60,8 @@ export function withExecutor<T>(y: Argv<T>) {
       choices: EXECUTOR_KINDS,
       default: 'local' as const,
       describe:
-        'local: worker processes here; dask: the workers of a Dask scheduler (--scheduler); dask-local: a Dask cluster of --workers processes started here for the job',
+        'local: worker processes here; dask: the workers of a Dask scheduler (--scheduler); ' +
+        'dask-local: a Dask cluster of --workers processes started here for the job',
     })
     .option('scheduler', { type: 'string', describe: 'Dask scheduler address for --executor dask, e.g. tcp://10.0.0.5:8786' });
 }

@@ -41,7 +41,9 @@ export const NAME_LIMITS = readContract('naming.json', Naming);
  * count code points, as Python's len() does. Shared by the plan schema and insideRoot.
  */
 export const SAFE_RELATIVE_PATH = new RegExp(
-  String.raw`^(?!\.\.?(?:\/|$))(?!.*\/\.\.?(?:\/|$))[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}}(?:\/[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}})*$`,
+  String.raw`^(?!\.\.?(?:\/|$))(?!.*\/\.\.?(?:\/|$))` +
+    String.raw`[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}}` +
+    String.raw`(?:\/[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}})*$`,
   'su',
 );
 export const SAFE_RELATIVE_PATH_RULE =
@@ -96,7 +98,8 @@ export function realPath(path: string): string {
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new UserError(
-      `cannot resolve ${head}: ${code === 'ENOENT' ? 'a dangling symbolic link' : code === 'ELOOP' ? 'a symbolic link loop' : (error as Error).message}`,
+      `cannot resolve ${head}: ` +
+        `${code === 'ENOENT' ? 'a dangling symbolic link' : code === 'ELOOP' ? 'a symbolic link loop' : (error as Error).message}`,
     );
   }
 }

@@ -38,7 +38,8 @@ export function ensurePythonRuntime(settings: Settings, log: (line: string) => v
     );
   const name = settings.runtime.name;
   log(
-    `wwref: creating the Python runtime '${name}' in ${dirname(dirname(python))} (first use; takes a few minutes, once; 'npm run setup' does the same)…`,
+    `wwref: creating the Python runtime '${name}' in ${dirname(dirname(python))} ` +
+      `(first use; takes a few minutes, once; 'npm run setup' does the same)…`,
   );
   const command = hasFlock() ? ['flock', lockFile(), 'bash', SETUP_SCRIPT] : ['bash', SETUP_SCRIPT];
   // stdout of the set-up goes to our stderr (fd 2)
@@ -48,7 +49,8 @@ export function ensurePythonRuntime(settings: Settings, log: (line: string) => v
   if (result.error) throw new UserError(`cannot run ${SETUP_SCRIPT}: ${result.error.message}`);
   if (result.status !== 0 || !existsSync(python)) {
     throw new UserError(
-      `the pinned Python runtime could not be created (scripts/setup-python exited with status ${result.status ?? result.signal}); see its message above, then run 'npm run setup'`,
+      `the pinned Python runtime could not be created (scripts/setup-python exited with status ${result.status ?? result.signal}); ` +
+        `see its message above, then run 'npm run setup'`,
     );
   }
   log(`wwref: Python runtime '${name}' ready (${python})`);

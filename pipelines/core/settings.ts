@@ -89,7 +89,8 @@ function checkRuntimeEnvironment(runtime: RuntimeDeclaration, env: Readonly<Reco
   for (const [key, value] of Object.entries(runtime.environment)) {
     if (env[key] !== undefined && env[key] !== value) {
       throw new UserError(
-        `${key}=${JSON.stringify(env[key])} is set in the environment, but runtime '${runtime.name}' sets ${JSON.stringify(value)} (wwref.config.json); unset it`,
+        `${key}=${JSON.stringify(env[key])} is set in the environment, ` +
+          `but runtime '${runtime.name}' sets ${JSON.stringify(value)} (wwref.config.json); unset it`,
       );
     }
   }
@@ -101,7 +102,8 @@ function selectProfile(configured: string | undefined, fromEnv: string | undefin
   }
   if (configured !== undefined && fromEnv !== undefined && fromEnv !== configured) {
     throw new UserError(
-      `WWREF_NUMERICAL_PROFILE=${fromEnv} contradicts numerical_profile '${configured}' of wwref.config.json, which decides it; unset the variable or edit the file`,
+      `WWREF_NUMERICAL_PROFILE=${fromEnv} contradicts numerical_profile '${configured}' of wwref.config.json, ` +
+        `which decides it; unset the variable or edit the file`,
     );
   }
   return profileByName(configured ?? fromEnv ?? DEFAULT_PROFILE, runtimePins(runtime).numpy);

@@ -24,7 +24,8 @@ export function admissionProblems(hello: HelloResult, rules: AdmissionRules): st
   const problems = profileProblems(rules.profile, hello.numerics).map((p) => `numerical profile '${rules.profile.name}': ${p}`);
   if (hello.hash_randomization) {
     problems.push(
-      "its string hashing is randomized (PYTHONHASHSEED was not 0 when it started; a Dask worker started without '--preload-nanny workflows.cluster.nanny' gets Dask's own seed)",
+      'its string hashing is randomized (PYTHONHASHSEED was not 0 when it started; ' +
+        "a Dask worker started without '--preload-nanny workflows.cluster.nanny' gets Dask's own seed)",
     );
   }
   const threaded = hello.threadpools.filter((p) => p.num_threads !== 1);

@@ -67,7 +67,8 @@ export function checkRuntimeTarget(dir: string, versions: Record<string, string>
   const built = versions ? runtimeOfVersions(versions) : undefined;
   if (built && built !== runtime.name) {
     throw new UserError(
-      `${dir} holds references of runtime '${built}'; runtime '${runtime.name}' writes its references into a folder of its own (pass --references DIR, e.g. outputs/${runtime.name})`,
+      `${dir} holds references of runtime '${built}'; ` +
+        `runtime '${runtime.name}' writes its references into a folder of its own (pass --references DIR, e.g. outputs/${runtime.name})`,
     );
   }
 }

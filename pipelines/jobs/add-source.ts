@@ -206,7 +206,8 @@ function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, 
   for (const claim of known) {
     if (claim.source === plan.source && !samePlanFile(claim.planFile, loaded.file)) {
       throw new UserError(
-        `source '${plan.source}' is already taken by ${claim.where}${claim.where.includes(claim.planFile) ? '' : ` (plan ${claim.planFile})`}; choose another source name ` +
+        `source '${plan.source}' is already taken by ${claim.where}` +
+          `${claim.where.includes(claim.planFile) ? '' : ` (plan ${claim.planFile})`}; choose another source name ` +
           `(only the same plan file can be added again, with --force)`,
       );
     }
@@ -252,12 +253,15 @@ function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, 
   if (!options.force) {
     if (changed.length) {
       throw new UserError(
-        `plan of source '${plan.source}' changed after its references were written: the reference manifest records plan sha256 ${changed.join(', ')} ` +
-          `(${existing.map(([id]) => id).join(', ')}), the plan is now ${loaded.sha256}. Refusing to overwrite; pass --force to rebuild it and record the supersession`,
+        `plan of source '${plan.source}' changed after its references were written: the reference manifest ` +
+          `records plan sha256 ${changed.join(', ')} ` +
+          `(${existing.map(([id]) => id).join(', ')}), the plan is now ${loaded.sha256}. ` +
+          `Refusing to overwrite; pass --force to rebuild it and record the supersession`,
       );
     }
     throw new UserError(
-      `source '${plan.source}' was already added: the reference manifest holds ${existing.map(([id]) => id).join(', ')} built from this plan (sha256 ${loaded.sha256}); ` +
+      `source '${plan.source}' was already added: the reference manifest holds ${existing.map(([id]) => id).join(', ')} ` +
+        `built from this plan (sha256 ${loaded.sha256}); ` +
         `refusing to re-add it (pass --force to rebuild it anyway)`,
     );
   }
@@ -309,7 +313,8 @@ export function checkAddSource(planFile: string, options: AddSourceOptions): str
     ...statics.notes.map((n) => `  ${n}`),
     ...plan.conditions.map(
       (c) =>
-        `  ${c.id}: ${c.dimensions} options, ${2 ** c.dimensions} masks, ${c.equivalences.length} declared equivalence(s)${c.paired_with ? `, paired with ${c.paired_with}` : ''}`,
+        `  ${c.id}: ${c.dimensions} options, ${2 ** c.dimensions} masks, ` +
+        `${c.equivalences.length} declared equivalence(s)${c.paired_with ? `, paired with ${c.paired_with}` : ''}`,
     ),
     `target ${target}: ${supersedes.length ? `would supersede plan sha256 ${supersedes.join(', ')}` : 'the source can be added'}`,
   ];
@@ -530,7 +535,8 @@ export function addSourceLines(result: AddSourceResult): string[] {
   for (const p of result.problems) lines.push(`FAILED ${p}`);
   lines.push(
     result.written
-      ? `source ${result.source} added: ${result.records} records in ${result.conditions.length} table(s) written to ${result.referencesDir} (plan sha256 ${result.planSha256}); ` +
+      ? `source ${result.source} added: ${result.records} records in ${result.conditions.length} table(s) written to ${result.referencesDir} ` +
+          `(plan sha256 ${result.planSha256}); ` +
           `wall ${result.wallSeconds.toFixed(1)} s, native ${result.nativeSeconds.toFixed(1)} s, ${result.workers} worker(s)`
       : `source ${result.source} NOT added: nothing was written to ${result.referencesDir}`,
   );

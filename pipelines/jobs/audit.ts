@@ -326,7 +326,8 @@ async function reprepareSource(
     return {
       state: 'missing',
       problems: [
-        `not re-prepared, its raw files cannot be acquired: ${message}; put them under a mirror folder (--mirror DIR) and run 'wwref acquire --source ${plan.source}'`,
+        `not re-prepared, its raw files cannot be acquired: ${message}; ` +
+          `put them under a mirror folder (--mirror DIR) and run 'wwref acquire --source ${plan.source}'`,
       ],
       notes: result.notes,
     };
@@ -355,14 +356,17 @@ async function reprepareSource(
     );
     for (const field of changed)
       result.problems.push(
-        `fact ${field}: ${manifestPath(options.settings.paths, plan.source)} records ${shown(manifest.facts[field])}, re-prepared ${shown(facts[field])}`,
+        `fact ${field}: ${manifestPath(options.settings.paths, plan.source)} records ${shown(manifest.facts[field])}, ` +
+          `re-prepared ${shown(facts[field])}`,
       );
     if (result.problems.length) {
       result.state = 'FAIL';
       const drift = Object.keys({ ...manifest.versions, ...versions }).filter((v) => manifest.versions[v] !== versions[v]);
       if (drift.length)
         result.notes.push(
-          `re-prepared with ${drift.map((v) => `${v} ${versions[v] ?? '(none)'}`).join(', ')}; the manifest was written with ${drift.map((v) => `${v} ${manifest.versions[v] ?? '(none)'}`).join(', ')}: other versions may explain a difference`,
+          `re-prepared with ${drift.map((v) => `${v} ${versions[v] ?? '(none)'}`).join(', ')}; ` +
+            `the manifest was written with ${drift.map((v) => `${v} ${manifest.versions[v] ?? '(none)'}`).join(', ')}: ` +
+            `other versions may explain a difference`,
         );
     }
     return result;

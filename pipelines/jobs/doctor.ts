@@ -45,7 +45,8 @@ export async function doctor(settings: Settings): Promise<DoctorResult> {
   const n = hello.numerics;
   const pad = (label: string) => label.padEnd(12);
   const lines = [
-    `${pad('python')}${hello.python} (${settings.python.executable}), string hashing ${hello.hash_randomization ? 'randomized (PYTHONHASHSEED is not 0)' : 'fixed (PYTHONHASHSEED=0)'}`,
+    `${pad('python')}${hello.python} (${settings.python.executable}), ` +
+      `string hashing ${hello.hash_randomization ? 'randomized (PYTHONHASHSEED is not 0)' : 'fixed (PYTHONHASHSEED=0)'}`,
     `${pad('versions')}${Object.entries(hello.versions)
       .map(([p, v]) => `${p} ${v}`)
       .join(', ')}`,
@@ -67,7 +68,8 @@ export async function doctor(settings: Settings): Promise<DoctorResult> {
         .join(' ') || 'none'
     }`,
     `${pad('')}${refusal ? `REFUSED: ${refusal}` : 'effective state matches the profile'}`,
-    `${pad('profiles')}${PROFILE_NAMES.join(', ')} (choose with numerical_profile in wwref.config.json, or WWREF_NUMERICAL_PROFILE where the file sets none)`,
+    `${pad('profiles')}${PROFILE_NAMES.join(', ')} ` +
+      `(choose with numerical_profile in wwref.config.json, or WWREF_NUMERICAL_PROFILE where the file sets none)`,
   ];
   const why: string[] = [];
   if (refusal) why.push(refusal);

@@ -124,7 +124,8 @@ export function checkPlans(store: ReferenceStore, selected: CatalogCondition[], 
     }
     if (!force) {
       throw new UserError(
-        `plan of condition '${c.id}' changed after its references were written (${store.manifestPath} records plan sha256 ${entry.plan_sha256}, ${c.plan.file} is now ${c.plan.sha256}); ` +
+        `plan of condition '${c.id}' changed after its references were written (${store.manifestPath} records plan sha256 ${entry.plan_sha256}, ` +
+          `${c.plan.file} is now ${c.plan.sha256}); ` +
           'pass --force to rebuild it and record the old plan as superseded',
       );
     }
@@ -139,7 +140,8 @@ export function checkPlans(store: ReferenceStore, selected: CatalogCondition[], 
     const plan = selected.find((c) => c.source === entry.source)!.plan;
     if (entry.plan_sha256 !== plan.sha256) {
       throw new UserError(
-        `condition '${id}' of source '${entry.source}' was built from another plan (${entry.plan_sha256}); rebuild it together with the others of its source (--condition ${id})`,
+        `condition '${id}' of source '${entry.source}' was built from another plan (${entry.plan_sha256}); ` +
+          `rebuild it together with the others of its source (--condition ${id})`,
       );
     }
   }
@@ -156,7 +158,8 @@ async function checkRuntime(executor: Executor, store: ReferenceStore, runnable:
     : [];
   if (mixed.length) {
     throw new UserError(
-      `${mixed.join('; ')}: rebuilding only some conditions of ${store.dir} would mix runtimes in one manifest; rebuild all of them, or build into another folder (--references)`,
+      `${mixed.join('; ')}: rebuilding only some conditions of ${store.dir} would mix runtimes in one manifest; ` +
+        `rebuild all of them, or build into another folder (--references)`,
     );
   }
   return hello!;

@@ -205,7 +205,8 @@ export function declaredFor(
   const path = planFilePath(entry.plan_file);
   if (!existsSync(path))
     throw new UserError(
-      `condition '${condition}': its plan ${entry.plan_file} (named by the manifest) does not exist, so the references cannot be checked against it; refusing to replay`,
+      `condition '${condition}': its plan ${entry.plan_file} (named by the manifest) does not exist, ` +
+        `so the references cannot be checked against it; refusing to replay`,
     );
   const loaded = loadPlanFile(path);
   const { plan } = loaded;

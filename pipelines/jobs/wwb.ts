@@ -41,7 +41,8 @@ import type { ReplayExpectation, ReplayTarget, StoredRecord } from './replay.ts'
 
 /** What a folder must hold to be read as a pack; said by every refusal of a folder that is not one. */
 const PACK_CONTENTS =
-  'a pack holds manifest.json (files_sha256: the sha256 of every file of the pack; replay_versions), references/<condition>.json and inputs/<source>/{arrays.npz,metadata.json.gz}';
+  'a pack holds manifest.json (files_sha256: the sha256 of every file of the pack; replay_versions), ' +
+  'references/<condition>.json and inputs/<source>/{arrays.npz,metadata.json.gz}';
 /** The manifest and each table are parsed whole; the published tables are well under 1 MiB. */
 export const PACK_JSON_MAX_BYTES = 64 << 20;
 /** Any other listed file is hashed streamed, up to this size; prepared inputs are a few MiB. */

@@ -56,7 +56,9 @@ export function checkPaired(condition: string, paired: string, six: HashedRecord
         condition,
         declaration: `E=F=0 subcube repeats ${paired}`,
         masks: [pairedSubcubeMask(record.mask), record.mask],
-        detail: `hashes ${twin.prediction_sha256?.slice(0, 12)} vs ${record.prediction_sha256?.slice(0, 12)}, utilities ${twin.utility} vs ${record.utility}`,
+        detail:
+          `hashes ${twin.prediction_sha256?.slice(0, 12)} vs ${record.prediction_sha256?.slice(0, 12)}, ` +
+          `utilities ${twin.utility} vs ${record.utility}`,
       });
     }
   }

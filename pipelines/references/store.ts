@@ -55,7 +55,8 @@ export function checkReferenceFolder(dir: string, paths: GuardedPaths): string {
   while (!lstatOrNothing(existing) && dirname(existing) !== existing) existing = dirname(existing);
   if (!lstatOrNothing(existing)?.isDirectory()) {
     throw new UserError(
-      `reference folder ${dir} cannot be a folder: ${existing === real ? 'it is' : `${existing} is`} a file; name a folder (it is created when missing)`,
+      `reference folder ${dir} cannot be a folder: ` +
+        `${existing === real ? 'it is' : `${existing} is`} a file; name a folder (it is created when missing)`,
     );
   }
   return real;
@@ -131,7 +132,8 @@ export class ReferenceStore {
     const actual = sha256Hex(bytes);
     if (actual !== entry.table_sha256) {
       throw new UserError(
-        `reference table changed: ${path} has sha256 ${actual}, the manifest records ${entry.table_sha256}; rebuild the condition, or restore the file`,
+        `reference table changed: ${path} has sha256 ${actual}, the manifest records ${entry.table_sha256}; ` +
+          `rebuild the condition, or restore the file`,
       );
     }
     const table = decodeTable(bytes, path, entry.records);

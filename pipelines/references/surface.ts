@@ -73,7 +73,9 @@ export function manifestProblems(manifest: ReferenceManifest): string[] {
     if (!plan) planOf.set(entry.source, { sha: entry.plan_sha256, file: entry.plan_file, id });
     else if (plan.sha !== entry.plan_sha256 || plan.file !== entry.plan_file) {
       problems.push(
-        `${where} and '${plan.id}' name two plans of source '${entry.source}' (${entry.plan_sha256.slice(0, 12)} from ${entry.plan_file}, ${plan.sha.slice(0, 12)} from ${plan.file}); one manifest holds one plan per source`,
+        `${where} and '${plan.id}' name two plans of source '${entry.source}' ` +
+          `(${entry.plan_sha256.slice(0, 12)} from ${entry.plan_file}, ${plan.sha.slice(0, 12)} from ${plan.file}); ` +
+          `one manifest holds one plan per source`,
       );
     }
   }

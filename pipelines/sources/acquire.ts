@@ -273,7 +273,8 @@ export async function acquireFile(file: RawFile, options: AcquireOptions): Promi
       }
     }
     if (intact) return done(cached, 'cache', cached);
-    rmSync(cached, { recursive: entry.isDirectory(), force: true }); // a corrupted cache entry is dropped (a link itself, not its target) and re-acquired
+    // A corrupted cache entry is dropped (a link itself, not its target) and re-acquired.
+    rmSync(cached, { recursive: entry.isDirectory(), force: true });
     problems.push(`cache entry ${cached} was corrupted and removed`);
   }
 

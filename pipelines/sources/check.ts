@@ -106,7 +106,11 @@ function checkRawFiles(loaded: LoadedPlan, options: AcquireOptions, check: Stati
         const mirrors = mirrorsOf(options);
         check.problems.push({
           path: ['raw_files', i],
-          message: `${file.name} cannot be acquired: not in the raw cache, not at mirror_path under ${mirrors.length ? mirrors.join(', ') : '(no mirror configured)'}${file.package ? ', not in its package' : ', no package'}${file.upstream_url ? ' (downloads are off)' : ', no upstream_url'}`,
+          message:
+            `${file.name} cannot be acquired: not in the raw cache, ` +
+            `not at mirror_path under ${mirrors.length ? mirrors.join(', ') : '(no mirror configured)'}` +
+            `${file.package ? ', not in its package' : ', no package'}` +
+            `${file.upstream_url ? ' (downloads are off)' : ', no upstream_url'}`,
           fix: `copy the file to <mirror>/${file.mirror_path} (or pass --mirror DIR), or give package or upstream_url`,
         });
       }

@@ -131,7 +131,8 @@ export async function prepareSource(
     const differing = Object.entries(options.expected ?? {}).filter(([name, sha]) => preparedFiles[name] !== sha);
     if (differing.length) {
       throw new UserError(
-        `the prepared input of ${plan.source} made here differs from the one the manifest records (${differing.map(([name, sha]) => `${name}: ${preparedFiles[name] ?? 'missing'}, expected ${sha}`).join('; ')}); nothing was kept`,
+        `the prepared input of ${plan.source} made here differs from the one the manifest records ` +
+          `(${differing.map(([name, sha]) => `${name}: ${preparedFiles[name] ?? 'missing'}, expected ${sha}`).join('; ')}); nothing was kept`,
       );
     }
     const manifest = sealManifest({
@@ -261,13 +262,15 @@ export async function prepareMissing(
     const loaded = loadPlanFile(planFilePath(need.planFile));
     if (need.planSha256 && loaded.sha256 !== need.planSha256) {
       throw new UserError(
-        `prepared input of ${need.source} is missing and its plan ${need.planFile} changed since the manifest was written (plan sha256 ${loaded.sha256}, recorded ${need.planSha256}): it cannot be made again as recorded`,
+        `prepared input of ${need.source} is missing and its plan ${need.planFile} changed since the manifest was written ` +
+          `(plan sha256 ${loaded.sha256}, recorded ${need.planSha256}): it cannot be made again as recorded`,
       );
     }
     return loaded;
   });
   log(
-    `preparing ${plans.length} source(s) whose prepared input is missing: ${plans.map((p) => p.plan.source).join(', ')} (checked against the manifest)`,
+    `preparing ${plans.length} source(s) whose prepared input is missing: ` +
+      `${plans.map((p) => p.plan.source).join(', ')} (checked against the manifest)`,
   );
   // a failure is reported once, by the error below, not also by the pool's log line
   const quiet = (line: string) => (line.startsWith('FAILED ') ? undefined : log(line));

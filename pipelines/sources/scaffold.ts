@@ -193,7 +193,8 @@ function tableParams(family: FamilyName, files: DescribedFile[], notes: string[]
     facts.header && new Set(columns.map((c) => c.name)).size === columns.length && !columns.some((c) => /^[-+]?\d/.test(c.name));
   if (facts.header && !named)
     notes.push(
-      `the header row of ${main.name} (${facts.columns.slice(0, 6).join(', ')}) does not give usable column names: columns renamed column_1 … column_${columns.length}`,
+      `the header row of ${main.name} (${facts.columns.slice(0, 6).join(', ')}) does not give usable column names: ` +
+        `columns renamed column_1 … column_${columns.length}`,
     );
   // without a header (or with names repeated across files) every column gets a name here
   const candidates = columns.map((c, k) => ({ ...c, name: named ? c.name : `column_${k + 1}` }));
@@ -201,7 +202,8 @@ function tableParams(family: FamilyName, files: DescribedFile[], notes: string[]
   const chosen = chooseTarget(family, candidates, extra.length ? all[all.length - 1]!.columns : undefined);
   if (!chosen.candidates.length)
     throw new UserError(
-      `new-source: no column of ${main.name} can be the target of a ${family} source (${family === 'regression' ? 'no numeric column' : 'no column with 2 to 50 text or integer values'})`,
+      `new-source: no column of ${main.name} can be the target of a ${family} source ` +
+        `(${family === 'regression' ? 'no numeric column' : 'no column with 2 to 50 text or integer values'})`,
     );
   const target = chosen.target;
   const features = candidates.filter((c) => c.numeric && c !== target).map((c) => c.name);
@@ -209,14 +211,19 @@ function tableParams(family: FamilyName, files: DescribedFile[], notes: string[]
     throw new UserError(
       `new-source: ${main.name} has no numeric column${target ? ` besides the target '${target.name}'` : ' to be a feature'}`,
     );
-  const detected = `detected: ${facts.format}${facts.compression === 'gzip' ? ' (gzip)' : ''} table, ${facts.header ? 'header row' : 'no header row'}, ${names.length} columns`;
-  const rest = `features: the ${features.length} ${target ? 'other ' : ''}numeric column(s)${candidates.some((c) => !c.numeric && c !== target) ? ' (text columns left out)' : ''}`;
+  const detected =
+    `detected: ${facts.format}${facts.compression === 'gzip' ? ' (gzip)' : ''} table, ` +
+    `${facts.header ? 'header row' : 'no header row'}, ${names.length} columns`;
+  const rest =
+    `features: the ${features.length} ${target ? 'other ' : ''}numeric column(s)` +
+    `${candidates.some((c) => !c.numeric && c !== target) ? ' (text columns left out)' : ''}`;
   if (target) {
     notes.push(`${detected}; target '${target.name}': ${chosen.reason}; ${rest}`);
   } else {
     notes.push(`${detected}; ${rest}`);
     notes.push(
-      `TODO target: the target column is not unambiguous (${chosen.candidates.length} candidates, most likely first): ${listCandidates(chosen.candidates, family !== 'regression')}. ` +
+      `TODO target: the target column is not unambiguous (${chosen.candidates.length} candidates, most likely first): ` +
+        `${listCandidates(chosen.candidates, family !== 'regression')}. ` +
         `Set preparation.params.target to one of them and remove it from features${family === 'regression' ? '' : '; set labels to its values'}`,
     );
     todo.push('choose the target column (TODO target)');
@@ -245,11 +252,14 @@ function seriesParams(files: DescribedFile[], notes: string[], todo: string[]): 
   if (!values.length) throw new UserError(`new-source: ${main.name} has no numeric value column (columns: ${facts.columns.join(', ')})`);
   const column = values.length === 1 ? values[0]! : undefined;
   notes.push(
-    `detected: CSV with columns ${facts.columns.join(', ')}${column ? `; series column '${column}': the only numeric column that is not a time index` : ''}`,
+    `detected: CSV with columns ${facts.columns.join(', ')}` +
+      `${column ? `; series column '${column}': the only numeric column that is not a time index` : ''}`,
   );
   if (!column) {
     notes.push(
-      `TODO series: the series column is not unambiguous (${values.length} numeric columns): ${values.map((v) => `'${v}'${facts.empty[v] ? ` (${facts.empty[v]} empty cells: set fill to forward)` : ''}`).join(', ')}. Set preparation.params.columns to [one of them]`,
+      `TODO series: the series column is not unambiguous (${values.length} numeric columns): ` +
+        `${values.map((v) => `'${v}'${facts.empty[v] ? ` (${facts.empty[v]} empty cells: set fill to forward)` : ''}`).join(', ')}. ` +
+        `Set preparation.params.columns to [one of them]`,
     );
     todo.push('choose the series column (TODO series)');
   }
@@ -290,7 +300,8 @@ function recipeParams(family: FamilyName, files: DescribedFile[], notes: string[
     case 'mitdb_ecg': {
       const record = main.name.replace(/\.(hea|dat|atr)$/, '');
       notes.push(
-        'mitdb_ecg: give the three files <record>.hea, <record>.dat and <record>.atr; channels, samples and qrs_codes are the MIT-BIH values of the catalog',
+        'mitdb_ecg: give the three files <record>.hea, <record>.dat and <record>.atr; ' +
+          'channels, samples and qrs_codes are the MIT-BIH values of the catalog',
       );
       return {
         record,
@@ -320,7 +331,8 @@ function mirrorPath(file: DescribedFile, source: string, mirrors: string[], note
   const mirror = mirrors.find((m) => isInside(file.path, m));
   if (mirror) return relative(resolve(mirror), resolve(file.path));
   notes.push(
-    `${file.name} is not inside a mirror folder: copy it to <mirror>/${source}/${file.name} (mirrors: ${mirrors.join(', ') || 'none configured'}; or pass --mirror DIR to add-source)`,
+    `${file.name} is not inside a mirror folder: copy it to <mirror>/${source}/${file.name} ` +
+      `(mirrors: ${mirrors.join(', ') || 'none configured'}; or pass --mirror DIR to add-source)`,
   );
   return `${source}/${file.name}`;
 }

@@ -95,7 +95,8 @@ export class DaskExecutor implements Executor {
     const refused = await this.judge(workers, (hello) => admissionProblems(hello, this.rules));
     if (!this.admitted.length)
       throw new RuntimeRefused(
-        `no worker of the Dask scheduler ${this.options.scheduler} was admitted: ${[...refused].map(([address, why]) => `${address}: ${why}`).join('; ')}`,
+        `no worker of the Dask scheduler ${this.options.scheduler} was admitted: ` +
+          `${[...refused].map(([address, why]) => `${address}: ${why}`).join('; ')}`,
       );
     void this.admitJoining();
   }
@@ -112,7 +113,8 @@ export class DaskExecutor implements Executor {
       if (!hello.success) {
         refused.set(
           address,
-          `its identity cannot be read (${hello.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}); is it another version of wwref?`,
+          `its identity cannot be read ` +
+            `(${hello.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}); is it another version of wwref?`,
         );
         continue;
       }

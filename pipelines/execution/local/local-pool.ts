@@ -74,7 +74,8 @@ export class WorkerPool {
             ? 'answered its hello with something else than a wwref worker'
             : (error as Error).message.split('\n')[0]!.replace(/:$/, '');
         throw new RuntimeRefused(
-          `the Python runtime ${this.options.settings.python.executable} did not start a wwref worker: ${why}${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; ` +
+          `the Python runtime ${this.options.settings.python.executable} did not start a wwref worker: ${why}` +
+            `${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; ` +
             "check WWREF_PYTHON, or run 'npm run setup' to bring the runtime up to date",
         );
       });

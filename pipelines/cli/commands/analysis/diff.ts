@@ -6,7 +6,8 @@ import { outputPath } from '../../output-path.ts';
 export default defineCommand({
   command: 'diff <a> <b>',
   describe:
-    'compare two sets of references (folders, or a folder and a WhatWorkedBench pack): changed hashes, utilities, statuses, best masks, sign reversals, conditional effects, equivalence classes',
+    'compare two sets of references (folders, or a folder and a WhatWorkedBench pack): changed hashes, utilities, statuses, ' +
+    'best masks, sign reversals, conditional effects, equivalence classes',
   builder: (y) =>
     y
       .positional('a', { type: 'string', demandOption: true, describe: 'reference folder (or pack) A, e.g. outputs/references' })

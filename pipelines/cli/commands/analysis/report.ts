@@ -15,7 +15,8 @@ export default defineCommand({
       .option('diff-with', {
         type: 'string',
         describe:
-          'other references (a folder or a WhatWorkedBench pack): the page gets a "diff" section comparing these references with them (as wwref diff)',
+          'other references (a folder or a WhatWorkedBench pack): the page gets a "diff" section ' +
+          'comparing these references with them (as wwref diff)',
       }),
   run: async (argv, { settings, out }) => {
     const { writeReportFiles } = await import('../../../analysis/report.ts');

@@ -11,7 +11,8 @@ import { outputPath } from '../../output-path.ts';
 export default defineCommand({
   command: 'new-source',
   describe:
-    'write a construction-plan skeleton from a family and raw files: identities, detected columns, conditions, inactive rules; licence and citation from the package where it states them',
+    'write a construction-plan skeleton from a family and raw files: identities, detected columns, conditions, inactive rules; ' +
+    'licence and citation from the package where it states them',
   builder: (y) =>
     withMirror(y)
       .option('family', { choices: FAMILY_NAMES, demandOption: true, describe: 'workflow family (wwref families)' })

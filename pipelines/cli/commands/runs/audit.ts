@@ -9,7 +9,8 @@ const COLUMNS = ['manifest', 'plan', 'raw', 'prepared', 'reprepared', 'published
 export default defineCommand({
   command: 'audit',
   describe:
-    'check source manifests against themselves, their plans, the raw cache, the prepared files (each source re-prepared from its raw files and compared byte for byte) and the published facts',
+    'check source manifests against themselves, their plans, the raw cache, the prepared files ' +
+    '(each source re-prepared from its raw files and compared byte for byte) and the published facts',
   builder: (y) =>
     withWorkers(withMirror(withReferences(y)))
       .option('source', { type: 'string', array: true, describe: 'source(s); default all' })

@@ -23,7 +23,8 @@ function summaryLines(summary: RebuildSummary, reportPath: string): string[] {
       `${kept} condition(s) reproduced, kept: their tables and manifest entries are unchanged (this run's timings are in ${reportPath})`,
     );
   lines.push(
-    `${summary.records} records in ${summary.conditions.filter((c) => !c.error).length} tables (${summary.failed} failed, ${summary.resumed} resumed from the journal); ` +
+    `${summary.records} records in ${summary.conditions.filter((c) => !c.error).length} tables ` +
+      `(${summary.failed} failed, ${summary.resumed} resumed from the journal); ` +
       `wall ${formatSeconds(summary.wallSeconds)}, native ${summary.nativeSeconds.toFixed(1)} s, ${summary.workers} worker(s)`,
   );
   return lines;

@@ -18,7 +18,8 @@ function reportLines(report: ReplayReport, reportPath: string): string[] {
   }
   for (const r of report.records.filter((x) => !x.passed)) {
     lines.push(
-      `FAILED ${r.condition} ${r.mask}: ${r.failures.map((f) => `${f.check} (expected ${JSON.stringify(f.expected)}, got ${JSON.stringify(f.actual)})`).join('; ')}`,
+      `FAILED ${r.condition} ${r.mask}: ` +
+        `${r.failures.map((f) => `${f.check} (expected ${JSON.stringify(f.expected)}, got ${JSON.stringify(f.actual)})`).join('; ')}`,
     );
   }
   for (const v of report.equivalence_violations) lines.push(`EQUIVALENCE VIOLATED ${v}`);
@@ -29,7 +30,8 @@ function reportLines(report: ReplayReport, reportPath: string): string[] {
     `${report.conditions.filter((c) => c.passed === c.total).length}/${report.conditions.length} conditions passed, ` +
       `${report.passed}/${report.total} records; wall ${report.wall_seconds.toFixed(1)} s; ` +
       `native ${report.replayed_native_seconds.toFixed(1)} s replayed vs ${report.recorded_native_seconds.toFixed(1)} s recorded; ` +
-      `median timing ratio ${report.median_timing_ratio?.toFixed(2) ?? '-'}; ${report.timing_outliers.length} timing outlier(s); ${report.workers} worker(s); report ${reportPath}`,
+      `median timing ratio ${report.median_timing_ratio?.toFixed(2) ?? '-'}; ${report.timing_outliers.length} timing outlier(s); ` +
+      `${report.workers} worker(s); report ${reportPath}`,
   );
   return lines;
 }

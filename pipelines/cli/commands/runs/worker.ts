@@ -27,7 +27,8 @@ export default defineCommand({
     if (!/^(tcp|tls|ucx|inproc):\/\/\S+$/.test(argv.scheduler))
       throw new UserError(`--scheduler ${argv.scheduler} is not a Dask address (e.g. tcp://10.0.0.5:8786)`);
     out(
-      `starting ${argv.nworkers} Dask worker process(es) for ${argv.scheduler} (numerical profile ${settings.profile.name}, one thread each); Ctrl-C stops them`,
+      `starting ${argv.nworkers} Dask worker process(es) for ${argv.scheduler} ` +
+        `(numerical profile ${settings.profile.name}, one thread each); Ctrl-C stops them`,
     );
     const workers = startWorkers(settings, { scheduler: argv.scheduler, nworkers: argv.nworkers, host: argv.host, inherit: true });
     const stop = () => void workers.stop();
