@@ -34,7 +34,11 @@ const CHEAP = ['wine__d6', 'spambase__d6', 'graph_lesmis__d6', 'mitdb_100__d6', 
 function arg(name: string): string[] {
   const values: string[] = [];
   process.argv.forEach((a, i) => {
-    if (a === `--${name}`) for (const v of process.argv.slice(i + 1)) { if (v.startsWith('--')) break; values.push(v); }
+    if (a === `--${name}`)
+      for (const v of process.argv.slice(i + 1)) {
+        if (v.startsWith('--')) break;
+        values.push(v);
+      }
   });
   return values;
 }
@@ -45,7 +49,12 @@ const workerCounts = (arg('workers')[0] ?? '1,2').split(',').map(Number);
 const settings = loadSettings({}, process.env);
 const catalog = loadCatalog(settings);
 
-async function rebuildInTemp(conditions: string[] | undefined, workers: number, profile?: NumericalProfile, executor?: ExecutorChoice): Promise<RebuildSummary> {
+async function rebuildInTemp(
+  conditions: string[] | undefined,
+  workers: number,
+  profile?: NumericalProfile,
+  executor?: ExecutorChoice,
+): Promise<RebuildSummary> {
   const dir = mkdtempSync(join(tmpdir(), 'wwref-bench-'));
   const temporary = { ...settings, paths: { ...settings.paths, references: join(dir, 'references'), cache: join(dir, 'cache') } };
   try {
@@ -133,7 +142,9 @@ if (sections.has('profile')) {
   const nativeBy = new Map(native.conditions.map((c) => [c.condition, c.nativeSeconds]));
   for (const c of portable.conditions) {
     const n = nativeBy.get(c.condition)!;
-    console.log(`    ${c.condition.padEnd(22)} ${n.toFixed(3)} s -> ${c.nativeSeconds.toFixed(3)} s  (${(c.nativeSeconds / n).toFixed(2)}x)`);
+    console.log(
+      `    ${c.condition.padEnd(22)} ${n.toFixed(3)} s -> ${c.nativeSeconds.toFixed(3)} s  (${(c.nativeSeconds / n).toFixed(2)}x)`,
+    );
   }
 }
 
@@ -166,16 +177,19 @@ if (sections.has('dask')) {
       // dask-local also starts the scheduler and the workers (imports, admission) inside the job.
       const daskLocal = await rebuildInTemp(conditions, workers, undefined, { kind: 'dask-local' });
       describeRebuild(`round ${round} dask-local  `, daskLocal);
-      console.log(`  round ${round} wall / local pool: dask ${(dask.wallSeconds / local.wallSeconds).toFixed(3)}, dask-local ${(daskLocal.wallSeconds / local.wallSeconds).toFixed(3)}`);
+      console.log(
+        `  round ${round} wall / local pool: dask ${(dask.wallSeconds / local.wallSeconds).toFixed(3)}, dask-local ${(daskLocal.wallSeconds / local.wallSeconds).toFixed(3)}`,
+      );
       walls.local += local.wallSeconds;
       walls.dask += dask.wallSeconds;
       walls.daskLocal += daskLocal.wallSeconds;
     }
-    console.log(`  wall over all rounds / local pool: dask ${(walls.dask / walls.local).toFixed(3)}, dask-local ${(walls.daskLocal / walls.local).toFixed(3)}`);
+    console.log(
+      `  wall over all rounds / local pool: dask ${(walls.dask / walls.local).toFixed(3)}, dask-local ${(walls.daskLocal / walls.local).toFixed(3)}`,
+    );
   }
   const cluster = await startLocalCluster(settings, 2);
   try {
-
     // Dispatch: many small records in flight through the bridge and the scheduler.
     const executor = new DaskExecutor({ settings, scheduler: cluster.address });
     const input = { source: 'nile', files: readManifest(settings.paths, 'nile').prepared_files };
@@ -191,7 +205,10 @@ if (sections.has('dask')) {
     const cpu = {
       scheduler: cpuSeconds(cluster.schedulerPid) - cpuBefore[0],
       bridge: cpuSeconds(executor.bridgePid) - cpuBefore[1],
-      orchestrator: (() => { const u = process.cpuUsage(cpuBefore[2]); return (u.user + u.system) / 1e6; })(),
+      orchestrator: (() => {
+        const u = process.cpuUsage(cpuBefore[2]);
+        return (u.user + u.system) / 1e6;
+      })(),
     };
     await executor.close();
     console.log(

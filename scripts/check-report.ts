@@ -37,7 +37,15 @@ export interface CheckResult {
 
 function chromiumArgs(profile: string, width: number, height: number): string[] {
   // --no-sandbox: Chromium refuses to run as root with the sandbox; a fresh profile avoids locks.
-  return ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--hide-scrollbars', `--user-data-dir=${profile}`, `--window-size=${width},${height}`];
+  return [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-dev-shm-usage',
+    '--hide-scrollbars',
+    `--user-data-dir=${profile}`,
+    `--window-size=${width},${height}`,
+  ];
 }
 
 /** Decodes an 8-bit, non-interlaced RGB or RGBA PNG (what Chromium writes) into RGB triples. */
@@ -69,7 +77,8 @@ export function decodePng(bytes: Uint8Array): { width: number; height: number; r
       width = data.readUInt32BE(0);
       height = data.readUInt32BE(4);
       const [depth, colourType, , , interlace] = [data[8], data[9], data[10], data[11], data[12]];
-      if (depth !== 8 || interlace !== 0 || (colourType !== 2 && colourType !== 6)) throw new Error(`unsupported PNG layout (depth ${depth}, colour type ${colourType}, interlace ${interlace})`);
+      if (depth !== 8 || interlace !== 0 || (colourType !== 2 && colourType !== 6))
+        throw new Error(`unsupported PNG layout (depth ${depth}, colour type ${colourType}, interlace ${interlace})`);
       channels = colourType === 6 ? 4 : 3;
     } else if (type === 'IDAT') idat.push(data);
     else if (type === 'IEND') break;
@@ -121,23 +130,32 @@ export async function checkReport(options: CheckOptions): Promise<CheckResult> {
       const image = decodePng(readFileSync(options.png));
       png.width = image.width;
       png.height = image.height;
-      if (image.width !== width || image.height !== height) problems.push(`screenshot is ${image.width}x${image.height}, expected ${width}x${height}`);
+      if (image.width !== width || image.height !== height)
+        problems.push(`screenshot is ${image.width}x${image.height}, expected ${width}x${height}`);
       const stats = colourStats(image);
       png.colours = stats.distinct;
       png.colouredShare = stats.colouredShare;
       if (png.colours < 50) problems.push(`screenshot has only ${png.colours} distinct colours (blank page?)`);
-      if (png.colouredShare < 0.005) problems.push(`only ${(100 * png.colouredShare).toFixed(2)}% of the screenshot is coloured (no figures rendered?)`);
+      if (png.colouredShare < 0.005)
+        problems.push(`only ${(100 * png.colouredShare).toFixed(2)}% of the screenshot is coloured (no figures rendered?)`);
     }
 
-    const { stdout: dom } = await execa(CHROMIUM, [...chromiumArgs(profile, width, height), '--dump-dom', url], { timeout: 120_000, maxBuffer: 256 * 1024 * 1024 });
+    const { stdout: dom } = await execa(CHROMIUM, [...chromiumArgs(profile, width, height), '--dump-dom', url], {
+      timeout: 120_000,
+      maxBuffer: 256 * 1024 * 1024,
+    });
     // Split the serialized DOM at each condition section and look at what each one holds.
-    const parts = dom.split(/<section\b/).slice(1).filter((s) => /^[^>]*\bclass="condition"/.test(s));
+    const parts = dom
+      .split(/<section\b/)
+      .slice(1)
+      .filter((s) => /^[^>]*\bclass="condition"/.test(s));
     sections = parts.map((s) => /data-condition="([^"]*)"/.exec(s)?.[1] ?? '?');
     for (const id of options.conditions) {
       const body = parts[sections.indexOf(id)];
       if (body === undefined) problems.push(`condition section '${id}' is missing from the rendered DOM`);
       else if ((body.match(/<svg\b/g) ?? []).length < 2) problems.push(`condition section '${id}' lacks its two figures`);
-      else if (!/class="surface"/.test(body) || !/class="heatmap"/.test(body)) problems.push(`condition section '${id}' lacks the surface or the heat map`);
+      else if (!/class="surface"/.test(body) || !/class="heatmap"/.test(body))
+        problems.push(`condition section '${id}' lacks the surface or the heat map`);
     }
     const unexpected = sections.filter((s) => !options.conditions.includes(s));
     if (unexpected.length) problems.push(`unexpected condition section(s): ${unexpected.join(', ')}`);
@@ -174,7 +192,7 @@ async function main(argv: string[]): Promise<number> {
       return 2;
     }
   }
-  const png = value('--png')[0] ?? html.replace(/\.html?$/i, '') + '.png';
+  const png = value('--png')[0] ?? `${html.replace(/\.html?$/i, '')}.png`;
   const heightArg = value('--height')[0];
   const result = await checkReport({ html, png, conditions, height: heightArg ? Number(heightArg) : undefined });
   process.stdout.write(

@@ -10,6 +10,7 @@ Workers load an input with :func:`load_prepared`: each file's bytes are checked 
 the orchestrator names, and the decoded input is frozen (read-only arrays, immutable JSON values), so
 the records computed from one decoded copy cannot pass anything to each other through it.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -18,8 +19,9 @@ import io
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

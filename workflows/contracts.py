@@ -1,6 +1,7 @@
 """The rules the workers share with the TypeScript orchestrator, read from contracts/ at the repository
 root (contracts/README.md). They are part of the workflow code: its digest covers them
 (contracts/identity.json), so a worker whose contracts differ is refused like one whose code differs."""
+
 from __future__ import annotations
 
 import functools

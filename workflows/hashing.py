@@ -2,6 +2,7 @@
 
 This is the worker's own hash; the orchestrator recomputes every hash in TypeScript and compares.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -1,6 +1,7 @@
 """The part of a process's runtime identity that needs none of the libraries the families compute with:
 interpreter, string hashing, bit-deciding package versions and the workflow code it loaded. The Dask bridge, which
 computes nothing, reports only this; workers report it inside their full hello (workflows/records.py)."""
+
 from __future__ import annotations
 
 import functools
@@ -54,5 +55,9 @@ def interpreter() -> dict[str, Any]:
     """Python version, string hashing (``hash_randomization`` is False when the process started with
     PYTHONHASHSEED=0, so sets of strings iterate in one order in every process of the same CPython),
     versions, code digest."""
-    return {"python": platform.python_version(), "hash_randomization": bool(sys.flags.hash_randomization),
-            "versions": loaded_versions(), "code_sha256": code_sha256()}
+    return {
+        "python": platform.python_version(),
+        "hash_randomization": bool(sys.flags.hash_randomization),
+        "versions": loaded_versions(),
+        "code_sha256": code_sha256(),
+    }

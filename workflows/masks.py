@@ -1,5 +1,6 @@
 """Configuration masks (docs/families.md): a string of 0/1, character i switches option i (A is leftmost).
 The option letters and each family's mask widths are contracts/families.json."""
+
 from __future__ import annotations
 
 from workflows.contracts import load

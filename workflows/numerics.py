@@ -6,6 +6,7 @@ matters as well: without AVX-512 loops, NumPy's float64 log1p/expm1 are the C li
 reports this state in its hello, and the orchestrator (pipelines/execution/numerics.ts) refuses a worker
 whose state differs from the requested numerical profile before any record runs.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,13 +40,15 @@ def blas_libraries() -> list[dict[str, Any]]:
             continue
         path = pool.get("filepath", "")
         folder = os.path.basename(os.path.dirname(path))
-        libraries.append({
-            "package": folder[: -len(".libs")] if folder.endswith(".libs") else folder,
-            "library": os.path.basename(path),
-            "internal_api": pool.get("internal_api"),
-            "version": pool.get("version"),
-            "architecture": pool.get("architecture"),
-        })
+        libraries.append(
+            {
+                "package": folder[: -len(".libs")] if folder.endswith(".libs") else folder,
+                "library": os.path.basename(path),
+                "internal_api": pool.get("internal_api"),
+                "version": pool.get("version"),
+                "architecture": pool.get("architecture"),
+            }
+        )
     return sorted(libraries, key=lambda lib: lib["package"])
 
 

@@ -1,4 +1,5 @@
-"""The wire format of the JSON-lines protocol (pipelines/execution/protocol.ts is the other side).
+"""The JSON-lines protocol (pipelines/execution/protocol.ts is the other side): its wire format, and the
+one loop that serves it, for the worker (workflows/worker.py) and the Dask bridge (workflows/cluster/bridge.py).
 
 Requests are one JSON object per line. A success response is the line
 ``{"id": n, "ok": true, "attachment": k, "result": {...}}`` followed by ``k`` raw bytes; an error is
@@ -6,11 +7,16 @@ Requests are one JSON object per line. A success response is the line
 as ``{"ndarray": {"dtype", "shape", "offset", "nbytes"}}``: its C-order bytes are that slice of the
 attachment, so large predictions cross without base64 or JSON escaping.
 """
+
 from __future__ import annotations
 
 import json
+import os
+import sys
+import threading
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -85,9 +91,37 @@ def dispatch(ops: dict[str, Callable[[dict], Any]], request: dict) -> Any:
     return ops[op](request)
 
 
-def serve(requests, responses, ops: dict[str, Callable[[dict], Any]]) -> None:
-    """Answers one JSON request per line (text ``requests``) on the binary stream ``responses``, in
-    order, until end of input or a shutdown request."""
+def protocol_output() -> BinaryIO:
+    """The protocol's own descriptor, a copy of stdout; descriptor 1 and sys.stdout become stderr, so that
+    nothing a library prints (from Python or C) can corrupt the stream."""
+    output = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return output
+
+
+class Responses:
+    """The binary stream responses are written to, one whole response at a time (the Dask bridge answers
+    from several threads)."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.lock = threading.Lock()
+
+    def send(self, data: bytes) -> None:
+        with self.lock:
+            self.stream.write(data)
+            self.stream.flush()
+
+
+def serve(
+    requests, responses: Responses, ops: dict[str, Callable[[dict], Any]], later: dict[str, Callable[[dict], None]] | None = None
+) -> None:
+    """Answers one JSON request per line (text ``requests``) until end of input or a shutdown request:
+    an operation of ``ops`` at once, in order; one of ``later`` (the Dask bridge's records) takes the
+    request and answers it through ``responses`` when it is done, in any order (an error it raises at
+    once is answered here)."""
+    later = {} if later is None else later
     for line in requests:
         if not line.strip():
             continue
@@ -96,10 +130,15 @@ def serve(requests, responses, ops: dict[str, Callable[[dict], Any]]) -> None:
             if not isinstance(request, dict):
                 raise ValueError("a request is a JSON object")
         except ValueError as error:
-            data = failure(None, error)
+            responses.send(failure(None, error))
+            continue
+        op = request.get("op")
+        if op == "shutdown":
+            break
+        if op in later:
+            try:
+                later[op](request)
+            except Exception as error:  # a malformed request, answered at once
+                responses.send(failure(request.get("id"), error))
         else:
-            if request.get("op") == "shutdown":
-                break
-            data = answer(request.get("id"), lambda: dispatch(ops, request))
-        responses.write(data)
-        responses.flush()
+            responses.send(answer(request.get("id"), lambda request=request: dispatch(ops, request)))

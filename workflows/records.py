@@ -1,6 +1,7 @@
 """One record on a decoded prepared input, and the runtime identity of the process computing it.
 Both the local worker (workflows/worker.py) and a Dask worker (workflows/cluster/tasks.py) compute
 records through :func:`run_record`, so a record is the same computation whichever executor runs it."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,14 @@ def hello() -> dict[str, Any]:
     """The interpreter's identity (workflows/identity.py), thread pools, numerical state, host and the
     family registry."""
     pools = [{"api": p.get("internal_api"), "num_threads": p.get("num_threads")} for p in threadpool_info()]
-    return {**identity.interpreter(), "pid": os.getpid(), "host": platform.node(),
-            "threadpools": pools, "numerics": numerics.report(), "families": REGISTRY}
+    return {
+        **identity.interpreter(),
+        "pid": os.getpid(),
+        "host": platform.node(),
+        "threadpools": pools,
+        "numerics": numerics.report(),
+        "families": REGISTRY,
+    }
 
 
 def run_record(family_name: str, data: dict[str, Any], mask: str, stage: Any = None) -> dict[str, Any]:

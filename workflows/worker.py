@@ -25,6 +25,7 @@ protocol has its own descriptor. The thread variables (OMP_NUM_THREADS, ...) are
 orchestrator before this process starts, and threadpoolctl limits every pool to one thread at start
 (hello reports the pools, and the orchestrator refuses a worker with more).
 """
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ from threadpoolctl import threadpool_limits
 from workflows import records
 from workflows.container import load_prepared
 from workflows.families import FAMILIES
-from workflows.protocol import serve
+from workflows.protocol import Responses, protocol_output, serve
 
 
 class Worker:
@@ -71,6 +72,7 @@ class Worker:
 
     def prepare(self, request: dict) -> dict:
         from workflows.prepare import run_recipe
+
         return run_recipe(request["recipe"], request["params"], request["raw"], request["out"])
 
     def operations(self) -> dict:
@@ -87,18 +89,14 @@ def forked(address: str, template_fds: list[int]) -> None:
             os.close(fd)
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.connect(address)
-        serve(connection.makefile("r", encoding="utf-8"), connection.makefile("wb"), Worker().operations())
+        serve(connection.makefile("r", encoding="utf-8"), Responses(connection.makefile("wb")), Worker().operations())
         status = 0
     finally:
         os._exit(status)
 
 
 def main() -> None:
-    # The protocol gets its own descriptor; descriptor 1 and sys.stdout become stderr, so that nothing
-    # a library prints (from Python or C) can corrupt the stream.
-    protocol = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    protocol = protocol_output()
     threadpool_limits(limits=1)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked workers are reaped by the kernel
     ops = Worker().operations()
@@ -110,7 +108,7 @@ def main() -> None:
         return {"pid": pid}
 
     ops["fork"] = fork
-    serve(sys.stdin, protocol, ops)
+    serve(sys.stdin, Responses(protocol), ops)
     # Nothing to clean up (records keep nothing); skipping the interpreter's teardown of the loaded
     # libraries saves a few hundred milliseconds at the end of every job.
     protocol.flush()

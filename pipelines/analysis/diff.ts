@@ -33,7 +33,15 @@ export interface DiffSide {
 }
 
 /** A pack's stored outcome as a reference record (only the fields the analysis reads are known). */
-function packRecord(condition: string, source: string, family: string, mask: string, utility: number | null, hash: string | null, nativeValue: number | null): ReferenceRecord {
+function packRecord(
+  condition: string,
+  source: string,
+  family: string,
+  mask: string,
+  utility: number | null,
+  hash: string | null,
+  nativeValue: number | null,
+): ReferenceRecord {
   const ok = typeof utility === 'number' && Number.isFinite(utility) && typeof hash === 'string';
   return {
     condition,
@@ -87,7 +95,8 @@ export function loadDiffSide(paths: GuardedPaths, path: string, conditions: read
       numerics: expected.numerics === 'unrecorded' ? null : numericsLine(expected.numerics),
     };
   }
-  if (!existsSync(join(dir, 'manifest.json'))) throw new UserError(`${path} is neither a reference folder (no manifest.json) nor a WhatWorkedBench pack (no references/)`);
+  if (!existsSync(join(dir, 'manifest.json')))
+    throw new UserError(`${path} is neither a reference folder (no manifest.json) nor a WhatWorkedBench pack (no references/)`);
   const store = new ReferenceStore(dir, paths);
   const manifest = store.requireManifest();
   return {
@@ -208,7 +217,8 @@ export function diffCondition(aRecords: readonly ReferenceRecord[], bRecords: re
   const bBy = new Map(bRecords.map((r) => [r.mask, r]));
   const both = [...aBy.keys()].filter((m) => bBy.has(m)).sort();
   const dims = new Set([...aRecords, ...bRecords].map((r) => r.dimensions));
-  if (dims.size > 1) throw new UserError(`condition ${first.condition}: the two sides have different mask widths (${[...dims].join(' vs ')})`);
+  if (dims.size > 1)
+    throw new UserError(`condition ${first.condition}: the two sides have different mask widths (${[...dims].join(' vs ')})`);
 
   const aAnalysis = tryAnalyze(aRecords);
   const bAnalysis = tryAnalyze(bRecords);
@@ -227,7 +237,8 @@ export function diffCondition(aRecords: readonly ReferenceRecord[], bRecords: re
     if (JSON.stringify(a.warnings) !== JSON.stringify(b.warnings)) {
       warnings_changed.push(mask);
       const seen = new Set(a.warnings.map((w) => `${w.category}: ${w.message}`));
-      for (const w of b.warnings) if (!seen.has(`${w.category}: ${w.message}`)) newWarnings.add(`${w.category}: ${w.message.replace(/\s+/g, ' ').trim()}`);
+      for (const w of b.warnings)
+        if (!seen.has(`${w.category}: ${w.message}`)) newWarnings.add(`${w.category}: ${w.message.replace(/\s+/g, ' ').trim()}`);
     }
     if (a.status !== b.status) status_changed.push({ mask, a: a.status, b: b.status, error: b.error ?? a.error });
     if (a.utility !== null && b.utility !== null) {
@@ -248,7 +259,9 @@ export function diffCondition(aRecords: readonly ReferenceRecord[], bRecords: re
   let surface: ConditionDiff['surface'] = null;
   let skipped: string | null = null;
   if (typeof aAnalysis === 'string' || typeof bAnalysis === 'string') {
-    skipped = [typeof aAnalysis === 'string' ? `A: ${aAnalysis}` : '', typeof bAnalysis === 'string' ? `B: ${bAnalysis}` : ''].filter(Boolean).join('; ');
+    skipped = [typeof aAnalysis === 'string' ? `A: ${aAnalysis}` : '', typeof bAnalysis === 'string' ? `B: ${bAnalysis}` : '']
+      .filter(Boolean)
+      .join('; ');
   } else {
     const graded = gradeSurface(aAnalysis.surface, bAnalysis.surface.utilities);
     const bEffects = conditionalEffects(bAnalysis.surface);
@@ -338,7 +351,9 @@ export function diffSides(a: DiffSide, b: DiffSide): DiffReport {
     mean_abs_delta: records ? allDeltas.reduce((s, x) => s + x, 0) / records : 0,
     max_rel_delta: relDeltas.length ? Math.max(...relDeltas) : null,
     best_mask_changed: conditions.filter((d) => d.surface?.best_mask.changed).map((d) => d.condition),
-    reversals_changed: Object.fromEntries(REVERSAL_FLOORS.map((f) => [f.key, conditions.filter((d) => d.surface?.reversals[f.key]!.changed).map((d) => d.condition)])),
+    reversals_changed: Object.fromEntries(
+      REVERSAL_FLOORS.map((f) => [f.key, conditions.filter((d) => d.surface?.reversals[f.key]?.changed).map((d) => d.condition)]),
+    ),
     classes_changed: conditions.filter((d) => d.surface?.classes.changed).map((d) => d.condition),
     mean_effect_mae: surfaces.length ? mean(surfaces.map((s) => s.effect_mae)) : null,
     mean_effect_recovery: surfaces.length ? mean(surfaces.map((s) => s.effect_recovery)) : null,
@@ -361,7 +376,12 @@ export function diffReferences(paths: GuardedPaths, a: string, b: string, condit
 }
 
 /** The same, keeping the loaded sides (for the HTML page's surfaces). */
-export function diffReferencesWithSides(paths: GuardedPaths, a: string, b: string, conditions: readonly string[] = []): { report: DiffReport; a: DiffSide; b: DiffSide } {
+export function diffReferencesWithSides(
+  paths: GuardedPaths,
+  a: string,
+  b: string,
+  conditions: readonly string[] = [],
+): { report: DiffReport; a: DiffSide; b: DiffSide } {
   const sideA = loadDiffSide(paths, a, conditions);
   const sideB = loadDiffSide(paths, b, conditions);
   return { report: diffSides(sideA, sideB), a: sideA, b: sideB };
@@ -372,22 +392,44 @@ export function writeDiffJson(path: string, report: DiffReport): void {
   writeJsonAtomic(path, JSON.parse(JSON.stringify(report, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? null : v))));
 }
 
-const g = (x: number | null, digits = 3) => (x === null ? '-' : x === 0 ? '0' : Math.abs(x) < 10 ** -digits ? x.toExponential(1) : x.toFixed(digits));
+const g = (x: number | null, digits = 3) =>
+  x === null ? '-' : x === 0 ? '0' : Math.abs(x) < 10 ** -digits ? x.toExponential(1) : x.toFixed(digits);
 
 /** The terminal table: one row per condition, then the totals and the context of each side. */
 export function diffLines(report: DiffReport, options: { all?: boolean } = {}): string[] {
   const side = (label: string, s: DiffReport['a']) =>
-    `${label} ${s.path} (${s.layout}, ${s.conditions} conditions; runtime ${s.runtime ?? 'unrecognised'}: ${Object.entries(s.versions).map(([p, v]) => `${p} ${v}`).join(', ') || 'versions not recorded'}${s.python ? `; Python ${s.python}` : ''}${s.numerics ? `; ${s.numerics}` : ''})`;
+    `${label} ${s.path} (${s.layout}, ${s.conditions} conditions; runtime ${s.runtime ?? 'unrecognised'}: ${
+      Object.entries(s.versions)
+        .map(([p, v]) => `${p} ${v}`)
+        .join(', ') || 'versions not recorded'
+    }${s.python ? `; Python ${s.python}` : ''}${s.numerics ? `; ${s.numerics}` : ''})`;
   const lines = [side('A', report.a), side('B', report.b)];
   const floors = REVERSAL_FLOORS.map((f) => f.key);
   lines.push(
-    ['condition'.padEnd(22), 'hash', 'util', 'status', 'max|Δu|', 'max rel', 'mean rel', 'best A→B'.padEnd(16), `reversals ${floors.join('/')}`.padEnd(24), 'effect MAE', 'R', 'classes'].join('  '),
+    [
+      'condition'.padEnd(22),
+      'hash',
+      'util',
+      'status',
+      'max|Δu|',
+      'max rel',
+      'mean rel',
+      'best A→B'.padEnd(16),
+      `reversals ${floors.join('/')}`.padEnd(24),
+      'effect MAE',
+      'R',
+      'classes',
+    ].join('  '),
   );
   for (const d of report.conditions) {
     if (!options.all && !conditionChanged(d)) continue;
     const s = d.surface;
     const best = s ? (s.best_mask.changed ? `${s.best_mask.a}→${s.best_mask.b}` : `${s.best_mask.a} =`) : '-';
-    const rev = s ? floors.map((k) => (s.reversals[k]!.changed ? `${s.reversals[k]!.a.join('') || '∅'}→${s.reversals[k]!.b.join('') || '∅'}` : '=')).join('/') : '-';
+    const rev = s
+      ? floors
+          .map((k) => (s.reversals[k]!.changed ? `${s.reversals[k]!.a.join('') || '∅'}→${s.reversals[k]!.b.join('') || '∅'}` : '='))
+          .join('/')
+      : '-';
     lines.push(
       [
         d.condition.padEnd(22),
@@ -404,14 +446,28 @@ export function diffLines(report: DiffReport, options: { all?: boolean } = {}): 
         s ? (s.classes.changed ? `${s.classes.a.length}→${s.classes.b.length}` : '=') : '-',
       ].join('  '),
     );
-    for (const st of d.status_changed.slice(0, 3)) lines.push(`    status ${st.mask}: ${st.a} → ${st.b}${st.error ? ` (${st.error})` : ''}`);
-    if (d.warnings_changed.length) lines.push(`    warnings differ on ${d.warnings_changed.length} mask(s)${d.new_warnings.length ? `; new: ${d.new_warnings.slice(0, 2).map((w) => (w.length > 160 ? `${w.slice(0, 157)}…` : w)).join(' | ')}` : ''}`);
+    for (const st of d.status_changed.slice(0, 3))
+      lines.push(`    status ${st.mask}: ${st.a} → ${st.b}${st.error ? ` (${st.error})` : ''}`);
+    if (d.warnings_changed.length)
+      lines.push(
+        `    warnings differ on ${d.warnings_changed.length} mask(s)${
+          d.new_warnings.length
+            ? `; new: ${d.new_warnings
+                .slice(0, 2)
+                .map((w) => (w.length > 160 ? `${w.slice(0, 157)}…` : w))
+                .join(' | ')}`
+            : ''
+        }`,
+      );
     if (d.surface_skipped) lines.push(`    surfaces not compared: ${d.surface_skipped}`);
   }
   const t = report.totals;
   lines.push(
-    `total: ${t.conditions_changed}/${t.conditions} conditions changed; ${t.hash_changed}/${t.records} prediction hashes, ${t.utility_changed} utilities, ${t.status_changed} statuses, ${t.warnings_changed} warning lists changed; ` +
-      `max |Δu| ${g(t.max_abs_delta)} (max ${g(t.max_rel_delta)} of a range); mean effect MAE ${g(t.mean_effect_mae)}, mean R ${g(t.mean_effect_recovery)} (min ${g(t.min_effect_recovery)})`,
+    `total: ${t.conditions_changed}/${t.conditions} conditions changed; ` +
+      `${t.hash_changed}/${t.records} prediction hashes, ${t.utility_changed} utilities, ` +
+      `${t.status_changed} statuses, ${t.warnings_changed} warning lists changed; ` +
+      `max |Δu| ${g(t.max_abs_delta)} (max ${g(t.max_rel_delta)} of a range); ` +
+      `mean effect MAE ${g(t.mean_effect_mae)}, mean R ${g(t.mean_effect_recovery)} (min ${g(t.min_effect_recovery)})`,
   );
   lines.push(`best mask changed: ${t.best_mask_changed.join(', ') || 'none'}`);
   for (const f of REVERSAL_FLOORS) lines.push(`reversals changed at ${f.label}: ${t.reversals_changed[f.key]!.join(', ') || 'none'}`);

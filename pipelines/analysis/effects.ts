@@ -13,6 +13,8 @@ import { csvFloat, csvQuote } from '../core/tabular.ts';
 import { UserError } from '../core/errors.ts';
 import { ReferenceStore, type GuardedPaths } from '../references/store.ts';
 import { enabledCount, maskIndex, maskString, optionBit, optionLetter } from '../catalog/masks.ts';
+import { checkOutputPath } from '../core/containment.ts';
+import type { Paths } from '../core/settings.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { fsum } from '../execution/verification/metrics.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
@@ -39,13 +41,16 @@ export function surfaceFromRecords(records: readonly ReferenceRecord[]): Surface
     const index = maskIndex(r.mask, dimensions);
     if (r.condition !== condition || r.dimensions !== dimensions || index < 0) problems.push(`unexpected record ${r.condition}/${r.mask}`);
     else if (!Number.isNaN(utilities[index]!)) problems.push(`duplicate mask ${r.mask}`);
-    else if (r.status !== 'ok' || r.utility === null || !Number.isFinite(r.utility)) problems.push(`mask ${r.mask} has no utility (${r.status})`);
+    else if (r.status !== 'ok' || r.utility === null || !Number.isFinite(r.utility))
+      problems.push(`mask ${r.mask} has no utility (${r.status})`);
     else utilities[index] = r.utility;
   }
   const missing = utilities.flatMap((u, k) => (Number.isNaN(u) ? [maskString(k, dimensions)] : []));
   if (missing.length && !problems.length) problems.push(`missing mask(s) ${missing.join(', ')}`);
   if (problems.length) {
-    throw new UserError(`condition ${condition}: the reference surface is incomplete: ${problems.slice(0, 5).join('; ')}${problems.length > 5 ? '; …' : ''}`);
+    throw new UserError(
+      `condition ${condition}: the reference surface is incomplete: ${problems.slice(0, 5).join('; ')}${problems.length > 5 ? '; …' : ''}`,
+    );
   }
   return { condition, dimensions, utilities };
 }
@@ -133,7 +138,15 @@ export function pairInteractions(surface: Surface): PairInteraction[] {
       }
       const option_i = optionLetter(i);
       const option_j = optionLetter(j);
-      pairs.push({ condition, dimensions, pair: option_i + option_j, option_i, option_j, backgrounds: terms.length, interaction: fsum(terms) / terms.length });
+      pairs.push({
+        condition,
+        dimensions,
+        pair: option_i + option_j,
+        option_i,
+        option_j,
+        backgrounds: terms.length,
+        interaction: fsum(terms) / terms.length,
+      });
     }
   }
   return pairs;
@@ -315,7 +328,11 @@ export function groupByCondition(records: readonly ReferenceRecord[]): Reference
   return [...groups.values()];
 }
 
-export function analyzeReferences(paths: GuardedPaths & { references: string }, conditions: readonly string[] = [], dir = paths.references): ConditionAnalysis[] {
+export function analyzeReferences(
+  paths: GuardedPaths & { references: string },
+  conditions: readonly string[] = [],
+  dir = paths.references,
+): ConditionAnalysis[] {
   return groupByCondition(new ReferenceStore(dir, paths).records(conditions)).map(analyzeCondition);
 }
 
@@ -329,10 +346,20 @@ export interface FlatTable {
   rows: Cell[][];
 }
 
-const ARROW_TYPES: Record<ColumnKind, () => DataType> = { utf8: () => new Utf8(), float64: () => new Float64(), int32: () => new Int32(), bool: () => new Bool() };
+const ARROW_TYPES: Record<ColumnKind, () => DataType> = {
+  utf8: () => new Utf8(),
+  float64: () => new Float64(),
+  int32: () => new Int32(),
+  bool: () => new Bool(),
+};
 
 export function flatTableBytes(table: FlatTable, metadata: Record<string, string> = {}): Uint8Array {
-  const columns = table.columns.map(([name, kind], c) => ({ name, type: ARROW_TYPES[kind](), nullable: false, values: table.rows.map((r) => r[c]) }));
+  const columns = table.columns.map(([name, kind], c) => ({
+    name,
+    type: ARROW_TYPES[kind](),
+    nullable: false,
+    values: table.rows.map((r) => r[c]),
+  }));
   return arrowFileBytes(columns, metadata);
 }
 
@@ -348,15 +375,36 @@ export function flatTableCsv(table: FlatTable): string {
 
 export function effectsTable(analyses: readonly ConditionAnalysis[]): FlatTable {
   return {
-    columns: [['condition', 'utf8'], ['dimensions', 'int32'], ['option', 'utf8'], ['background', 'utf8'], ['mask', 'utf8'], ['u_background', 'float64'], ['u_mask', 'float64'], ['effect', 'float64']],
-    rows: analyses.flatMap((a) => a.effects.map((e) => [e.condition, e.dimensions, e.option, e.background, e.mask, e.u_background, e.u_mask, e.effect])),
+    columns: [
+      ['condition', 'utf8'],
+      ['dimensions', 'int32'],
+      ['option', 'utf8'],
+      ['background', 'utf8'],
+      ['mask', 'utf8'],
+      ['u_background', 'float64'],
+      ['u_mask', 'float64'],
+      ['effect', 'float64'],
+    ],
+    rows: analyses.flatMap((a) =>
+      a.effects.map((e) => [e.condition, e.dimensions, e.option, e.background, e.mask, e.u_background, e.u_mask, e.effect]),
+    ),
   };
 }
 
 export function pairsTable(analyses: readonly ConditionAnalysis[]): FlatTable {
   return {
-    columns: [['condition', 'utf8'], ['dimensions', 'int32'], ['pair', 'utf8'], ['option_i', 'utf8'], ['option_j', 'utf8'], ['backgrounds', 'int32'], ['interaction', 'float64']],
-    rows: analyses.flatMap((a) => a.pairs.map((p) => [p.condition, p.dimensions, p.pair, p.option_i, p.option_j, p.backgrounds, p.interaction])),
+    columns: [
+      ['condition', 'utf8'],
+      ['dimensions', 'int32'],
+      ['pair', 'utf8'],
+      ['option_i', 'utf8'],
+      ['option_j', 'utf8'],
+      ['backgrounds', 'int32'],
+      ['interaction', 'float64'],
+    ],
+    rows: analyses.flatMap((a) =>
+      a.pairs.map((p) => [p.condition, p.dimensions, p.pair, p.option_i, p.option_j, p.backgrounds, p.interaction]),
+    ),
   };
 }
 
@@ -368,17 +416,39 @@ export function conditionsTable(analyses: readonly ConditionAnalysis[]): FlatTab
   ]);
   return {
     columns: [
-      ['condition', 'utf8'], ['source', 'utf8'], ['family', 'utf8'], ['dimensions', 'int32'], ['masks', 'int32'],
-      ['min_utility', 'float64'], ['max_utility', 'float64'], ['response_range', 'float64'], ['mean_abs_effect', 'float64'],
-      ['best_mask', 'utf8'], ['best_utility', 'float64'], ['effects', 'int32'], ['pair_interactions', 'int32'],
-      ['equivalence_classes', 'int32'], ['masks_in_equivalence_classes', 'int32'],
+      ['condition', 'utf8'],
+      ['source', 'utf8'],
+      ['family', 'utf8'],
+      ['dimensions', 'int32'],
+      ['masks', 'int32'],
+      ['min_utility', 'float64'],
+      ['max_utility', 'float64'],
+      ['response_range', 'float64'],
+      ['mean_abs_effect', 'float64'],
+      ['best_mask', 'utf8'],
+      ['best_utility', 'float64'],
+      ['effects', 'int32'],
+      ['pair_interactions', 'int32'],
+      ['equivalence_classes', 'int32'],
+      ['masks_in_equivalence_classes', 'int32'],
       ...reversalColumns,
     ],
     rows: analyses.map((a) => [
-      a.condition, a.source, a.family, a.dimensions, a.masks,
-      a.min_utility, a.max_utility, a.response_range, a.mean_abs_effect,
-      a.best_mask, a.best_utility, a.effect_count, a.pair_count,
-      a.equivalence_class_count, a.masks_in_equivalence_classes,
+      a.condition,
+      a.source,
+      a.family,
+      a.dimensions,
+      a.masks,
+      a.min_utility,
+      a.max_utility,
+      a.response_range,
+      a.mean_abs_effect,
+      a.best_mask,
+      a.best_utility,
+      a.effect_count,
+      a.pair_count,
+      a.equivalence_class_count,
+      a.masks_in_equivalence_classes,
       ...REVERSAL_FLOORS.flatMap((f) => {
         const r = a.reversals[f.key]!;
         return [r.options.length > 0, r.floor, r.options.join('')];
@@ -389,13 +459,24 @@ export function conditionsTable(analyses: readonly ConditionAnalysis[]): FlatTab
 
 export function classesTable(analyses: readonly ConditionAnalysis[]): FlatTable {
   return {
-    columns: [['condition', 'utf8'], ['class', 'int32'], ['size', 'int32'], ['masks', 'utf8'], ['prediction_sha256', 'utf8']],
+    columns: [
+      ['condition', 'utf8'],
+      ['class', 'int32'],
+      ['size', 'int32'],
+      ['masks', 'utf8'],
+      ['prediction_sha256', 'utf8'],
+    ],
     rows: analyses.flatMap((a) => a.classes.map((c, k) => [a.condition, k + 1, c.masks.length, c.masks.join(' '), c.prediction_sha256])),
   };
 }
 
 /** Writes <out>/{conditional_effects,pair_interactions,conditions,equivalence_classes}.{arrow,csv} and summary.json. */
-export function writeEffects(analyses: readonly ConditionAnalysis[], out: string): { files: string[]; summary: CatalogSummary } {
+export function writeEffects(
+  paths: Pick<Paths, 'references' | 'prepared' | 'manifests'>,
+  analyses: readonly ConditionAnalysis[],
+  out: string,
+): { files: string[]; summary: CatalogSummary } {
+  checkOutputPath(paths, out, 'effects folder', { kind: 'folder' });
   const tables: Record<string, FlatTable> = {
     conditional_effects: effectsTable(analyses),
     pair_interactions: pairsTable(analyses),
@@ -415,7 +496,9 @@ export function writeEffects(analyses: readonly ConditionAnalysis[], out: string
       conditional_effect: 'Δ_i(z) = u(z + e_i) − u(z) for every option i and mask z with z_i = 0',
       pair_interaction: 'J_ij = mean over z with z_i = z_j = 0 of u(z+e_i+e_j) − u(z+e_i) − u(z+e_j) + u(z)',
       mean_abs_effect: 'A_t = mean |Δ_i(z)| over all conditional effects of the condition',
-      sign_reversal: `some option has Δ > floor on one background and Δ < −floor on another; relative floors are max(${ABSOLUTE_FLOOR}, fraction × response range)`,
+      sign_reversal:
+        `some option has Δ > floor on one background and Δ < −floor on another; ` +
+        `relative floors are max(${ABSOLUTE_FLOOR}, fraction × response range)`,
     },
     ...summary,
     files: [...files, 'summary.json'],
@@ -427,7 +510,8 @@ export function writeEffects(analyses: readonly ConditionAnalysis[], out: string
 /** The lines `wwref effects` prints: counts, then one line per reversal floor. */
 export function summaryLines(summary: CatalogSummary): string[] {
   const lines = [
-    `${summary.conditions} conditions (${summary.four_option_conditions} four-option, ${summary.six_option_conditions} six-option${summary.other_conditions ? `, ${summary.other_conditions} other` : ''}), ` +
+    `${summary.conditions} conditions (${summary.four_option_conditions} four-option, ` +
+      `${summary.six_option_conditions} six-option${summary.other_conditions ? `, ${summary.other_conditions} other` : ''}), ` +
       `${summary.masks} masks, ${summary.conditional_effects} conditional effects, ${summary.pair_interactions} pair interactions, ` +
       `${summary.equivalence_classes} equivalence classes (${summary.masks_in_equivalence_classes} masks)`,
   ];

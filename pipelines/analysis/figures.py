@@ -10,6 +10,7 @@ scale), and prints the written file names as a JSON list.
 Deterministic output: the Agg and SVG backends, matplotlib's own DejaVu fonts, text drawn as paths,
 a fixed SVG id salt and no date in the file metadata, so the same references give the same bytes.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,14 +23,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import Normalize, TwoSlopeNorm  # noqa: E402
 
-matplotlib.rcParams.update({
-    "svg.hashsalt": "wwref",
-    "svg.fonttype": "path",
-    "font.family": "DejaVu Sans",
-    "font.size": 9,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-})
+matplotlib.rcParams.update(
+    {
+        "svg.hashsalt": "wwref",
+        "svg.fonttype": "path",
+        "font.family": "DejaVu Sans",
+        "font.size": 9,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+    }
+)
 DPI = 150
 SVG_METADATA = {"Date": None, "Creator": None}
 PNG_METADATA = {"Software": None}
@@ -54,7 +57,7 @@ def surface(c: dict, out: Path) -> list[str]:
     colours = plt.get_cmap("viridis")(Normalize(lo, hi if span > 0 else lo + 1)(utilities))
     bars = ax.bar(range(len(utilities)), [u - floor for u in utilities], bottom=floor, color=colours, width=0.85)
     best = masks.index(c["best_mask"])
-    for mask, bar in zip(masks, bars):
+    for mask, bar in zip(masks, bars, strict=False):
         bar.set_gid(f"mask-{mask}")
     bars[best].set_edgecolor("#c2410c")
     bars[best].set_linewidth(1.5)
@@ -77,7 +80,9 @@ def effects(c: dict, out: Path) -> list[str]:
     image = ax.imshow(rows, cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -scale, scale), aspect="auto", interpolation="nearest")
     image.set_gid("effects")
     ax.set_yticks(range(d), list("ABCDEF"[:d]))
-    ax.set_xticks(range(cols), [format(j, f"0{d - 1}b") for j in range(cols)], rotation=90, family="DejaVu Sans Mono", fontsize=7 if d <= 4 else 5)
+    ax.set_xticks(
+        range(cols), [format(j, f"0{d - 1}b") for j in range(cols)], rotation=90, family="DejaVu Sans Mono", fontsize=7 if d <= 4 else 5
+    )
     ax.set_xlabel("background: the other options' bits (ascending)")
     ax.set_ylabel("option switched on")
     ax.set_title(f"{c['condition']}: conditional effects Δ (max |Δ| {scale:.3g})", fontsize=9)

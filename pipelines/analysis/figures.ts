@@ -25,7 +25,14 @@ export function writeFigures(settings: Settings, dir: string, analyses: readonly
     const cols = 2 ** (a.dimensions - 1);
     // effects come option by option, backgrounds ascending: row i is effects[i*cols … (i+1)*cols)
     const effects = [...Array(a.dimensions).keys()].map((i) => a.effects.slice(i * cols, (i + 1) * cols).map((e) => e.effect));
-    return { condition: a.condition, family: a.family, dimensions: a.dimensions, utilities: a.surface.utilities, best_mask: a.best_mask, effects };
+    return {
+      condition: a.condition,
+      family: a.family,
+      dimensions: a.dimensions,
+      utilities: a.surface.utilities,
+      best_mask: a.best_mask,
+      effects,
+    };
   });
   const child = runPython(settings, [FIGURE_SCRIPT], {
     // matplotlib's font cache goes to wwref's cache folder, never into the figure folder

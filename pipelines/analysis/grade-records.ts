@@ -104,9 +104,8 @@ export function gradeRecords(settings: Settings, file: string, referencesDir = s
         ([, e]) => e.source === instance && (width === undefined || e.dimensions === width),
       );
       if (matches.length !== 1) {
-        throw new UserError(
-          `${where}: instance '${instance}' ${matches.length ? 'has several conditions of this width' : `has no condition${width ? ` of ${width} options` : ''} in ${store.manifestPath}`}`,
-        );
+        const none = `has no condition${width ? ` of ${width} options` : ''} in ${store.manifestPath}`;
+        throw new UserError(`${where}: instance '${instance}' ${matches.length ? 'has several conditions of this width' : none}`);
       }
       condition = matches[0]![0];
     } else throw new UserError(`${where}: needs a "condition" or an "instance" string`);

@@ -408,14 +408,15 @@ export function gradeWithObservations(
   if (wrong.length) {
     const first = wrong[0]!;
     throw new UserError(
-      `${wrong.length} observation(s) differ from the reference of ${reference.condition}: mask ${first.mask} observed ${first.observed}, reference ${first.reference}${
-        wrong.length > 1
-          ? ` (also ${wrong
-              .slice(1, 6)
-              .map((w) => w.mask)
-              .join(', ')}${wrong.length > 6 ? ', …' : ''})`
-          : ''
-      }`,
+      `${wrong.length} observation(s) differ from the reference of ${reference.condition}: ` +
+        `mask ${first.mask} observed ${first.observed}, reference ${first.reference}${
+          wrong.length > 1
+            ? ` (also ${wrong
+                .slice(1, 6)
+                .map((w) => w.mask)
+                .join(', ')}${wrong.length > 6 ? ', …' : ''})`
+            : ''
+        }`,
     );
   }
   return gradeSurface(reference, predicted, { observed: observations.map((o) => o.mask), tolerances });
@@ -448,7 +449,8 @@ export function gradeSummaryLines(r: GradeResult): string[] {
     `${r.condition}: ${2 ** r.dimensions} masks${r.observed.length ? `, ${r.observed.length} observed cell(s) replaced by the measured values` : ''}`,
     `  effect_mae ${f(r.effect_mae)}  (A ${f(r.mean_absolute_true_edge_effect)})  effect_recovery ${f(r.effect_recovery)}`,
     `  interaction_mae ${f(r.interaction_mae)}  grid_mae ${f(r.grid_mae)}  max effect error ${f(r.max_effect_error)}`,
-    `  selected ${r.selected_mask} (reference optima ${optima})  support_regret ${f(r.support_regret)}  exact ${r.exact_optimal_choice ? 'yes' : 'no'}  near ${r.near_optimal_choice ? 'yes' : 'no'}`,
+    `  selected ${r.selected_mask} (reference optima ${optima})  support_regret ${f(r.support_regret)} ` +
+      ` exact ${r.exact_optimal_choice ? 'yes' : 'no'}  near ${r.near_optimal_choice ? 'yes' : 'no'}`,
     ...r.strict_tolerances.map((s) => `  strict reconstruction at τ=${s.tau} (threshold ${f(s.threshold)}): ${s.passed ? 'PASS' : 'fail'}`),
   ];
 }

@@ -7,23 +7,18 @@
 import { diffReferencesWithSides } from './diff.ts';
 import { diffSection, surfacesOf } from './diff-html.ts';
 import { UserError } from '../core/errors.ts';
-import {
-  ABSOLUTE_FLOOR,
-  analyzeReferences,
-  REVERSAL_FLOORS,
-  summarize,
-  type CatalogSummary,
-  type ConditionAnalysis,
-} from './effects.ts';
+import { ABSOLUTE_FLOOR, analyzeReferences, REVERSAL_FLOORS, summarize, type CatalogSummary, type ConditionAnalysis } from './effects.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
 import { maskIndex, maskString } from '../catalog/masks.ts';
+import { checkOutputPath } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
 import { writeFigures } from './figures.ts';
 import { ReferenceStore } from '../references/store.ts';
 
 const esc = (s: string | number): string =>
   String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-const num = (x: number, digits = 4): string => (x === 0 ? '0' : Math.abs(x) < 1e-3 || Math.abs(x) >= 1e4 ? x.toExponential(2) : x.toFixed(digits));
+const num = (x: number, digits = 4): string =>
+  x === 0 ? '0' : Math.abs(x) < 1e-3 || Math.abs(x) >= 1e4 ? x.toExponential(2) : x.toFixed(digits);
 
 // ---------------------------------------------------------------------------------------------
 // Colour scales
@@ -33,7 +28,12 @@ const mix = (a: RGB, b: RGB, t: number): RGB => [0, 1, 2].map((k) => Math.round(
 const css = ([r, g, b]: RGB): string => `rgb(${r},${g},${b})`;
 
 /** Sequential (dark blue → teal → yellow), t in [0, 1]. */
-const SEQUENTIAL: RGB[] = [[48, 18, 99], [38, 110, 142], [53, 183, 121], [253, 231, 37]];
+const SEQUENTIAL: RGB[] = [
+  [48, 18, 99],
+  [38, 110, 142],
+  [53, 183, 121],
+  [253, 231, 37],
+];
 function sequential(t: number): string {
   const x = Math.min(1, Math.max(0, t)) * (SEQUENTIAL.length - 1);
   const k = Math.min(SEQUENTIAL.length - 2, Math.floor(x));
@@ -77,14 +77,18 @@ function surfaceSvg(a: ConditionAnalysis): string {
     const t = range > 0 ? (u - a.min_utility) / range : 1;
     const mask = maskString(k, d);
     parts.push(
-      `<rect x="${x + 1}" y="${y(u)}" width="${barW - 2}" height="${top + plotH - y(u)}" fill="${sequential(t)}"${k === best ? ' class="best"' : ''}>` +
+      `<rect x="${x + 1}" y="${y(u)}" width="${barW - 2}" height="${top + plotH - y(u)}" ` +
+        `fill="${sequential(t)}"${k === best ? ' class="best"' : ''}>` +
         `<title>${mask}: utility ${u}${k === best ? ' (best)' : ''}</title></rect>`,
     );
     // Mask labels written vertically, one character per line, so that option A is on top.
     const chars = [...mask].map((c, row) => `<tspan x="${x + barW / 2}" dy="${row === 0 ? 0 : 9}">${c}</tspan>`).join('');
     parts.push(`<text y="${top + plotH + 11}" class="mask${k === best ? ' best-label' : ''}" text-anchor="middle">${chars}</text>`);
   });
-  return `<svg class="surface" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="utility per mask of ${esc(a.condition)}">${parts.join('')}</svg>`;
+  return (
+    `<svg class="surface" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" ` +
+    `aria-label="utility per mask of ${esc(a.condition)}">${parts.join('')}</svg>`
+  );
 }
 
 function heatmapSvg(a: ConditionAnalysis): string {
@@ -116,34 +120,47 @@ function heatmapSvg(a: ConditionAnalysis): string {
   const steps = 40;
   const lw = 200;
   for (let s = 0; s < steps; s++) {
-    parts.push(`<rect x="${left + (s * lw) / steps}" y="${ly}" width="${lw / steps + 0.5}" height="8" fill="${diverging((2 * s) / (steps - 1) - 1)}"/>`);
+    parts.push(
+      `<rect x="${left + (s * lw) / steps}" y="${ly}" width="${lw / steps + 0.5}" height="8" fill="${diverging((2 * s) / (steps - 1) - 1)}"/>`,
+    );
   }
   parts.push(`<text x="${left}" y="${ly + 20}" class="tick">${esc(num(-scale))}</text>`);
   parts.push(`<text x="${left + lw / 2}" y="${ly + 20}" class="tick" text-anchor="middle">0</text>`);
   parts.push(`<text x="${left + lw}" y="${ly + 20}" class="tick" text-anchor="end">${esc(num(scale))}</text>`);
-  return `<svg class="heatmap" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="conditional effects of ${esc(a.condition)}">${parts.join('')}</svg>`;
+  return (
+    `<svg class="heatmap" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" ` +
+    `aria-label="conditional effects of ${esc(a.condition)}">${parts.join('')}</svg>`
+  );
 }
 
 function reversalBadges(a: ConditionAnalysis): string {
   return REVERSAL_FLOORS.map((f) => {
     const options = a.reversals[f.key]!.options;
-    return `<span class="badge ${options.length ? 'yes' : 'no'}" title="floor ${esc(a.reversals[f.key]!.floor)}">${esc(f.label)}: ${options.length ? esc(options.join('')) : '—'}</span>`;
+    return (
+      `<span class="badge ${options.length ? 'yes' : 'no'}" title="floor ${esc(a.reversals[f.key]!.floor)}">` +
+      `${esc(f.label)}: ${options.length ? esc(options.join('')) : '—'}</span>`
+    );
   }).join(' ');
 }
 
 function conditionSection(a: ConditionAnalysis): string {
   // Interactions below the absolute floor are rounding noise of additive surfaces: shown as 0.
   const pairs = a.pairs.map((p) => `${p.pair} ${Math.abs(p.interaction) <= ABSOLUTE_FLOOR ? '0' : num(p.interaction)}`).join(' · ');
-  return `<section class="condition" id="condition-${esc(a.condition)}" data-condition="${esc(a.condition)}">
+  return (
+    `<section class="condition" id="condition-${esc(a.condition)}" data-condition="${esc(a.condition)}">
 <h2>${esc(a.condition)} <span class="meta">${esc(a.family)} · ${a.dimensions} options · source ${esc(a.source)}</span></h2>
-<p class="facts">range ${num(a.response_range)} (${num(a.min_utility)} … ${num(a.max_utility)}) · A<sub>t</sub> ${num(a.mean_abs_effect)} · best mask <code>${esc(a.best_mask)}</code> (${num(a.best_utility)}) · ${a.equivalence_class_count} equivalence class(es)</p>
+<p class="facts">range ${num(a.response_range)} (${num(a.min_utility)} … ${num(a.max_utility)}) · A<sub>t</sub> ${num(a.mean_abs_effect)} · ` +
+    `best mask <code>${esc(a.best_mask)}</code> (${num(a.best_utility)}) · ${a.equivalence_class_count} equivalence class(es)</p>
 <p class="facts">sign reversals (options): ${reversalBadges(a)}</p>
 <div class="figures">
-<figure><figcaption>Response surface: utility per mask, axis from min to max (ascending mask order, option A on top of each label; outlined bar = best mask)</figcaption>${surfaceSvg(a)}</figure>
-<figure><figcaption>Conditional effects Δ<sub>i</sub>(z): rows = options, columns = backgrounds z (z<sub>i</sub> = 0) in ascending order</figcaption>${heatmapSvg(a)}</figure>
+<figure><figcaption>Response surface: utility per mask, axis from min to max ` +
+    `(ascending mask order, option A on top of each label; outlined bar = best mask)</figcaption>${surfaceSvg(a)}</figure>
+<figure><figcaption>Conditional effects Δ<sub>i</sub>(z): rows = options, columns = backgrounds z (z<sub>i</sub> = 0) ` +
+    `in ascending order</figcaption>${heatmapSvg(a)}</figure>
 </div>
 <p class="pairs">mean pair interactions J: ${esc(pairs)}</p>
-</section>`;
+</section>`
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -160,7 +177,11 @@ function summarySection(summary: CatalogSummary, analyses: readonly ConditionAna
     ['equivalence classes', summary.equivalence_classes],
   ];
   const reversals = Object.values(summary.reversals)
-    .map((r) => `<tr><td>${esc(r.floor)}</td><td>${r.conditions}/${summary.conditions}</td><td>${r.four_option}/${summary.four_option_conditions}</td><td>${r.six_option}/${summary.six_option_conditions}</td></tr>`)
+    .map(
+      (r) =>
+        `<tr><td>${esc(r.floor)}</td><td>${r.conditions}/${summary.conditions}</td>` +
+        `<td>${r.four_option}/${summary.four_option_conditions}</td><td>${r.six_option}/${summary.six_option_conditions}</td></tr>`,
+    )
     .join('');
   const index = analyses
     .map(
@@ -171,17 +192,21 @@ function summarySection(summary: CatalogSummary, analyses: readonly ConditionAna
         '</tr>',
     )
     .join('');
-  return `<section class="summary" id="summary">
+  return (
+    `<section class="summary" id="summary">
 <h2>Catalog summary</h2>
 <div class="figures">
 <table><tbody>${counts.map(([k, v]) => `<tr><th>${k}</th><td>${v.toLocaleString('en-US')}</td></tr>`).join('')}</tbody></table>
 <table><thead><tr><th>reversal floor</th><th>conditions</th><th>four-option</th><th>six-option</th></tr></thead><tbody>${reversals}</tbody></table>
 </div>
-<table class="index"><thead><tr><th>condition</th><th>family</th><th>d</th><th>range</th><th>A<sub>t</sub></th><th>best</th>${REVERSAL_FLOORS.map((f) => `<th>rev. ${esc(f.label)}</th>`).join('')}</tr></thead><tbody>${index}</tbody></table>
-</section>`;
+<table class="index"><thead><tr><th>condition</th><th>family</th><th>d</th><th>range</th><th>A<sub>t</sub></th><th>best</th>` +
+    `${REVERSAL_FLOORS.map((f) => `<th>rev. ${esc(f.label)}</th>`).join('')}</tr></thead><tbody>${index}</tbody></table>
+</section>`
+  );
 }
 
-const STYLE = `
+const STYLE =
+  `
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d232b;background:#f6f7f9;margin:0;padding:20px 28px;max-width:1500px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:0 0 4px}
 .lead{color:#555;margin:0 0 16px}
@@ -193,7 +218,8 @@ figure{margin:0}figcaption{font-size:12px;color:#555;margin-bottom:4px;max-width
 table{border-collapse:collapse;font-size:13px}th,td{padding:2px 10px;border-bottom:1px solid #eceef1;text-align:left}
 table.index{margin-top:12px}
 code{font:12px ui-monospace,Menlo,Consolas,monospace}
-.badge{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px}.badge.yes{background:#fde2e1;color:#8a1c1c}.badge.no{background:#e8f3ea;color:#2a5d34}
+.badge{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px}` +
+  `.badge.yes{background:#fde2e1;color:#8a1c1c}.badge.no{background:#e8f3ea;color:#2a5d34}
 svg text{font-family:ui-monospace,Menlo,Consolas,monospace}
 .tick{font-size:10px;fill:#444}.mask{font-size:9px;fill:#555}.best-label{fill:#c2410c;font-weight:bold}
 .opt{font-size:12px;font-weight:bold;fill:#333}
@@ -212,7 +238,8 @@ export interface ReportContext {
 export function renderReport(analyses: readonly ConditionAnalysis[], context: ReportContext = {}): string {
   const summary = summarize(analyses);
   const title = context.title ?? 'WhatWorkedBench native references: response surfaces and conditional effects';
-  return `<!DOCTYPE html>
+  return (
+    `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -223,13 +250,16 @@ export function renderReport(analyses: readonly ConditionAnalysis[], context: Re
 </head>
 <body>
 <h1>${esc(title)}</h1>
-<p class="lead">${esc(context.provenance ?? '')} Δ<sub>i</sub>(z) = u(z + e<sub>i</sub>) − u(z); A<sub>t</sub> = mean |Δ|; a sign reversal is an option with an effect above +floor on one background and below −floor on another (relative floors are fractions of the condition's response range). Hover a bar or cell for its exact value.</p>
+<p class="lead">${esc(context.provenance ?? '')} Δ<sub>i</sub>(z) = u(z + e<sub>i</sub>) − u(z); A<sub>t</sub> = mean |Δ|; ` +
+    `a sign reversal is an option with an effect above +floor on one background and below −floor on another ` +
+    `(relative floors are fractions of the condition's response range). Hover a bar or cell for its exact value.</p>
 ${summarySection(summary, analyses)}
 ${analyses.map(conditionSection).join('\n')}
 ${(context.sections ?? []).join('\n')}
 </body>
 </html>
-`;
+`
+  );
 }
 
 /** `wwref report`: analyse the selected reference tables and write the page; returns the summary. */
@@ -251,12 +281,18 @@ export interface ReportFiles {
 /** The page and/or the figure files of the selected conditions, from one analysis. */
 export function writeReportFiles(settings: Settings, options: ReportFiles): { summary: CatalogSummary; figures: string[] } {
   const dir = options.dir ?? settings.paths.references;
-  if (!options.out && !options.figures) throw new UserError('wwref report needs --out FILE (the HTML page), --figures DIR (SVG and PNG files), or both');
+  if (!options.out && !options.figures)
+    throw new UserError('wwref report needs --out FILE (the HTML page), --figures DIR (SVG and PNG files), or both');
+  if (options.out !== undefined) checkOutputPath(settings.paths, options.out, 'report page', { generated: [dir] });
+  if (options.figures !== undefined)
+    checkOutputPath(settings.paths, options.figures, 'figures folder', { kind: 'folder', generated: [dir] });
   const analyses = analyzeReferences(settings.paths, options.conditions ?? [], dir);
   if (!analyses.length) throw new UserError(`no reference tables to report in ${dir}`);
   const manifest = new ReferenceStore(dir, settings.paths).manifest();
   const commit = manifest?.code.git_commit;
-  const provenance = `${analyses.length} reference table(s) from ${manifest?.generator ?? 'wwref'}${commit ? `, code ${commit.slice(0, 12)}${manifest?.code.git_dirty ? ' (dirty)' : ''}` : ''}.`;
+  const provenance =
+    `${analyses.length} reference table(s) from ${manifest?.generator ?? 'wwref'}` +
+    `${commit ? `, code ${commit.slice(0, 12)}${manifest?.code.git_dirty ? ' (dirty)' : ''}` : ''}.`;
   const sections: string[] = [];
   if (options.diffWith) {
     const { report, a, b } = diffReferencesWithSides(settings.paths, dir, options.diffWith, options.conditions ?? []);

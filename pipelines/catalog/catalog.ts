@@ -1,8 +1,9 @@
 // The catalog: every construction plan in sources/ (plus the sources added with `wwref add-source`)
 // and the task conditions they declare.
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { UserError } from '../core/errors.ts';
+import { fsError } from '../core/fsutil.ts';
 import type { FamilyName } from './families.ts';
 import { digest } from '../core/hashing.ts';
 import { parsePlan, type Condition, type Plan } from './plan.ts';
@@ -25,17 +26,64 @@ export interface CatalogCondition {
   plan: LoadedPlan;
 }
 
-export function loadPlanFile(file: string): LoadedPlan {
-  let text: string;
-  // a plan file named by a manifest could be a FIFO or a device: refused unread, never waited on
+/** Largest construction plan wwref reads: 1 MiB (the committed plans are a few kB). */
+export const MAX_PLAN_BYTES = 1024 ** 2;
+
+/** Number (1-based) of the first line of `bytes` that is not valid UTF-8 (a newline byte is never inside a character). */
+function firstBadLine(bytes: Buffer): number {
+  const strict = new TextDecoder('utf-8', { fatal: true });
+  let line = 1;
+  for (let start = 0; ; line++) {
+    const end = bytes.indexOf(0x0a, start);
+    try {
+      strict.decode(bytes.subarray(start, end < 0 ? bytes.length : end));
+    } catch {
+      return line;
+    }
+    if (end < 0) return line;
+    start = end + 1;
+  }
+}
+
+/**
+ * The text of a construction plan file, the one way every stage reads one: a regular file (a FIFO or
+ * device named by a manifest is refused unopened, never waited on), at most MAX_PLAN_BYTES (never read
+ * further), strict UTF-8 without a byte-order mark. Anything else is a one-line UserError.
+ */
+export function readPlanText(file: string): string {
+  const buffer = Buffer.allocUnsafe(MAX_PLAN_BYTES + 1);
+  let length = 0;
+  let fd: number | undefined;
   try {
     const stats = statSync(file, { throwIfNoEntry: false });
-    if (stats && !stats.isFile()) throw new UserError(`construction plan ${file} is not a regular file`);
-    text = readFileSync(file, 'utf8');
+    if (!stats) throw new UserError(`construction plan not found: ${file}`);
+    if (!stats.isFile()) throw new UserError(`construction plan ${file} is not a regular file`);
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+    if (!fstatSync(fd).isFile()) throw new UserError(`construction plan ${file} is not a regular file`);
+    let n: number;
+    do {
+      n = readSync(fd, buffer, length, buffer.length - length, null);
+      length += n;
+    } while (n > 0 && length < buffer.length);
   } catch (error) {
-    if (error instanceof UserError) throw error;
-    throw new UserError(`construction plan not found: ${file}`);
+    throw fsError(error, 'read construction plan', file);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
+  if (length > MAX_PLAN_BYTES)
+    throw new UserError(`construction plan ${file} is larger than ${MAX_PLAN_BYTES} bytes (1 MiB), the most a plan may have; refused`);
+  const bytes = buffer.subarray(0, length);
+  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf)
+    throw new UserError(`construction plan ${file} starts with a UTF-8 byte-order mark; save it as UTF-8 without one`);
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new UserError(`construction plan ${file} is not UTF-8 text (line ${firstBadLine(bytes)}); save it as UTF-8`);
+  }
+}
+
+export function loadPlanFile(file: string): LoadedPlan {
+  const text = readPlanText(file);
   const rel = relative(ROOT, file);
   const plan = parsePlan(rel.startsWith('..') ? file : rel, text);
   // relative to the repository root; a plan outside the repository keeps its absolute path
@@ -77,7 +125,10 @@ function addedElsewhere(source: string, manifestsDir: string): string {
     const manifest = JSON.parse(readFileSync(join(manifestsDir, `${source}.json`), 'utf8')) as { plan?: { file?: string } };
     const file = manifest.plan?.file;
     if (!file) return '';
-    return `; '${source}' was prepared from ${file}: if it was added with 'wwref add-source --references DIR', point the commands at that folder with --references DIR`;
+    return (
+      `; '${source}' was prepared from ${file}: if it was added with 'wwref add-source --references DIR', ` +
+      `point the commands at that folder with --references DIR`
+    );
   } catch {
     return '';
   }
@@ -129,7 +180,10 @@ export class Catalog {
 
   source(name: string): LoadedPlan {
     const plan = this.plans.get(name);
-    if (!plan) throw new UserError(`unknown source '${name}' (known: ${[...this.plans.keys()].join(', ')})${addedElsewhere(name, this.manifestsDir)}`);
+    if (!plan)
+      throw new UserError(
+        `unknown source '${name}' (known: ${[...this.plans.keys()].join(', ')})${addedElsewhere(name, this.manifestsDir)}`,
+      );
     return plan;
   }
 

@@ -113,10 +113,24 @@ export type FamilyName = keyof typeof NOTES;
 const NAMES = Object.keys(NOTES) as [FamilyName, ...FamilyName[]];
 
 const Registry = z.strictObject({
-  option_letters: z.array(z.string()).refine((letters) => letters.join() === OPTION_LETTERS.join(), `expected ${OPTION_LETTERS.join(', ')} (the orchestrator's option letters)`),
+  option_letters: z
+    .array(z.string())
+    .refine(
+      (letters) => letters.join() === OPTION_LETTERS.join(),
+      `expected ${OPTION_LETTERS.join(', ')} (the orchestrator's option letters)`,
+    ),
   families: z
-    .array(z.strictObject({ name: z.enum(NAMES), dimensions: z.array(z.union([z.literal(4), z.literal(6)])).min(1), hash_rule: z.enum(['raw_bytes', 'json', 'json_list']) }))
-    .refine((list) => list.length === NAMES.length && new Set(list.map((f) => f.name)).size === NAMES.length, `expected each of ${NAMES.join(', ')} once`),
+    .array(
+      z.strictObject({
+        name: z.enum(NAMES),
+        dimensions: z.array(z.union([z.literal(4), z.literal(6)])).min(1),
+        hash_rule: z.enum(['raw_bytes', 'json', 'json_list']),
+      }),
+    )
+    .refine(
+      (list) => list.length === NAMES.length && new Set(list.map((f) => f.name)).size === NAMES.length,
+      `expected each of ${NAMES.join(', ')} once`,
+    ),
 });
 const registry = readContract('families.json', Registry);
 
@@ -131,7 +145,10 @@ export interface FamilyDefinition extends FamilyNotes {
 }
 
 export const FAMILIES = Object.fromEntries(
-  registry.families.map((f): [FamilyName, FamilyDefinition] => [f.name, { ...NOTES[f.name], dimensions: f.dimensions, hashRule: f.hash_rule }]),
+  registry.families.map((f): [FamilyName, FamilyDefinition] => [
+    f.name,
+    { ...NOTES[f.name], dimensions: f.dimensions, hashRule: f.hash_rule },
+  ]),
 ) as Record<FamilyName, FamilyDefinition>;
 
 /** How a worker's reported registry (name -> mask widths, hash rule) differs from this one. */
@@ -142,24 +159,30 @@ export function registryProblems(reported: Record<string, { dimensions: number[]
     const ours = FAMILIES[name];
     if (!theirs) problems.push(`family ${name} is missing in the worker`);
     else if (theirs.hash_rule !== ours.hashRule || JSON.stringify(theirs.dimensions) !== JSON.stringify(ours.dimensions)) {
-      problems.push(`family ${name}: worker ${JSON.stringify(theirs)}, orchestrator ${JSON.stringify({ dimensions: ours.dimensions, hash_rule: ours.hashRule })}`);
+      problems.push(
+        `family ${name}: worker ${JSON.stringify(theirs)}, orchestrator ${JSON.stringify({ dimensions: ours.dimensions, hash_rule: ours.hashRule })}`,
+      );
     }
   }
-  for (const name of Object.keys(reported)) if (!(FAMILY_NAMES as readonly string[]).includes(name)) problems.push(`family ${name} is unknown to the orchestrator`);
+  for (const name of Object.keys(reported))
+    if (!(FAMILY_NAMES as readonly string[]).includes(name)) problems.push(`family ${name} is unknown to the orchestrator`);
   return problems;
 }
 
 /** The registry as text, one block per family (`wwref families`); unknown names are refused. */
 export function familyLines(names: readonly string[] = []): string[] {
   for (const name of names) {
-    if (!(FAMILY_NAMES as readonly string[]).includes(name)) throw new UserError(`unknown family '${name}' (known: ${FAMILY_NAMES.join(', ')})`);
+    if (!(FAMILY_NAMES as readonly string[]).includes(name))
+      throw new UserError(`unknown family '${name}' (known: ${FAMILY_NAMES.join(', ')})`);
   }
   const selected = names.length ? (names as FamilyName[]) : [...FAMILY_NAMES];
-  return selected.flatMap((name) => {
-    const f = FAMILIES[name];
-    return [
-      `${name}: ${f.dimensions.join(' or ')} options, prediction hash ${f.hashRule}; code workflows/families/${name}.py`,
-      ...Object.entries(f.options).map(([letter, what]) => `  ${letter}  ${what}`),
-    ];
-  }).concat('option meanings, inactive rules, metrics and utilities: docs/families.md');
+  return selected
+    .flatMap((name) => {
+      const f = FAMILIES[name];
+      return [
+        `${name}: ${f.dimensions.join(' or ')} options, prediction hash ${f.hashRule}; code workflows/families/${name}.py`,
+        ...Object.entries(f.options).map(([letter, what]) => `  ${letter}  ${what}`),
+      ];
+    })
+    .concat('option meanings, inactive rules, metrics and utilities: docs/families.md');
 }

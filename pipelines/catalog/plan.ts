@@ -82,7 +82,9 @@ export const Plan = z
     $comment: z
       .union([z.string(), z.array(z.string())])
       .optional()
-      .describe('notes for the people editing the plan (wwref new-source writes the family options and what it detected here); read by no stage'),
+      .describe(
+        'notes for the people editing the plan (wwref new-source writes the family options and what it detected here); read by no stage',
+      ),
     plan_version: z.literal(1).describe('format version of the construction plan'),
     source: Identifier.describe('source identity: unique name, also the folder prepared/<source>/ and manifests/<source>.json'),
     title: z.string().min(1),
@@ -92,9 +94,7 @@ export const Plan = z
     homepage: z.string().optional(),
     raw_files: z.array(RawFile).min(1).describe('upstream files, each pinned by sha256 and size'),
     /** The identity the published catalog recorded for its raw input, when we read another file. */
-    published_raw: z
-      .array(z.strictObject({ url: z.string(), sha256: Sha256.optional(), note: z.string() }))
-      .optional(),
+    published_raw: z.array(z.strictObject({ url: z.string(), sha256: Sha256.optional(), note: z.string() })).optional(),
     preparation: z
       .strictObject({ recipe: z.string(), params: z.record(z.string(), z.unknown()) })
       .describe('preparation recipe kind (docs/recipes.md) and its parameters, seeds included'),
@@ -115,14 +115,20 @@ export const Plan = z
          * AVX-512). Conformance checks still require the exact utility of these records.
          */
         known_deviations: z
-          .array(z.strictObject({ condition: Identifier, masks: z.array(z.string().regex(/^[01]{4}([01]{2})?$/)).min(1), reason: z.string().min(1) }))
+          .array(
+            z.strictObject({
+              condition: Identifier,
+              masks: z.array(z.string().regex(/^[01]{4}([01]{2})?$/)).min(1),
+              reason: z.string().min(1),
+            }),
+          )
           .optional(),
       })
       .default({ comparable: false, prepared_match: 'not_published', note: 'not part of the published catalog' }),
   })
   .superRefine((plan, ctx) => {
     const family = FAMILIES[plan.family];
-    const params = RECIPE_PARAMS[plan.preparation.recipe];
+    const params = Object.hasOwn(RECIPE_PARAMS, plan.preparation.recipe) ? RECIPE_PARAMS[plan.preparation.recipe] : undefined;
     if (!params) {
       ctx.addIssue({
         code: 'custom',
@@ -147,7 +153,8 @@ export const Plan = z
       const names = new Set(plan.raw_files.map((f) => f.name));
       for (const key of RAW_FILE_PARAMS[plan.preparation.recipe] ?? []) {
         const value = plan.preparation.params[key];
-        const listed = typeof value === 'string' ? [[value, [key]] as const] : Array.isArray(value) ? value.map((v, i) => [v, [key, i]] as const) : [];
+        const listed =
+          typeof value === 'string' ? [[value, [key]] as const] : Array.isArray(value) ? value.map((v, i) => [v, [key, i]] as const) : [];
         for (const [name, path] of listed) {
           if (typeof name === 'string' && !names.has(name)) {
             ctx.addIssue({
@@ -161,12 +168,14 @@ export const Plan = z
     }
     const rawNames = new Set<string>();
     plan.raw_files.forEach((file, i) => {
-      if (rawNames.has(file.name)) ctx.addIssue({ code: 'custom', path: ['raw_files', i, 'name'], message: `raw file '${file.name}' is listed twice` });
+      if (rawNames.has(file.name))
+        ctx.addIssue({ code: 'custom', path: ['raw_files', i, 'name'], message: `raw file '${file.name}' is listed twice` });
       rawNames.add(file.name);
     });
     const declared = new Map<string, number>();
     plan.conditions.forEach((condition, i) => {
-      if (declared.has(condition.id)) ctx.addIssue({ code: 'custom', path: ['conditions', i, 'id'], message: `condition '${condition.id}' is declared twice` });
+      if (declared.has(condition.id))
+        ctx.addIssue({ code: 'custom', path: ['conditions', i, 'id'], message: `condition '${condition.id}' is declared twice` });
       else declared.set(condition.id, condition.dimensions);
     });
     plan.conditions.forEach((condition, i) => {
@@ -181,14 +190,20 @@ export const Plan = z
       if (condition.options) {
         condition.options.forEach((letter, j) => {
           if (!(letter in family.options)) {
-            ctx.addIssue({ code: 'custom', path: ['conditions', i, 'options', j], message: `family ${plan.family} has no option ${letter}` });
+            ctx.addIssue({
+              code: 'custom',
+              path: ['conditions', i, 'options', j],
+              message: `family ${plan.family} has no option ${letter}`,
+            });
           }
         });
         if (condition.options.join('') !== letters.join('')) {
           ctx.addIssue({
             code: 'custom',
             path: ['conditions', i, 'options'],
-            message: `a ${condition.dimensions}-option ${plan.family} condition uses options ${letters.join(', ')} (mask width ${condition.dimensions}), not ${condition.options.join(', ') || 'none'}`,
+            message:
+              `a ${condition.dimensions}-option ${plan.family} condition uses options ${letters.join(', ')} ` +
+              `(mask width ${condition.dimensions}), not ${condition.options.join(', ') || 'none'}`,
           });
         }
       }
@@ -216,10 +231,37 @@ export const Plan = z
   });
 export type Plan = z.infer<typeof Plan>;
 
-/** Field-level, file-named message for a failed plan validation. */
+/** Field-level, file-named message for a failed plan validation: one line, or one line per issue. */
 export function describePlanIssues(file: string, error: z.ZodError): string {
-  const lines = error.issues.map((issue) => `  - ${issue.path.length ? issue.path.join('.') : '(plan)'}: ${issue.message}`);
-  return `invalid construction plan ${file}:\n${lines.join('\n')}`;
+  const lines = error.issues.map((issue) => `${issue.path.length ? issue.path.join('.') : '(plan)'}: ${issue.message}`);
+  if (lines.length === 1) return `invalid construction plan ${file}: ${lines[0]}`;
+  return `invalid construction plan ${file}:\n${lines.map((line) => `  - ${line}`).join('\n')}`;
+}
+
+interface Visit {
+  value: unknown;
+  key?: string;
+  parent?: Visit;
+}
+
+/** Path (e.g. "title", "conditions.0.id") of a string or key holding a lone surrogate; walked without recursion (any depth). */
+function loneSurrogateAt(json: unknown): string | undefined {
+  const pathOf = (visit: Visit | undefined, last?: string): string => {
+    const names = last === undefined ? [] : [last];
+    for (let v = visit; v?.key !== undefined; v = v.parent) names.unshift(v.key);
+    return names.join('.') || '(plan)';
+  };
+  const pending: Visit[] = [{ value: json }];
+  while (pending.length) {
+    const visit = pending.pop()!;
+    if (typeof visit.value === 'string' && /\p{Cs}/u.test(visit.value)) return pathOf(visit);
+    if (typeof visit.value !== 'object' || visit.value === null) continue;
+    for (const [key, value] of Object.entries(visit.value)) {
+      if (/\p{Cs}/u.test(key)) return pathOf(visit, key);
+      pending.push({ value, key, parent: visit });
+    }
+  }
+  return undefined;
 }
 
 export function parsePlan(file: string, text: string): Plan {
@@ -229,11 +271,17 @@ export function parsePlan(file: string, text: string): Plan {
   } catch (error) {
     throw new UserError(`invalid construction plan ${file}: not JSON (${(error as Error).message})`);
   }
+  // "\ud800" is valid JSON but no text: neither UTF-8 nor the plan hash (Python's) can encode it
+  const surrogate = loneSurrogateAt(json);
+  if (surrogate)
+    throw new UserError(
+      `invalid construction plan ${file}: ${surrogate}: a \\u escape encodes half a character ` +
+        `(a lone surrogate, U+D800–U+DFFF); write the character itself`,
+    );
   const parsed = Plan.safeParse(json);
   if (!parsed.success) throw new UserError(describePlanIssues(file, parsed.error));
   return parsed.data;
 }
-
 
 /**
  * JSON Schema (draft 2020-12) of a construction plan, for editors (sources/plan.schema.json): the zod
@@ -242,15 +290,21 @@ export function parsePlan(file: string, text: string): Plan {
  */
 export function planJsonSchema(): Record<string, unknown> {
   const options = { io: 'input', unrepresentable: 'any' } as const;
+  // biome-ignore lint/suspicious/noExplicitAny: zod's JSON Schema, edited in place below
   const schema = z.toJSONSchema(Plan, options) as Record<string, any>;
   const recipes = Object.keys(RECIPE_PARAMS);
   const preparation = schema.properties.preparation;
   preparation.properties.recipe = { type: 'string', enum: recipes, description: 'recipe kind' };
   preparation.allOf = recipes.map((recipe) => {
     const { $schema: _, ...params } = z.toJSONSchema(RECIPE_PARAMS[recipe]!, options) as Record<string, unknown>;
+    // biome-ignore lint/suspicious/noThenProperty: JSON Schema's if/then keywords
     return { if: { properties: { recipe: { const: recipe } } }, then: { properties: { params } } };
   });
-  return { ...schema, title: 'wwref construction plan', description: 'A source and its task conditions (pipelines/catalog/plan.ts); validate with `wwref add-source PLAN --dry-run`.' };
+  return {
+    ...schema,
+    title: 'wwref construction plan',
+    description: 'A source and its task conditions (pipelines/catalog/plan.ts); validate with `wwref add-source PLAN --dry-run`.',
+  };
 }
 
 /** Masks of a condition whose published prediction bytes this platform is declared not to reproduce. */

@@ -7,7 +7,21 @@
 import { z } from 'zod';
 import { readContract } from '../core/contracts.ts';
 
-const TYPES = ['text', 'raw_file', 'raw_files', 'file_name', 'names', 'choice', 'boolean', 'integer', 'number', 'integers', 'sheet', 'integer_map', 'object'] as const;
+const TYPES = [
+  'text',
+  'raw_file',
+  'raw_files',
+  'file_name',
+  'names',
+  'choice',
+  'boolean',
+  'integer',
+  'number',
+  'integers',
+  'sheet',
+  'integer_map',
+  'object',
+] as const;
 
 interface Rule {
   type: (typeof TYPES)[number];
@@ -34,13 +48,19 @@ const RuleSchema: z.ZodType<Rule> = z.lazy(() =>
       contains_any: z.array(z.string().min(1)).min(1).optional(),
       params: z.record(z.string(), RuleSchema).optional(),
     })
-    .refine((rule) => (rule.type === 'choice') === (rule.choices !== undefined) && (rule.type === 'object') === (rule.params !== undefined), 'choices go with type choice, params with type object'),
+    .refine(
+      (rule) => (rule.type === 'choice') === (rule.choices !== undefined) && (rule.type === 'object') === (rule.params !== undefined),
+      'choices go with type choice, params with type object',
+    ),
 );
 /** Each recipe's parameter rules, as contracts/recipes.json states them. */
 export const RECIPE_RULES = readContract('recipes.json', z.record(z.string(), z.record(z.string(), RuleSchema)));
 
 const Name = z.string().min(1);
-const Names = z.array(Name).min(1).refine((list) => new Set(list).size === list.length, 'expected distinct entries');
+const Names = z
+  .array(Name)
+  .min(1)
+  .refine((list) => new Set(list).size === list.length, 'expected distinct entries');
 
 function bounded(schema: z.ZodNumber, rule: Rule): z.ZodNumber {
   let bound = schema;
@@ -54,7 +74,10 @@ function valueSchema(rule: Rule): z.ZodType {
   switch (rule.type) {
     case 'text':
       return rule.contains_any
-        ? Name.refine((text) => rule.contains_any!.some((part) => text.includes(part)), `expected a template holding ${rule.contains_any.join(' and/or ')}`)
+        ? Name.refine(
+            (text) => rule.contains_any!.some((part) => text.includes(part)),
+            `expected a template holding ${rule.contains_any.join(' and/or ')}`,
+          )
         : Name;
     case 'raw_file':
     case 'file_name': // its plain-name rule: SAFE_FILE_NAME, checked by plan.ts
@@ -87,7 +110,10 @@ function objectSchema(rules: Record<string, Rule>): z.ZodObject {
       Object.entries(rules).map(([key, rule]) => {
         const value = valueSchema(rule);
         // a default is the Python side's: documented in the JSON Schema, not filled in, so rules see what the plan says
-        return [key, rule.default !== undefined ? value.optional().meta({ default: rule.default }) : rule.optional ? value.optional() : value];
+        return [
+          key,
+          rule.default !== undefined ? value.optional().meta({ default: rule.default }) : rule.optional ? value.optional() : value,
+        ];
       }),
     ),
   );
@@ -112,17 +138,22 @@ interface Tabular {
 function tabularRules(p: Tabular, ctx: z.RefinementCtx): void {
   const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: 'custom', path, message });
   if (p.features.includes(p.target)) issue(['target'], 'the target column must not be a feature');
-  if ((p.task === 'regression') !== (p.labels === undefined)) issue(['labels'], 'required for classification and clustering, absent for regression');
-  if ((p.task === 'clustering') !== (p.split === undefined)) issue(['split'], 'required for classification and regression, absent for clustering');
+  if ((p.task === 'regression') !== (p.labels === undefined))
+    issue(['labels'], 'required for classification and clustering, absent for regression');
+  if ((p.task === 'clustering') !== (p.split === undefined))
+    issue(['split'], 'required for classification and regression, absent for clustering');
   if (p.format !== 'excel' && p.sheet !== undefined) issue(['sheet'], 'only a spreadsheet (format excel) has sheets');
   if (p.format === 'arff' && p.header) issue(['header'], 'an ARFF file names its own columns');
   const text = p.format === 'csv' || p.format === 'whitespace';
-  if (p.compression !== undefined && p.compression !== 'none' && !text) issue(['compression'], 'only text formats (csv, whitespace) can be read compressed');
+  if (p.compression !== undefined && p.compression !== 'none' && !text)
+    issue(['compression'], 'only text formats (csv, whitespace) can be read compressed');
   if (p.append_files && !text) issue(['append_files'], 'only text formats (csv, whitespace) can be appended');
   if (p.append_files?.includes(p.file)) issue(['append_files'], 'the main file cannot be appended to itself');
-  if (p.decimals && (p.decimals.places === undefined) === (p.decimals.width === undefined)) issue(['decimals'], 'give either places or width');
+  if (p.decimals && (p.decimals.places === undefined) === (p.decimals.width === undefined))
+    issue(['decimals'], 'give either places or width');
   for (const column of Object.keys(p.decimals?.places ?? {})) {
-    if (!p.features.includes(column) && !(column === p.target && p.labels === undefined)) issue(['decimals', 'places', column], 'only feature columns or a regression target can be rounded');
+    if (!p.features.includes(column) && !(column === p.target && p.labels === undefined))
+      issue(['decimals', 'places', column], 'only feature columns or a regression target can be rounded');
   }
 }
 
@@ -135,5 +166,8 @@ export const RECIPE_PARAMS: Record<string, z.ZodType> = Object.fromEntries(
 
 /** Parameters of each recipe that name one (string) or several (array) of the plan's raw files. */
 export const RAW_FILE_PARAMS: Record<string, readonly string[]> = Object.fromEntries(
-  Object.entries(RECIPE_RULES).map(([recipe, rules]) => [recipe, Object.keys(rules).filter((key) => rules[key]!.type === 'raw_file' || rules[key]!.type === 'raw_files')]),
+  Object.entries(RECIPE_RULES).map(([recipe, rules]) => [
+    recipe,
+    Object.keys(rules).filter((key) => rules[key]!.type === 'raw_file' || rules[key]!.type === 'raw_files'),
+  ]),
 );

@@ -33,21 +33,44 @@ import worker from './commands/runs/worker.ts';
 import { checkBareValues, checkWorkers } from './options.ts';
 
 // The analysis commands load their modules on use, so the other commands start faster.
-const COMMANDS: Command[] = [list, acquire, prepare, rebuild, replay, audit, effects, grade, report, diff, addSource, newSource, planSchema, exportCommand, families, worker, doctor, episode, task, serve];
+const COMMANDS: Command[] = [
+  list,
+  acquire,
+  prepare,
+  rebuild,
+  replay,
+  audit,
+  effects,
+  grade,
+  report,
+  diff,
+  addSource,
+  newSource,
+  planSchema,
+  exportCommand,
+  families,
+  worker,
+  doctor,
+  episode,
+  task,
+  serve,
+];
 
 /** The settings of this run: --references (unless the command's own), --runtime and --mirror on top of the file and `env`. */
 function settingsFor(argv: ArgumentsCamelCase<Record<string, unknown>>, command: Command | undefined, env: NodeJS.ProcessEnv): Settings {
   const own = command?.ownReferences?.(argv as never) ?? false;
   const references = typeof argv.references === 'string' ? argv.references : undefined;
   if (references !== undefined && references.trim() === '') throw new UserError('--references needs a folder');
-  if (argv.runtime !== undefined && (typeof argv.runtime !== 'string' || argv.runtime.trim() === '')) throw new UserError('--runtime needs a name (see runtimes in wwref.config.json)');
+  if (argv.runtime !== undefined && (typeof argv.runtime !== 'string' || argv.runtime.trim() === ''))
+    throw new UserError('--runtime needs a name (see runtimes in wwref.config.json)');
   const mirrors = Array.isArray(argv.mirror) ? argv.mirror.map(String) : [];
   const settings = loadSettings({ references: own ? undefined : references, runtime: argv.runtime as string | undefined, mirrors }, env);
   // a reference folder is never inside prepared/, the raw cache or manifests/ (nor around them)
   const target = own && references !== undefined ? resolve(references) : settings.paths.references;
   checkReferenceFolder(target, settings.paths);
   // the references of one runtime are never replaced by another's
-  if (command === rebuild || command === addSource) checkRuntimeTarget(target, new ReferenceStore(target, settings.paths).manifest()?.versions, settings.runtime);
+  if (command === rebuild || command === addSource)
+    checkRuntimeTarget(target, new ReferenceStore(target, settings.paths).manifest()?.versions, settings.runtime);
   return settings;
 }
 
@@ -61,7 +84,11 @@ async function main(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
     .middleware((argv) => {
       checkBareValues(args);
       checkWorkers(argv.workers, argv.workersMax);
-      settings = settingsFor(argv, COMMANDS.find((c) => c.command.split(' ')[0] === argv._[0]), env);
+      settings = settingsFor(
+        argv,
+        COMMANDS.find((c) => c.command.split(' ')[0] === argv._[0]),
+        env,
+      );
     });
   for (const command of COMMANDS) {
     cli = cli.command(command.command, command.describe, command.builder, async (argv) => {

@@ -15,7 +15,11 @@ export function list(value: unknown, flag = 'this option'): string[] {
 }
 
 export function withMirror<T>(y: Argv<T>) {
-  return y.option('mirror', { type: 'string', array: true, describe: 'mirror directory of raw files (repeatable; tried before those of wwref.config.json and WWREF_MIRROR)' });
+  return y.option('mirror', {
+    type: 'string',
+    array: true,
+    describe: 'mirror directory of raw files (repeatable; tried before those of wwref.config.json and WWREF_MIRROR)',
+  });
 }
 
 /** --references: the reference folder a command reads (and rebuild writes); WWREF_REFERENCES_DIR is the default. */
@@ -25,30 +29,47 @@ export function withReferences<T>(y: Argv<T>) {
 
 /** --condition (several) and --references, for the commands that read reference tables. */
 export function withTables<T>(y: Argv<T>) {
-  return withReferences(y.option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' }));
+  return withReferences(
+    y.option('condition', { type: 'string', array: true, describe: 'condition(s); default every table in the manifest' }),
+  );
 }
 
 export function withWorkers<T>(y: Argv<T>, byDefault = availableParallelism()) {
   return y
-    .option('workers', { type: 'number', default: byDefault, describe: 'Python worker processes, one computation thread each (at most the number of cores, unless --workers-max)' })
+    .option('workers', {
+      type: 'number',
+      default: byDefault,
+      describe: 'Python worker processes, one computation thread each (at most the number of cores, unless --workers-max)',
+    })
     .option('workers-max', { type: 'number', describe: `allow up to this many workers (at most ${WORKERS_CEILING})` });
 }
 
 /** --runtime: the named Python runtime of wwref.config.json that executes records (default `pinned`). */
 export function withRuntime<T>(y: Argv<T>) {
-  return y.option('runtime', { type: 'string', describe: "Python runtime of wwref.config.json that executes the records (default 'pinned'; another is created in .venv-NAME on first use)" });
+  return y.option('runtime', {
+    type: 'string',
+    describe:
+      "Python runtime of wwref.config.json that executes the records (default 'pinned'; another is created in .venv-NAME on first use)",
+  });
 }
 
 /** --executor and --scheduler, for the commands that execute records. */
 export function withExecutor<T>(y: Argv<T>) {
   return withRuntime(y)
-    .option('executor', { choices: EXECUTOR_KINDS, default: 'local' as const, describe: 'local: worker processes here; dask: the workers of a Dask scheduler (--scheduler); dask-local: a Dask cluster of --workers processes started here for the job' })
+    .option('executor', {
+      choices: EXECUTOR_KINDS,
+      default: 'local' as const,
+      describe:
+        'local: worker processes here; dask: the workers of a Dask scheduler (--scheduler); ' +
+        'dask-local: a Dask cluster of --workers processes started here for the job',
+    })
     .option('scheduler', { type: 'string', describe: 'Dask scheduler address for --executor dask, e.g. tcp://10.0.0.5:8786' });
 }
 
 export function executorChoice(argv: { executor: ExecutorKind; scheduler?: string }): ExecutorChoice {
   if (argv.scheduler !== undefined && argv.executor !== 'dask') throw new UserError('--scheduler is for --executor dask');
-  if (argv.executor === 'dask' && !argv.scheduler) throw new UserError('--executor dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)');
+  if (argv.executor === 'dask' && !argv.scheduler)
+    throw new UserError('--executor dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)');
   return { kind: argv.executor, scheduler: argv.scheduler };
 }
 
@@ -67,7 +88,8 @@ export function checkWorkers(workers: unknown, workersMax: unknown): void {
   if (workers === undefined) return;
   const n = workers as number;
   const max = (workersMax as number | undefined) ?? availableParallelism();
-  if (!Number.isInteger(max) || max < 1 || max > WORKERS_CEILING) throw new UserError(`--workers-max takes a whole number from 1 to ${WORKERS_CEILING}`);
+  if (!Number.isInteger(max) || max < 1 || max > WORKERS_CEILING)
+    throw new UserError(`--workers-max takes a whole number from 1 to ${WORKERS_CEILING}`);
   if (!Number.isInteger(n) || n < 1) throw new UserError('--workers takes a whole number of at least 1');
   if (n > max) throw new UserError(`--workers ${n} is more than ${max} (the cores of this machine); pass --workers-max ${n} to allow it`);
 }

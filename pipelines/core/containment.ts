@@ -3,14 +3,35 @@
 // are resolved, or it is refused before anything is read, written or deleted. Raw inputs are read only
 // when they are regular files (a FIFO, a device or a directory is refused without being opened), and
 // the leftovers of killed processes (`<name>.staging-<pid>`) are removed without following a link.
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, realpathSync, rmSync, unlinkSync, type Stats } from 'node:fs';
+// An output path a user names is checked once, before any work (checkOutputPath).
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  type Stats,
+} from 'node:fs';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import { z } from 'zod';
 import { readContract } from './contracts.ts';
 import { UserError } from './errors.ts';
+import { ROOT } from './paths.ts';
+import type { Paths } from './settings.ts';
 
-const Naming = z.strictObject({ file_name_max_characters: z.number().int().positive(), path_name_max_characters: z.number().int().positive() });
+const Naming = z.strictObject({
+  file_name_max_characters: z.number().int().positive(),
+  path_name_max_characters: z.number().int().positive(),
+});
 /** The longest plain file name and the longest name of a relative path (contracts/naming.json). */
 export const NAME_LIMITS = readContract('naming.json', Naming);
 
@@ -20,10 +41,13 @@ export const NAME_LIMITS = readContract('naming.json', Naming);
  * count code points, as Python's len() does. Shared by the plan schema and insideRoot.
  */
 export const SAFE_RELATIVE_PATH = new RegExp(
-  String.raw`^(?!\.\.?(?:\/|$))(?!.*\/\.\.?(?:\/|$))[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}}(?:\/[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}})*$`,
+  String.raw`^(?!\.\.?(?:\/|$))(?!.*\/\.\.?(?:\/|$))` +
+    String.raw`[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}}` +
+    String.raw`(?:\/[^/\\\u0000]{1,${NAME_LIMITS.path_name_max_characters}})*$`,
   'su',
 );
-export const SAFE_RELATIVE_PATH_RULE = "a relative path inside its folder ('/'-separated names; no '..', '.', leading '/', backslash or empty name)";
+export const SAFE_RELATIVE_PATH_RULE =
+  "a relative path inside its folder ('/'-separated names; no '..', '.', leading '/', backslash or empty name)";
 /**
  * One file name (no separator at all) that wwref turns into file names by adding a suffix, e.g. an ECG
  * record (<record>.hea) or a pack's condition (<condition>.json): at most file_name_max_characters.
@@ -73,7 +97,10 @@ export function realPath(path: string): string {
     return resolve(realpathSync(head), ...tail);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new UserError(`cannot resolve ${head}: ${code === 'ENOENT' ? 'a dangling symbolic link' : code === 'ELOOP' ? 'a symbolic link loop' : (error as Error).message}`);
+    throw new UserError(
+      `cannot resolve ${head}: ` +
+        `${code === 'ENOENT' ? 'a dangling symbolic link' : code === 'ELOOP' ? 'a symbolic link loop' : (error as Error).message}`,
+    );
   }
 }
 
@@ -133,7 +160,11 @@ export function openRegularFile(path: string, what: string): { fd: number; size:
  * sha256 and length of what remains to be read from `fd`, read in 1 MiB blocks (never whole); with
  * `limit`, reading stops after limit + 1 bytes (the length then tells that the file is too large).
  */
-export function hashDescriptor(fd: number, onBlock?: (block: Uint8Array) => void, limit = Number.MAX_SAFE_INTEGER): { sha256: string; bytes: number } {
+export function hashDescriptor(
+  fd: number,
+  onBlock?: (block: Uint8Array) => void,
+  limit = Number.MAX_SAFE_INTEGER,
+): { sha256: string; bytes: number } {
   const hash = createHash('sha256');
   const block = Buffer.allocUnsafe(1 << 20);
   let bytes = 0;
@@ -205,9 +236,83 @@ export function removeStaleEntries(dir: string, pattern: RegExp): string[] {
     const path = join(dir, name);
     const stats = lstatSync(path, { throwIfNoEntry: false });
     if (!stats) continue;
-    if (stats.isDirectory()) rmSync(path, { recursive: true, force: true }); // lstat-based: links inside are unlinked, not followed
+    if (stats.isDirectory())
+      rmSync(path, { recursive: true, force: true }); // lstat-based: links inside are unlinked, not followed
     else unlinkSync(path);
     removed.push(path);
   }
   return removed;
+}
+
+/** The project's own code, plans and contracts: no command writes a user-named output there. */
+export const SOURCE_FOLDERS = ['workflows', 'sources', 'pipelines', 'contracts', 'bin', 'scripts', 'test'].map((name) => join(ROOT, name));
+
+/** Folders only wwref itself writes: the reference folders (the one in use and the committed ones), prepared inputs, source manifests. */
+export function generatedFolders(paths: Pick<Paths, 'references' | 'prepared' | 'manifests'>): string[] {
+  return [paths.references, join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), paths.prepared, paths.manifests];
+}
+
+export interface OutputCheck {
+  /** A file the command writes (default), or a folder it fills. */
+  kind?: 'file' | 'folder';
+  /** Further folders only wwref writes, e.g. the reference folder a command reads. */
+  generated?: readonly string[];
+  /** The output may lie in the project's source folders (a plan, the plan schema in sources/). */
+  inSources?: boolean;
+}
+
+/** What is at `path` (the link itself with `link`), or undefined, a parent that is a file included. */
+function outputStats(path: string, what: string, shown: string, link = false): Stats | undefined {
+  try {
+    return (link ? lstatSync : statSync)(path, { throwIfNoEntry: false });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOTDIR') return undefined;
+    throw new UserError(`${what} ${shown} cannot be written: ${code ?? (error as Error).message}`);
+  }
+}
+
+/**
+ * The one check of an output path a user names (`what`: "--out", "report file"), made before any
+ * work: refused inside the project's source folders or a folder only wwref writes (after `..` and
+ * symbolic links are resolved), and when it cannot be written: a file output that is a folder, a
+ * symbolic link, a device, FIFO or socket; a folder output that is a file; a parent that is a file;
+ * a nearest existing folder that is not writable. Returns the absolute path.
+ */
+export function checkOutputPath(
+  paths: Pick<Paths, 'references' | 'prepared' | 'manifests'>,
+  path: string,
+  what: string,
+  check: OutputCheck = {},
+): string {
+  const kind = check.kind ?? 'file';
+  if (path.trim() === '') throw new UserError(`${what} needs a path`);
+  for (const dir of check.inSources ? [] : SOURCE_FOLDERS) {
+    if (isInside(path, dir)) throw new UserError(`${what} ${path} is inside ${dir}, the project's own source; choose another path`);
+  }
+  for (const dir of [...generatedFolders(paths), ...(check.generated ?? [])]) {
+    if (isInside(path, dir)) throw new UserError(`${what} ${path} is inside ${dir}, which only wwref itself writes; choose another path`);
+  }
+  const target = resolve(path);
+  if (kind === 'file' && outputStats(target, what, path, true)?.isSymbolicLink()) {
+    throw new UserError(
+      `${what} ${path} is a symbolic link; name the file itself (wwref replaces its outputs, it does not write through links)`,
+    );
+  }
+  const stats = outputStats(target, what, path);
+  if (stats?.isDirectory() && kind === 'file') throw new UserError(`${what} ${path} is a directory; name a file`);
+  // an atomic write renames a new file over the path: never over a device, FIFO or socket
+  if (stats && !stats.isDirectory() && !stats.isFile())
+    throw new UserError(`${what} ${path} is not a regular file (a device, FIFO or socket); name a file`);
+  if (stats && !stats.isDirectory() && kind === 'folder') throw new UserError(`${what} ${path} is a file; name a folder`);
+  let existing = stats && kind === 'folder' ? target : dirname(target);
+  while (!existsSync(existing) && dirname(existing) !== existing) existing = dirname(existing);
+  if (!outputStats(existing, what, path)?.isDirectory())
+    throw new UserError(`${what} ${path} cannot be written: ${existing} is a file, not a folder`);
+  try {
+    accessSync(existing, constants.W_OK);
+  } catch (error) {
+    throw new UserError(`${what} ${path} cannot be written: ${existing} is not writable (${(error as NodeJS.ErrnoException).code})`);
+  }
+  return target;
 }

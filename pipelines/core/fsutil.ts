@@ -2,7 +2,7 @@
 // rename, so a reader never sees half a file), appends that never follow a symlink, and file-system
 // failures turned into one-line user errors that name the file.
 import { closeSync, constants, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
-import { basename, dirname, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { UserError } from './errors.ts';
 
 const FS_HINTS: Record<string, string> = {

@@ -116,11 +116,7 @@ const SHORT_ESCAPES: Record<string, string> = {
 };
 
 function pyJsonString(s: string): string {
-  return (
-    '"' +
-    s.replace(/[\u0000-\u001f"\\]/g, (ch) => SHORT_ESCAPES[ch] ?? `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`) +
-    '"'
-  );
+  return `"${s.replace(/[\u0000-\u001f"\\]/g, (ch) => SHORT_ESCAPES[ch] ?? `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`)}"`;
 }
 
 /** Compare two strings by Unicode code point (Python str ordering), not by UTF-16 code unit. */

@@ -60,7 +60,8 @@ function portableProfile(numpy: string | undefined): NumericalProfile {
   if (!targets) {
     throw new UserError(
       `numerical profile 'x86-64-v3' knows the SIMD target names of NumPy 2.2 and 2.5, not of NumPy ${numpy ?? '(not pinned)'}; ` +
-        `choose the 'native' profile (numerical_profile in wwref.config.json or WWREF_NUMERICAL_PROFILE), or add its names to pipelines/execution/numerics.ts`,
+        `choose the 'native' profile (numerical_profile in wwref.config.json or WWREF_NUMERICAL_PROFILE), ` +
+        `or add its names to pipelines/execution/numerics.ts`,
     );
   }
   return {
@@ -89,7 +90,10 @@ export function profileByName(name: string, numpy: string | undefined = runtimeP
 }
 
 /** The profile's variables; refuses an inherited variable the profile owns with another value. */
-export function profileEnvironment(profile: NumericalProfile, inherited: Readonly<Record<string, string | undefined>>): Record<string, string> {
+export function profileEnvironment(
+  profile: NumericalProfile,
+  inherited: Readonly<Record<string, string | undefined>>,
+): Record<string, string> {
   for (const key of profile.controls) {
     const have = inherited[key];
     const want = profile.environment[key];

@@ -32,9 +32,15 @@ function hasFlock(): boolean {
 export function ensurePythonRuntime(settings: Settings, log: (line: string) => void = (line) => process.stderr.write(`${line}\n`)): string {
   const python = settings.python.executable;
   if (existsSync(python)) return python;
-  if (settings.python.explicit) throw new UserError(`${settings.python.explicit} names ${python}, which does not exist; unset it to use (or create) the pinned runtime in .venv`);
+  if (settings.python.explicit)
+    throw new UserError(
+      `${settings.python.explicit} names ${python}, which does not exist; unset it to use (or create) the pinned runtime in .venv`,
+    );
   const name = settings.runtime.name;
-  log(`wwref: creating the Python runtime '${name}' in ${dirname(dirname(python))} (first use; takes a few minutes, once; 'npm run setup' does the same)…`);
+  log(
+    `wwref: creating the Python runtime '${name}' in ${dirname(dirname(python))} ` +
+      `(first use; takes a few minutes, once; 'npm run setup' does the same)…`,
+  );
   const command = hasFlock() ? ['flock', lockFile(), 'bash', SETUP_SCRIPT] : ['bash', SETUP_SCRIPT];
   // stdout of the set-up goes to our stderr (fd 2)
   // scripts/setup-python learns which runtime to create from WWREF_RUNTIME
@@ -42,7 +48,10 @@ export function ensurePythonRuntime(settings: Settings, log: (line: string) => v
   const result = spawnSync(command[0]!, command.slice(1), { cwd: ROOT, env, stdio: ['ignore', 2, 2] });
   if (result.error) throw new UserError(`cannot run ${SETUP_SCRIPT}: ${result.error.message}`);
   if (result.status !== 0 || !existsSync(python)) {
-    throw new UserError(`the pinned Python runtime could not be created (scripts/setup-python exited with status ${result.status ?? result.signal}); see its message above, then run 'npm run setup'`);
+    throw new UserError(
+      `the pinned Python runtime could not be created (scripts/setup-python exited with status ${result.status ?? result.signal}); ` +
+        `see its message above, then run 'npm run setup'`,
+    );
   }
   log(`wwref: Python runtime '${name}' ready (${python})`);
   return python;

@@ -9,7 +9,16 @@
 import { delimiter, join, resolve } from 'node:path';
 import { readConfig, RUNTIME_NAME } from './config.ts';
 import { UserError } from './errors.ts';
-import { DEFAULT_RUNTIME, declaredRuntimes, MANIFESTS_DIR, ROOT, runtimePins, SOURCES_DIR, WORKFLOWS_DIR, type RuntimeDeclaration } from './paths.ts';
+import {
+  DEFAULT_RUNTIME,
+  declaredRuntimes,
+  MANIFESTS_DIR,
+  ROOT,
+  runtimePins,
+  SOURCES_DIR,
+  WORKFLOWS_DIR,
+  type RuntimeDeclaration,
+} from './paths.ts';
 import { DEFAULT_PROFILE, PROFILE_NAMES, profileByName, type NumericalProfile } from './profiles.ts';
 
 /** Where wwref reads and writes. */
@@ -79,7 +88,10 @@ function selectRuntime(name: string): RuntimeDeclaration {
 function checkRuntimeEnvironment(runtime: RuntimeDeclaration, env: Readonly<Record<string, string | undefined>>): void {
   for (const [key, value] of Object.entries(runtime.environment)) {
     if (env[key] !== undefined && env[key] !== value) {
-      throw new UserError(`${key}=${JSON.stringify(env[key])} is set in the environment, but runtime '${runtime.name}' sets ${JSON.stringify(value)} (wwref.config.json); unset it`);
+      throw new UserError(
+        `${key}=${JSON.stringify(env[key])} is set in the environment, ` +
+          `but runtime '${runtime.name}' sets ${JSON.stringify(value)} (wwref.config.json); unset it`,
+      );
     }
   }
 }
@@ -89,7 +101,10 @@ function selectProfile(configured: string | undefined, fromEnv: string | undefin
     throw new UserError(`wwref.config.json: numerical_profile '${configured}' is not a profile (known: ${PROFILE_NAMES.join(', ')})`);
   }
   if (configured !== undefined && fromEnv !== undefined && fromEnv !== configured) {
-    throw new UserError(`WWREF_NUMERICAL_PROFILE=${fromEnv} contradicts numerical_profile '${configured}' of wwref.config.json, which decides it; unset the variable or edit the file`);
+    throw new UserError(
+      `WWREF_NUMERICAL_PROFILE=${fromEnv} contradicts numerical_profile '${configured}' of wwref.config.json, ` +
+        `which decides it; unset the variable or edit the file`,
+    );
   }
   return profileByName(configured ?? fromEnv ?? DEFAULT_PROFILE, runtimePins(runtime).numpy);
 }
@@ -97,7 +112,9 @@ function selectProfile(configured: string | undefined, fromEnv: string | undefin
 function readTimeout(flag: number | undefined, fromEnv: string | undefined): number {
   const value = flag ?? (fromEnv === undefined ? DEFAULT_READ_TIMEOUT_SECONDS : Number(fromEnv));
   if (!Number.isFinite(value) || value <= 0) {
-    throw new UserError(`the download read timeout must be a positive number of seconds, not '${flag ?? fromEnv}' (WWREF_DOWNLOAD_TIMEOUT_SECONDS)`);
+    throw new UserError(
+      `the download read timeout must be a positive number of seconds, not '${flag ?? fromEnv}' (WWREF_DOWNLOAD_TIMEOUT_SECONDS)`,
+    );
   }
   return value;
 }
@@ -116,7 +133,10 @@ export function loadSettings(flags: SettingsFlags = {}, env: Readonly<Record<str
     sources: resolve(flags.paths?.sources ?? SOURCES_DIR),
     workflows: WORKFLOWS_DIR,
     prepared: location('prepared', 'WWREF_PREPARED_DIR', join(ROOT, 'prepared')),
-    references: nonEmpty(flags.references) !== undefined ? resolve(flags.references!) : location('references', 'WWREF_REFERENCES_DIR', join(ROOT, 'outputs', 'references')),
+    references:
+      nonEmpty(flags.references) !== undefined
+        ? resolve(flags.references!)
+        : location('references', 'WWREF_REFERENCES_DIR', join(ROOT, 'outputs', 'references')),
     cache: location('cache', 'WWREF_CACHE_DIR', join(ROOT, 'outputs', 'cache')),
     manifests: location('manifests', 'WWREF_MANIFESTS_DIR', MANIFESTS_DIR),
     published: location('published', 'WWREF_PUBLISHED_DIR', resolve(ROOT, '..', 'shared', 'published')),
@@ -124,15 +144,24 @@ export function loadSettings(flags: SettingsFlags = {}, env: Readonly<Record<str
   const mirrors = [
     ...(flags.mirrors ?? []).map((m) => resolve(m)),
     ...config.mirrors.map((m) => resolve(ROOT, m)),
-    ...(env.WWREF_MIRROR ?? '').split(delimiter).filter(Boolean).map((m) => resolve(m)),
+    ...(env.WWREF_MIRROR ?? '')
+      .split(delimiter)
+      .filter(Boolean)
+      .map((m) => resolve(m)),
   ];
   return {
     paths,
     runtime,
-    python: { executable: python ?? join(runtime.venv, 'bin', 'python'), explicit: nonEmpty(flags.python) ? 'a flag' : python !== undefined ? 'WWREF_PYTHON' : false },
+    python: {
+      executable: python ?? join(runtime.venv, 'bin', 'python'),
+      explicit: nonEmpty(flags.python) ? 'a flag' : python !== undefined ? 'WWREF_PYTHON' : false,
+    },
     profile: selectProfile(config.numerical_profile, fromEnv('WWREF_NUMERICAL_PROFILE'), runtime),
     mirrors: [...new Set(mirrors)],
-    downloads: { online: flags.online ?? env.WWREF_OFFLINE !== '1', readTimeoutSeconds: readTimeout(flags.readTimeoutSeconds, fromEnv('WWREF_DOWNLOAD_TIMEOUT_SECONDS')) },
+    downloads: {
+      online: flags.online ?? env.WWREF_OFFLINE !== '1',
+      readTimeoutSeconds: readTimeout(flags.readTimeoutSeconds, fromEnv('WWREF_DOWNLOAD_TIMEOUT_SECONDS')),
+    },
     environment: env,
   };
 }

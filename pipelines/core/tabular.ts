@@ -19,7 +19,13 @@ export function arrowFileBytes(columns: readonly ArrowColumn[], metadata: Record
   // An empty table has no batches to re-type; build it from the schema alone.
   if (!columns[0]?.values.length) return tableToIPC(new Table(schema), 'file');
   const draft = new Table(Object.fromEntries(columns.map((c) => [c.name, vectorFromArray(c.values, c.type)])));
-  return tableToIPC(new Table(schema, draft.batches.map((b) => new RecordBatch(schema, b.data))), 'file');
+  return tableToIPC(
+    new Table(
+      schema,
+      draft.batches.map((b) => new RecordBatch(schema, b.data)),
+    ),
+    'file',
+  );
 }
 
 export function csvQuote(text: string): string {

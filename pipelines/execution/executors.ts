@@ -18,16 +18,22 @@ export interface ExecutorChoice {
 }
 
 /** An executor of the chosen kind; `options.workers` is the pool size (local) or the cluster size (dask-local). */
-export async function openExecutor(choice: ExecutorChoice, options: ExecutorOptions & { inputRoots?: string[]; log?: (line: string) => void }): Promise<Executor> {
+export async function openExecutor(
+  choice: ExecutorChoice,
+  options: ExecutorOptions & { inputRoots?: string[]; log?: (line: string) => void },
+): Promise<Executor> {
   switch (choice.kind) {
     case 'local':
       return new LocalExecutor(options);
     case 'dask':
-      if (!choice.scheduler) throw new UserError("--executor dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)");
+      if (!choice.scheduler) throw new UserError('--executor dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)');
       return new DaskExecutor({ ...options, scheduler: choice.scheduler });
     case 'dask-local': {
-      const cluster = await startLocalCluster(options.settings, options.workers, { profile: options.profile, env: options.env ? { ...options.env } : undefined });
-      return new DaskExecutor({ ...options, scheduler: cluster.address, onClose: () => cluster.stop() });
+      const cluster = await startLocalCluster(options.settings, options.workers, {
+        profile: options.profile,
+        env: options.env ? { ...options.env } : undefined,
+      });
+      return new DaskExecutor({ ...options, scheduler: cluster.address, cluster });
     }
   }
 }

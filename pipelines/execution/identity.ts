@@ -49,7 +49,10 @@ export const REPLAY_PACKAGES: readonly string[] = requirementLines()
 export function runtimeOfVersions(versions: Readonly<Record<string, string>>): string | undefined {
   return declaredRuntimes().find((r) => {
     const pins = runtimePins(r);
-    return REPLAY_PACKAGES.every((p) => versions[p] === undefined || pins[p] === versions[p]) && REPLAY_PACKAGES.some((p) => versions[p] !== undefined);
+    return (
+      REPLAY_PACKAGES.every((p) => versions[p] === undefined || pins[p] === versions[p]) &&
+      REPLAY_PACKAGES.some((p) => versions[p] !== undefined)
+    );
   })?.name;
 }
 
@@ -63,7 +66,10 @@ export function runtimeOfVersions(versions: Readonly<Record<string, string>>): s
 export function checkRuntimeTarget(dir: string, versions: Record<string, string> | undefined, runtime: RuntimeDeclaration): void {
   const built = versions ? runtimeOfVersions(versions) : undefined;
   if (built && built !== runtime.name) {
-    throw new UserError(`${dir} holds references of runtime '${built}'; runtime '${runtime.name}' writes its references into a folder of its own (pass --references DIR, e.g. outputs/${runtime.name})`);
+    throw new UserError(
+      `${dir} holds references of runtime '${built}'; ` +
+        `runtime '${runtime.name}' writes its references into a folder of its own (pass --references DIR, e.g. outputs/${runtime.name})`,
+    );
   }
 }
 
@@ -79,14 +85,16 @@ export function versionDrift(installed: Record<string, string>, expected: Record
   if (!drift.length) return drift;
   const wanted = runtimeOfVersions(expected);
   const running = runtimeOfVersions(installed);
-  if (wanted && wanted !== running) drift.push(`the expected versions are runtime '${wanted}' (wwref.config.json): pass --runtime ${wanted}`);
+  if (wanted && wanted !== running)
+    drift.push(`the expected versions are runtime '${wanted}' (wwref.config.json): pass --runtime ${wanted}`);
   return drift;
 }
 
 function codeFiles(dir: string, suffix: string, subfolders: boolean): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return subfolders && !IDENTITY.code.skipped_folders.includes(entry.name) ? codeFiles(path, suffix, subfolders) : [];
+    if (entry.isDirectory())
+      return subfolders && !IDENTITY.code.skipped_folders.includes(entry.name) ? codeFiles(path, suffix, subfolders) : [];
     return entry.name.endsWith(suffix) ? [path] : [];
   });
 }

@@ -156,11 +156,13 @@ function derivationProblems(family: FamilyName, run: RunResult, truth: Truth): s
     // Exact, not within a tolerance: Python evaluates the same IEEE operations, 1.0 / (1.0 + value / scale),
     // on the same doubles (all 2,816 committed records of both runtimes and the examples agree bit for bit).
     const utility = scale === null ? run.native_value : 1 / (1 + run.native_value / scale);
-    if (run.utility !== utility) problems.push(`utility ${run.utility} does not follow from ${run.native_metric} ${run.native_value} (${utility})`);
+    if (run.utility !== utility)
+      problems.push(`utility ${run.utility} does not follow from ${run.native_metric} ${run.native_value} (${utility})`);
   }
   // Only beat detection has extras: its tolerance table, which eventF1 recomputes field for field and
   // independentMetric passes on whole (verifyRun compares only the true positives and F1 of each).
-  const extras = family === 'beat_detection' ? { matching_tolerance_sensitivity: independentMetric(family, run.prediction, truth).tolerances } : {};
+  const extras =
+    family === 'beat_detection' ? { matching_tolerance_sensitivity: independentMetric(family, run.prediction, truth).tolerances } : {};
   if (digest(run.extras) !== digest(extras)) problems.push('extras do not follow from the prediction');
   return problems;
 }

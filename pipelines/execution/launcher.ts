@@ -23,8 +23,14 @@ export function pythonEnvironment(settings: Settings, profile: NumericalProfile 
 }
 
 /** The whole environment of a Python process: the settings' environment, the project's variables, `extra`. */
-export function processEnvironment(settings: Settings, extra: Readonly<Record<string, string>> = {}, profile?: NumericalProfile): Record<string, string> {
-  const inherited = Object.fromEntries(Object.entries(settings.environment).filter((entry): entry is [string, string] => entry[1] !== undefined));
+export function processEnvironment(
+  settings: Settings,
+  extra: Readonly<Record<string, string>> = {},
+  profile?: NumericalProfile,
+): Record<string, string> {
+  const inherited = Object.fromEntries(
+    Object.entries(settings.environment).filter((entry): entry is [string, string] => entry[1] !== undefined),
+  );
   return { ...inherited, ...pythonEnvironment(settings, profile), ...extra };
 }
 
@@ -35,13 +41,31 @@ export interface LaunchOptions {
 }
 
 /** `python ARGS…` of the runtime, asynchronously (execa options other than cwd and env pass through). */
-export function startPython(settings: Settings, args: readonly string[], options: LaunchOptions & Omit<Options, 'env' | 'cwd' | 'extendEnv'> = {}): ResultPromise {
+export function startPython(
+  settings: Settings,
+  args: readonly string[],
+  options: LaunchOptions & Omit<Options, 'env' | 'cwd' | 'extendEnv'> = {},
+): ResultPromise {
   const { env, profile, ...rest } = options;
-  return execa(ensurePythonRuntime(settings), args, { ...rest, cwd: ROOT, extendEnv: false, env: processEnvironment(settings, env, profile) });
+  return execa(ensurePythonRuntime(settings), args, {
+    ...rest,
+    cwd: ROOT,
+    extendEnv: false,
+    env: processEnvironment(settings, env, profile),
+  });
 }
 
 /** `python ARGS…` of the runtime, to completion. */
-export function runPython(settings: Settings, args: readonly string[], options: LaunchOptions & Omit<SyncOptions, 'env' | 'cwd' | 'extendEnv'> = {}) {
+export function runPython(
+  settings: Settings,
+  args: readonly string[],
+  options: LaunchOptions & Omit<SyncOptions, 'env' | 'cwd' | 'extendEnv'> = {},
+) {
   const { env, profile, ...rest } = options;
-  return execaSync(ensurePythonRuntime(settings), args, { ...rest, cwd: ROOT, extendEnv: false, env: processEnvironment(settings, env, profile) });
+  return execaSync(ensurePythonRuntime(settings), args, {
+    ...rest,
+    cwd: ROOT,
+    extendEnv: false,
+    env: processEnvironment(settings, env, profile),
+  });
 }

@@ -18,7 +18,10 @@ export function describeNumerics(report: NumericsReport): string {
  */
 export function platformNotes(recorded: RecordedNumerics | undefined, here: NumericsReport): string[] {
   if (!recorded || recorded.effective.libc === here.libc) return [];
-  return [`the C library differs from the references' (${here.libc} here, ${recorded.effective.libc} there): records using NumPy's float64 log1p/expm1 may differ in the last bits`];
+  return [
+    `the C library differs from the references' (${here.libc} here, ${recorded.effective.libc} there): ` +
+      `records using NumPy's float64 log1p/expm1 may differ in the last bits`,
+  ];
 }
 
 /** Why a worker's reported state is not the profile's (empty: it is). */
@@ -35,12 +38,17 @@ export function profileProblems(profile: NumericalProfile, report: NumericsRepor
   const disabledByUser = new Set((report.environment.NPY_DISABLE_CPU_FEATURES ?? '').split(/[\s,]+/));
   const lacking = unseen.filter((f) => !disabledByUser.has(f));
   const disabled = unseen.filter((f) => disabledByUser.has(f));
-  if (lacking.length) problems.push(`this CPU (${report.cpu_model}) lacks ${lacking.join(', ')}, which profile '${profile.name}' requires (choose 'native')`);
-  if (disabled.length) problems.push(`NumPy's ${disabled.join(', ')} loops are disabled by NPY_DISABLE_CPU_FEATURES, the profile uses them`);
+  if (lacking.length)
+    problems.push(`this CPU (${report.cpu_model}) lacks ${lacking.join(', ')}, which profile '${profile.name}' requires (choose 'native')`);
+  if (disabled.length)
+    problems.push(`NumPy's ${disabled.join(', ')} loops are disabled by NPY_DISABLE_CPU_FEATURES, the profile uses them`);
   if (!report.blas.length) problems.push('no BLAS library is loaded');
   for (const lib of report.blas) {
     if (lib.architecture !== expect.blasArchitecture) {
-      problems.push(`${lib.package}'s ${lib.internal_api ?? 'BLAS'} (${lib.library}) runs ${lib.architecture ?? 'unknown'} kernels, the profile requires ${expect.blasArchitecture}`);
+      problems.push(
+        `${lib.package}'s ${lib.internal_api ?? 'BLAS'} (${lib.library}) runs ${lib.architecture ?? 'unknown'} kernels, ` +
+          `the profile requires ${expect.blasArchitecture}`,
+      );
     }
   }
   const dispatched = report.numpy_simd.dispatched;
@@ -81,11 +89,16 @@ export function numericsIdentity(profile: NumericalProfile, report: NumericsRepo
  */
 export function platformDrift(recorded: RecordedNumerics | undefined, profile: NumericalProfile, here: NumericsReport): string[] {
   if (!recorded) return [`the references record no numerical profile; this machine runs '${profile.name}' (${describeNumerics(here)})`];
-  const both = `the references were built under numerical profile '${recorded.profile}' (${describeNumerics(recorded.effective)}); this machine runs '${profile.name}' (${describeNumerics(here)})`;
+  const both =
+    `the references were built under numerical profile '${recorded.profile}' (${describeNumerics(recorded.effective)}); ` +
+    `this machine runs '${profile.name}' (${describeNumerics(here)})`;
   if (recorded.profile !== profile.name) return [both];
   const settings = (env: Readonly<Record<string, string>>) => JSON.stringify(Object.entries(env).sort());
   if (settings(recorded.environment) !== settings(profile.environment)) {
-    return [`profile '${profile.name}' had other settings when the references were built (${JSON.stringify(recorded.environment)}, now ${JSON.stringify(profile.environment)})`];
+    return [
+      `profile '${profile.name}' had other settings when the references were built ` +
+        `(${JSON.stringify(recorded.environment)}, now ${JSON.stringify(profile.environment)})`,
+    ];
   }
   if (!profile.expect && kernels(recorded.effective) !== kernels(here)) return [`${both}, and the native kernel choices differ`];
   return [];

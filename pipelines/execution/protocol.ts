@@ -21,13 +21,28 @@ export const Request = z.discriminatedUnion('op', [
     /** Enforced where the record runs when the executor cannot do it here (the Dask bridge). */
     timeout_seconds: z.number().positive().optional(),
   }),
-  z.strictObject({ op: z.literal('truth'), family: Family, folder: z.string(), files: FileHashes, timeout_seconds: z.number().positive().optional() }),
-  z.strictObject({ op: z.literal('prepare'), recipe: z.string(), params: z.unknown(), raw: z.record(z.string(), z.string()), out: z.string() }),
+  z.strictObject({
+    op: z.literal('truth'),
+    family: Family,
+    folder: z.string(),
+    files: FileHashes,
+    timeout_seconds: z.number().positive().optional(),
+  }),
+  z.strictObject({
+    op: z.literal('prepare'),
+    recipe: z.string(),
+    params: z.unknown(),
+    raw: z.record(z.string(), z.string()),
+    out: z.string(),
+  }),
   /** A template forks a fresh worker that connects to this Unix socket. */
   z.strictObject({ op: z.literal('fork'), socket: z.string() }),
-  /** The Dask bridge (workflows/cluster/bridge.py): the cluster's workers and their admission. */
+  /** The Dask bridge (workflows/cluster/bridge.py): its scheduler, the cluster's workers and their admission. */
+  z.strictObject({ op: z.literal('connect') }),
   z.strictObject({ op: z.literal('workers'), wait_seconds: z.number().positive() }),
-  z.strictObject({ op: z.literal('admit'), workers: z.array(z.string()), refused: z.record(z.string(), z.string()) }),
+  /** Answered when workers connect after the admission, with their identities. */
+  z.strictObject({ op: z.literal('joined') }),
+  z.strictObject({ op: z.literal('admit'), workers: z.array(z.string()), retire: z.array(z.string()) }),
   z.strictObject({ op: z.literal('describe') }),
 ]);
 export type Request = z.infer<typeof Request>;

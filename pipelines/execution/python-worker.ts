@@ -238,7 +238,12 @@ export class PythonWorker {
     return this.request(HelloResult, { op: 'hello' });
   }
 
-  run(family: FamilyName, input: InputFiles, mask: string, options: { reuseSharedStage?: boolean; timeoutSeconds?: number } = {}): Promise<RunResult> {
+  run(
+    family: FamilyName,
+    input: InputFiles,
+    mask: string,
+    options: { reuseSharedStage?: boolean; timeoutSeconds?: number } = {},
+  ): Promise<RunResult> {
     return this.request(RunResult, {
       op: 'run',
       family,
@@ -282,7 +287,10 @@ export class PythonWorker {
       await new Promise<void>((resolve, reject) => server.once('error', reject).listen(address, resolve));
       const connected = new Promise<Socket>((resolve, reject) => {
         server.once('connection', resolve);
-        timer = setTimeout(() => reject(new WorkerCrash(`a forked worker did not connect within ${HELLO_TIMEOUT_SECONDS} s`)), HELLO_TIMEOUT_SECONDS * 1000);
+        timer = setTimeout(
+          () => reject(new WorkerCrash(`a forked worker did not connect within ${HELLO_TIMEOUT_SECONDS} s`)),
+          HELLO_TIMEOUT_SECONDS * 1000,
+        );
       });
       const { pid } = await this.request(ForkResult, { op: 'fork', socket: address });
       const socket = await connected;

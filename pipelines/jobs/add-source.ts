@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { AcquireOptions } from '../sources/acquire.ts';
-import { Catalog, loadPlanFile, planFilePath, type LoadedPlan } from '../catalog/catalog.ts';
+import { Catalog, loadPlanFile, planFilePath, readPlanText, type LoadedPlan } from '../catalog/catalog.ts';
 import { equivalenceClasses } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
 import { insideRoot, removeStaleEntries } from '../core/containment.ts';
@@ -14,7 +14,7 @@ import { inactivePairs } from '../catalog/masks.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { canonicalJson, digest } from '../core/hashing.ts';
 import { ROOT } from '../core/paths.ts';
-import type { Paths, Settings } from '../core/settings.ts';
+import type { Paths } from '../core/settings.ts';
 import { platformDrift } from '../execution/numerics.ts';
 import { profileByName } from '../core/profiles.ts';
 import { manifestPath, prepareSources } from '../sources/prepare.ts';
@@ -130,7 +130,7 @@ interface Claim {
 }
 
 function shown(path: string): string {
-  const rel = resolve(path).startsWith(ROOT + '/') ? resolve(path).slice(ROOT.length + 1) : path;
+  const rel = resolve(path).startsWith(`${ROOT}/`) ? resolve(path).slice(ROOT.length + 1) : path;
   return rel;
 }
 
@@ -143,12 +143,17 @@ function claims(target: string, targetManifest: ReferenceManifest | undefined, o
   const found: Claim[] = [];
   const { paths } = options.settings;
   const examples = join(paths.sources, 'examples');
-  const exampleFiles = existsSync(examples) ? readdirSync(examples).filter((f) => f.endsWith('.plan.json')).sort() : [];
+  const exampleFiles = existsSync(examples)
+    ? readdirSync(examples)
+        .filter((f) => f.endsWith('.plan.json'))
+        .sort()
+    : [];
   for (const name of exampleFiles) {
     const loaded = loadPlanFile(join(examples, name));
     const where = `the worked example ${loaded.file}`;
     found.push({ source: loaded.plan.source, planFile: loaded.file, where, added: false });
-    for (const c of loaded.plan.conditions) found.push({ source: loaded.plan.source, condition: c.id, planFile: loaded.file, where, added: false });
+    for (const c of loaded.plan.conditions)
+      found.push({ source: loaded.plan.source, condition: c.id, planFile: loaded.file, where, added: false });
   }
   const folders = new Map<string, ReferenceManifest | undefined>();
   for (const dir of [join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), paths.references, target]) {
@@ -162,11 +167,20 @@ function claims(target: string, targetManifest: ReferenceManifest | undefined, o
     }
   }
   const sourceManifests = paths.manifests;
-  for (const name of existsSync(sourceManifests) ? readdirSync(sourceManifests).filter((f) => f.endsWith('.json')).sort() : []) {
+  for (const name of existsSync(sourceManifests)
+    ? readdirSync(sourceManifests)
+        .filter((f) => f.endsWith('.json'))
+        .sort()
+    : []) {
     try {
       const manifest = JSON.parse(readFileSync(join(sourceManifests, name), 'utf8')) as { source?: unknown; plan?: { file?: unknown } };
       if (typeof manifest.source === 'string' && typeof manifest.plan?.file === 'string') {
-        found.push({ source: manifest.source, planFile: manifest.plan.file, where: `the source manifest ${shown(join(sourceManifests, name))}`, added: false });
+        found.push({
+          source: manifest.source,
+          planFile: manifest.plan.file,
+          where: `the source manifest ${shown(join(sourceManifests, name))}`,
+          added: false,
+        });
       }
     } catch {
       // a malformed source manifest is reported by audit; it claims nothing here
@@ -192,20 +206,29 @@ function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, 
   for (const claim of known) {
     if (claim.source === plan.source && !samePlanFile(claim.planFile, loaded.file)) {
       throw new UserError(
-        `source '${plan.source}' is already taken by ${claim.where}${claim.where.includes(claim.planFile) ? '' : ` (plan ${claim.planFile})`}; choose another source name ` +
+        `source '${plan.source}' is already taken by ${claim.where}` +
+          `${claim.where.includes(claim.planFile) ? '' : ` (plan ${claim.planFile})`}; choose another source name ` +
           `(only the same plan file can be added again, with --force)`,
       );
     }
   }
   for (const condition of plan.conditions) {
     const taken = published.conditions.get(condition.id);
-    if (taken) throw new UserError(`condition '${condition.id}' is already declared by the published catalog (${taken.plan.file}); choose another condition id`);
+    if (taken)
+      throw new UserError(
+        `condition '${condition.id}' is already declared by the published catalog (${taken.plan.file}); choose another condition id`,
+      );
     const entry = target?.conditions[condition.id];
     if (entry && entry.source !== plan.source) {
-      throw new UserError(`condition '${condition.id}' already holds references of source '${entry.source}' in the target manifest; choose another condition id`);
+      throw new UserError(
+        `condition '${condition.id}' already holds references of source '${entry.source}' in the target manifest; choose another condition id`,
+      );
     }
     const elsewhere = known.find((c) => c.condition === condition.id && c.source !== plan.source);
-    if (elsewhere) throw new UserError(`condition '${condition.id}' is already used by source '${elsewhere.source}' in ${elsewhere.where}; choose another condition id`);
+    if (elsewhere)
+      throw new UserError(
+        `condition '${condition.id}' is already used by source '${elsewhere.source}' in ${elsewhere.where}; choose another condition id`,
+      );
   }
   // the same plan file already added to another reference folder shares prepared/<source>/ and its source manifest
   const addedElsewhere = known.find((c) => c.added && c.source === plan.source && c.folder !== resolve(targetDir));
@@ -230,12 +253,15 @@ function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, 
   if (!options.force) {
     if (changed.length) {
       throw new UserError(
-        `plan of source '${plan.source}' changed after its references were written: the reference manifest records plan sha256 ${changed.join(', ')} ` +
-          `(${existing.map(([id]) => id).join(', ')}), the plan is now ${loaded.sha256}. Refusing to overwrite; pass --force to rebuild it and record the supersession`,
+        `plan of source '${plan.source}' changed after its references were written: the reference manifest ` +
+          `records plan sha256 ${changed.join(', ')} ` +
+          `(${existing.map(([id]) => id).join(', ')}), the plan is now ${loaded.sha256}. ` +
+          `Refusing to overwrite; pass --force to rebuild it and record the supersession`,
       );
     }
     throw new UserError(
-      `source '${plan.source}' was already added: the reference manifest holds ${existing.map(([id]) => id).join(', ')} built from this plan (sha256 ${loaded.sha256}); ` +
+      `source '${plan.source}' was already added: the reference manifest holds ${existing.map(([id]) => id).join(', ')} ` +
+        `built from this plan (sha256 ${loaded.sha256}); ` +
         `refusing to re-add it (pass --force to rebuild it anyway)`,
     );
   }
@@ -256,7 +282,7 @@ export function ambiguousNumbers(text: string): string[] {
 /** Validates and hashes a plan: the frozen identity add-source records before any execution. */
 export function freezePlan(file: string): LoadedPlan {
   const loaded = loadPlanFile(resolve(file));
-  const ambiguous = ambiguousNumbers(readFileSync(resolve(file), 'utf8'));
+  const ambiguous = ambiguousNumbers(readPlanText(resolve(file)));
   if (ambiguous.length) {
     throw new UserError(
       `invalid construction plan ${loaded.file}: number(s) ${[...new Set(ambiguous)].join(', ')} are integral but written as floats; ` +
@@ -278,25 +304,34 @@ export function checkAddSource(planFile: string, options: AddSourceOptions): str
   const { plan } = loaded;
   const statics = staticCheck(loaded, options);
   if (statics.problems.length) {
-    throw new UserError(`construction plan ${loaded.file} has ${statics.problems.length} problem(s) (nothing was run):\n${problemLines(statics.problems).join('\n')}`);
+    throw new UserError(
+      `construction plan ${loaded.file} has ${statics.problems.length} problem(s) (nothing was run):\n${problemLines(statics.problems).join('\n')}`,
+    );
   }
   return [
     `plan ${loaded.file} is valid: source ${plan.source} (${plan.family}), plan sha256 ${loaded.sha256}`,
     ...statics.notes.map((n) => `  ${n}`),
     ...plan.conditions.map(
       (c) =>
-        `  ${c.id}: ${c.dimensions} options, ${2 ** c.dimensions} masks, ${c.equivalences.length} declared equivalence(s)${c.paired_with ? `, paired with ${c.paired_with}` : ''}`,
+        `  ${c.id}: ${c.dimensions} options, ${2 ** c.dimensions} masks, ` +
+        `${c.equivalences.length} declared equivalence(s)${c.paired_with ? `, paired with ${c.paired_with}` : ''}`,
     ),
     `target ${target}: ${supersedes.length ? `would supersede plan sha256 ${supersedes.join(', ')}` : 'the source can be added'}`,
   ];
 }
 
 /** Step 3: the plan is still the frozen one, every record passed, every declaration held; the discovered classes. */
-function verifyStaged(planFile: string, loaded: LoadedPlan, catalog: Catalog, summary: RebuildSummary, built: ReferenceStore): { conditions: AddedCondition[]; problems: string[] } {
+function verifyStaged(
+  planFile: string,
+  loaded: LoadedPlan,
+  catalog: Catalog,
+  summary: RebuildSummary,
+  built: ReferenceStore,
+): { conditions: AddedCondition[]; problems: string[] } {
   const problems: string[] = [];
   let now = '(missing or not JSON)';
   try {
-    now = digest(JSON.parse(readFileSync(resolve(planFile), 'utf8')));
+    now = digest(JSON.parse(readPlanText(resolve(planFile))));
   } catch {
     // reported below
   }
@@ -321,7 +356,12 @@ function verifyStaged(planFile: string, loaded: LoadedPlan, catalog: Catalog, su
     }
     if (outcome.failed) {
       // rebuild writes no table for a condition with a failed record
-      problems.push(`${outcome.condition}: ${outcome.failed} record(s) failed: ${outcome.failures.slice(0, 5).map((f) => `${f.mask} (${f.error})`).join('; ')}`);
+      problems.push(
+        `${outcome.condition}: ${outcome.failed} record(s) failed: ${outcome.failures
+          .slice(0, 5)
+          .map((f) => `${f.mask} (${f.error})`)
+          .join('; ')}`,
+      );
       return added;
     }
     added.classes = discoveredClasses(condition, built.table(outcome.condition, builtManifest!).records);
@@ -335,7 +375,13 @@ function verifyStaged(planFile: string, loaded: LoadedPlan, catalog: Catalog, su
  * Step 4: commit under the target's lock, merged into the manifest as it is then (another writer's
  * conditions are kept): the entries of this source replaced, conditions it no longer declares removed.
  */
-async function commitStaged(store: ReferenceStore, built: ReferenceStore, loaded: LoadedPlan, supersedes: string[], options: AddSourceOptions & { log: (line: string) => void }): Promise<boolean> {
+async function commitStaged(
+  store: ReferenceStore,
+  built: ReferenceStore,
+  loaded: LoadedPlan,
+  supersedes: string[],
+  options: AddSourceOptions & { log: (line: string) => void },
+): Promise<boolean> {
   const { plan } = loaded;
   const builtManifest = built.manifest();
   if (!builtManifest) throw new Error(`rebuild wrote no manifest in ${built.dir}`);
@@ -345,11 +391,19 @@ async function commitStaged(store: ReferenceStore, built: ReferenceStore, loaded
   const committed = await store.commit((current) => {
     // what was checked before the run is checked again against the manifest as it is now
     const again = checkTarget(loaded, current, options, store.dir);
-    if (canonicalJson(again) !== canonicalJson(supersedes) && !options.force) throw new UserError(`${store.dir} changed during the run; run add-source again`);
+    if (canonicalJson(again) !== canonicalJson(supersedes) && !options.force)
+      throw new UserError(`${store.dir} changed during the run; run add-source again`);
     const kept = Object.entries(current?.conditions ?? {}).filter(([id, e]) => e.source !== plan.source && !ids.has(id));
-    const mixed = kept.length ? platformDrift(current!.numerics, profileByName(builtManifest.numerics!.profile), builtManifest.numerics!.effective) : [];
-    if (mixed.length) throw new UserError(`${mixed.join('; ')}: adding to ${store.dir} would mix platforms in one manifest; add the source to another folder (--references)`);
-    const stale = Object.entries(current?.conditions ?? {}).filter(([id, e]) => e.source === plan.source && !ids.has(id)).map(([id]) => id);
+    const mixed = kept.length
+      ? platformDrift(current!.numerics, profileByName(builtManifest.numerics!.profile), builtManifest.numerics!.effective)
+      : [];
+    if (mixed.length)
+      throw new UserError(
+        `${mixed.join('; ')}: adding to ${store.dir} would mix platforms in one manifest; add the source to another folder (--references)`,
+      );
+    const stale = Object.entries(current?.conditions ?? {})
+      .filter(([id, e]) => e.source === plan.source && !ids.has(id))
+      .map(([id]) => id);
     for (const id of stale) options.log(`removed ${id}: no longer declared by the plan`);
     const entries = [...ids].map((id): [string, ConditionEntry] => {
       const entry = builtManifest.conditions[id]!;
@@ -481,7 +535,8 @@ export function addSourceLines(result: AddSourceResult): string[] {
   for (const p of result.problems) lines.push(`FAILED ${p}`);
   lines.push(
     result.written
-      ? `source ${result.source} added: ${result.records} records in ${result.conditions.length} table(s) written to ${result.referencesDir} (plan sha256 ${result.planSha256}); ` +
+      ? `source ${result.source} added: ${result.records} records in ${result.conditions.length} table(s) written to ${result.referencesDir} ` +
+          `(plan sha256 ${result.planSha256}); ` +
           `wall ${result.wallSeconds.toFixed(1)} s, native ${result.nativeSeconds.toFixed(1)} s, ${result.workers} worker(s)`
       : `source ${result.source} NOT added: nothing was written to ${result.referencesDir}`,
   );

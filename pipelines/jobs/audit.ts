@@ -68,7 +68,15 @@ export function auditSource(settings: Settings, loaded: LoadedPlan): SourceAudit
   };
   const path = manifestPath(paths, plan.source);
   if (!existsSync(path)) {
-    audit.checks = { manifest: 'missing', plan: 'n/a', raw: 'n/a', prepared: 'n/a', reprepared: 'n/a', published: 'n/a', equivalences: 'n/a' };
+    audit.checks = {
+      manifest: 'missing',
+      plan: 'n/a',
+      raw: 'n/a',
+      prepared: 'n/a',
+      reprepared: 'n/a',
+      published: 'n/a',
+      equivalences: 'n/a',
+    };
     audit.problems.push(`${path} does not exist; run 'wwref prepare --source ${plan.source}'`);
     return audit;
   }
@@ -91,7 +99,9 @@ export function auditSource(settings: Settings, loaded: LoadedPlan): SourceAudit
 
   if (manifest.plan.sha256 !== loaded.sha256) {
     audit.checks.plan = 'FAIL';
-    audit.problems.push(`${loaded.file} changed after ${path} was written: manifest plan sha256 ${manifest.plan.sha256}, plan now ${loaded.sha256}`);
+    audit.problems.push(
+      `${loaded.file} changed after ${path} was written: manifest plan sha256 ${manifest.plan.sha256}, plan now ${loaded.sha256}`,
+    );
   }
 
   const planFiles = new Map(plan.raw_files.map((f) => [f.name, f.sha256]));
@@ -197,7 +207,9 @@ function auditEquivalences(settings: Settings, loaded: LoadedPlan, audit: Source
     if (four) violations.push(...checkPaired(condition.id, condition.paired_with!, rows, four));
     for (const v of violations) {
       audit.checks.equivalences = 'FAIL';
-      audit.problems.push(`${join(dir, `${condition.id}.arrow`)}: ${v.declaration} violated by masks ${v.masks.join(' and ')} (${v.detail})`);
+      audit.problems.push(
+        `${join(dir, `${condition.id}.arrow`)}: ${v.declaration} violated by masks ${v.masks.join(' and ')} (${v.detail})`,
+      );
     }
   }
 }
@@ -211,7 +223,9 @@ export function auditNeeds(settings: Settings, catalog: Catalog, sources: readon
   return catalog.selectSources(sources).flatMap((loaded) => {
     try {
       const manifest = readManifest(settings.paths, loaded.plan.source);
-      return manifest.plan.sha256 === loaded.sha256 ? [{ source: loaded.plan.source, planFile: loaded.file, planSha256: manifest.plan.sha256, files: manifest.prepared_files }] : [];
+      return manifest.plan.sha256 === loaded.sha256
+        ? [{ source: loaded.plan.source, planFile: loaded.file, planSha256: manifest.plan.sha256, files: manifest.prepared_files }]
+        : [];
     } catch {
       return []; // no or a malformed manifest: reported by the audit
     }
@@ -288,18 +302,35 @@ const shown = (value: unknown) => {
  * prepared file and the facts with prepared/<source>/ and the manifest. The folder is removed
  * whatever happens.
  */
-async function reprepareSource(loaded: LoadedPlan, manifest: SourceManifest, worker: PythonWorker, versions: Record<string, string>, options: AcquireOptions): Promise<Reprepared> {
+async function reprepareSource(
+  loaded: LoadedPlan,
+  manifest: SourceManifest,
+  worker: PythonWorker,
+  versions: Record<string, string>,
+  options: AcquireOptions,
+): Promise<Reprepared> {
   const { plan } = loaded;
   const result: Reprepared = { state: 'ok', problems: [], notes: [] };
   let raw: Record<string, string>;
   try {
     const acquired = await acquirePlan(plan, options);
-    for (const f of acquired.filter((a) => a.origin !== 'cache')) result.notes.push(`raw file ${f.name} was not in the cache: acquired from ${f.origin} ${f.from}`);
+    for (const f of acquired.filter((a) => a.origin !== 'cache'))
+      result.notes.push(`raw file ${f.name} was not in the cache: acquired from ${f.origin} ${f.from}`);
     raw = Object.fromEntries(acquired.map((f) => [f.name, f.path]));
   } catch (error) {
     if (!(error instanceof UserError)) throw error;
-    const message = error.message.split('\n').map((line) => line.trim()).join(' ');
-    return { state: 'missing', problems: [`not re-prepared, its raw files cannot be acquired: ${message}; put them under a mirror folder (--mirror DIR) and run 'wwref acquire --source ${plan.source}'`], notes: result.notes };
+    const message = error.message
+      .split('\n')
+      .map((line) => line.trim())
+      .join(' ');
+    return {
+      state: 'missing',
+      problems: [
+        `not re-prepared, its raw files cannot be acquired: ${message}; ` +
+          `put them under a mirror folder (--mirror DIR) and run 'wwref acquire --source ${plan.source}'`,
+      ],
+      notes: result.notes,
+    };
   }
   const folder = insideRoot(auditFolder(options.settings), `${plan.source}.audit-${process.pid}`, 'audit folder of source');
   removeOwn(folder);
@@ -315,16 +346,28 @@ async function reprepareSource(loaded: LoadedPlan, manifest: SourceManifest, wor
       const differences: string[] = [];
       if (present.sha256 !== undefined && present.sha256 !== fresh) differences.push(`${file} has ${present.sha256}`);
       if (recorded !== fresh) differences.push(`${manifestPath(options.settings.paths, plan.source)} records ${recorded ?? 'no sha256'}`);
-      if (differences.length) result.problems.push(`${name} re-prepared from the raw files and plan has sha256 ${fresh}, but ${differences.join(' and ')}`);
+      if (differences.length)
+        result.problems.push(`${name} re-prepared from the raw files and plan has sha256 ${fresh}, but ${differences.join(' and ')}`);
       if (present.problem) result.notes.push(`${file} could not be compared with the re-prepared file: ${present.problem}`);
     }
     const fields = [...new Set([...Object.keys(manifest.facts), ...Object.keys(facts)])].sort();
-    const changed = fields.filter((field) => !(field in manifest.facts) || !(field in facts) || digest(manifest.facts[field]) !== digest(facts[field]));
-    for (const field of changed) result.problems.push(`fact ${field}: ${manifestPath(options.settings.paths, plan.source)} records ${shown(manifest.facts[field])}, re-prepared ${shown(facts[field])}`);
+    const changed = fields.filter(
+      (field) => !(field in manifest.facts) || !(field in facts) || digest(manifest.facts[field]) !== digest(facts[field]),
+    );
+    for (const field of changed)
+      result.problems.push(
+        `fact ${field}: ${manifestPath(options.settings.paths, plan.source)} records ${shown(manifest.facts[field])}, ` +
+          `re-prepared ${shown(facts[field])}`,
+      );
     if (result.problems.length) {
       result.state = 'FAIL';
       const drift = Object.keys({ ...manifest.versions, ...versions }).filter((v) => manifest.versions[v] !== versions[v]);
-      if (drift.length) result.notes.push(`re-prepared with ${drift.map((v) => `${v} ${versions[v] ?? '(none)'}`).join(', ')}; the manifest was written with ${drift.map((v) => `${v} ${manifest.versions[v] ?? '(none)'}`).join(', ')}: other versions may explain a difference`);
+      if (drift.length)
+        result.notes.push(
+          `re-prepared with ${drift.map((v) => `${v} ${versions[v] ?? '(none)'}`).join(', ')}; ` +
+            `the manifest was written with ${drift.map((v) => `${v} ${manifest.versions[v] ?? '(none)'}`).join(', ')}: ` +
+            `other versions may explain a difference`,
+        );
     }
     return result;
   } finally {
@@ -340,12 +383,18 @@ function reprepareTarget(settings: Settings, loaded: LoadedPlan): { manifest: So
   } catch {
     return { reason: 'not re-prepared: no readable source manifest to compare with (see manifest)' };
   }
-  if (manifest.plan.sha256 !== loaded.sha256) return { reason: 'not re-prepared: its plan changed since the manifest was written (see plan), so the recorded input cannot be made again' };
+  if (manifest.plan.sha256 !== loaded.sha256)
+    return {
+      reason: 'not re-prepared: its plan changed since the manifest was written (see plan), so the recorded input cannot be made again',
+    };
   const changed = loaded.plan.raw_files.filter((file) => {
     const cached = fileState(rawCachePath(settings, file.sha256), 'raw cache entry');
     return cached.problem ? cached.problem !== 'missing' : cached.sha256 !== file.sha256;
   });
-  if (changed.length) return { reason: `not re-prepared: the raw cache holds a changed ${changed.map((f) => f.name).join(', ')} (see raw), which the audit leaves as it is` };
+  if (changed.length)
+    return {
+      reason: `not re-prepared: the raw cache holds a changed ${changed.map((f) => f.name).join(', ')} (see raw), which the audit leaves as it is`,
+    };
   return { manifest };
 }
 
@@ -369,7 +418,9 @@ export async function reprepareSources(plans: readonly LoadedPlan[], options: Re
   mkdirSync(folder, { recursive: true });
   removeStaleEntries(folder, AUDIT_ENTRY);
   const workers = Math.max(1, Math.min(options.workers ?? 1, due.length));
-  log(`re-preparing ${due.length} source(s) from their raw files and plans (${workers} worker(s)) to compare with prepared/ and the source manifests`);
+  log(
+    `re-preparing ${due.length} source(s) from their raw files and plans (${workers} worker(s)) to compare with prepared/ and the source manifests`,
+  );
   const pool = new WorkerPool(workers, { settings: options.settings });
   const started = new Map<string, number>();
   let done = 0;
@@ -386,7 +437,10 @@ export async function reprepareSources(plans: readonly LoadedPlan[], options: Re
           .catch((error: Error): Reprepared => ({ state: 'FAIL', problems: [`could not be re-prepared: ${error.message}`], notes: [] }))
           .then((outcome) => {
             results.set(loaded.plan.source, outcome);
-            const summary = outcome.state === 'ok' ? 'identical to prepared/ and the manifest' : `${outcome.state}: ${outcome.problems.length} problem(s)`;
+            const summary =
+              outcome.state === 'ok'
+                ? 'identical to prepared/ and the manifest'
+                : `${outcome.state}: ${outcome.problems.length} problem(s)`;
             const seconds = (performance.now() - (started.get(loaded.plan.source) ?? performance.now())) / 1000;
             log(`re-prepared ${loaded.plan.source} (${++done}/${due.length}): ${summary} (${seconds.toFixed(1)} s)`);
           }),

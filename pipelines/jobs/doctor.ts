@@ -45,16 +45,31 @@ export async function doctor(settings: Settings): Promise<DoctorResult> {
   const n = hello.numerics;
   const pad = (label: string) => label.padEnd(12);
   const lines = [
-    `${pad('python')}${hello.python} (${settings.python.executable}), string hashing ${hello.hash_randomization ? 'randomized (PYTHONHASHSEED is not 0)' : 'fixed (PYTHONHASHSEED=0)'}`,
-    `${pad('versions')}${Object.entries(hello.versions).map(([p, v]) => `${p} ${v}`).join(', ')}`,
+    `${pad('python')}${hello.python} (${settings.python.executable}), ` +
+      `string hashing ${hello.hash_randomization ? 'randomized (PYTHONHASHSEED is not 0)' : 'fixed (PYTHONHASHSEED=0)'}`,
+    `${pad('versions')}${Object.entries(hello.versions)
+      .map(([p, v]) => `${p} ${v}`)
+      .join(', ')}`,
     `${pad('machine')}${n.machine}, ${n.cpu_model}, ${n.libc}`,
-    ...n.blas.map((b, i) => `${pad(i ? '' : 'BLAS')}${b.package}: ${b.internal_api ?? '?'} ${b.version ?? '?'} (${b.library}), ${b.architecture ?? 'unknown'} kernels`),
+    ...n.blas.map(
+      (b, i) =>
+        `${pad(i ? '' : 'BLAS')}${b.package}: ${b.internal_api ?? '?'} ${b.version ?? '?'} (${b.library}), ${b.architecture ?? 'unknown'} kernels`,
+    ),
     `${pad('NumPy SIMD')}baseline ${n.numpy_simd.baseline.join(' ')}; dispatched ${n.numpy_simd.dispatched.join(' ') || 'none'}`,
-    `${pad('environment')}${Object.entries(n.environment).map(([k, v]) => `${k}=${v}`).join(' ') || '(no OPENBLAS_/NPY_/MKL_/OMP_ variables)'}`,
+    `${pad('environment')}${
+      Object.entries(n.environment)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ') || '(no OPENBLAS_/NPY_/MKL_/OMP_ variables)'
+    }`,
     `${pad('profile')}${profile.name}: ${profile.description}`,
-    `${pad('')}settings: ${Object.entries(profile.environment).map(([k, v]) => `${k}=${v}`).join(' ') || 'none'}`,
+    `${pad('')}settings: ${
+      Object.entries(profile.environment)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ') || 'none'
+    }`,
     `${pad('')}${refusal ? `REFUSED: ${refusal}` : 'effective state matches the profile'}`,
-    `${pad('profiles')}${PROFILE_NAMES.join(', ')} (choose with numerical_profile in wwref.config.json, or WWREF_NUMERICAL_PROFILE where the file sets none)`,
+    `${pad('profiles')}${PROFILE_NAMES.join(', ')} ` +
+      `(choose with numerical_profile in wwref.config.json, or WWREF_NUMERICAL_PROFILE where the file sets none)`,
   ];
   const why: string[] = [];
   if (refusal) why.push(refusal);
@@ -65,7 +80,9 @@ export async function doctor(settings: Settings): Promise<DoctorResult> {
   if (!manifest) {
     why.push(`no reference manifest in ${shown}`);
   } else {
-    const built = manifest.numerics ? `'${manifest.numerics.profile}' (${describeNumerics(manifest.numerics.effective)})` : 'no recorded profile';
+    const built = manifest.numerics
+      ? `'${manifest.numerics.profile}' (${describeNumerics(manifest.numerics.effective)})`
+      : 'no recorded profile';
     lines.push(`${pad('references')}${shown}: ${Object.keys(manifest.conditions).length} conditions built under ${built}`);
     const drift = versionDrift(hello.versions, manifest.versions);
     if (drift.length) why.push(`installed versions differ from the references' (${drift.join('; ')})`);

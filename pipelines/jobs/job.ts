@@ -43,7 +43,8 @@ export async function runJob<T>(spec: JobSpec, body: (job: RunningJob) => Promis
     executor?.cancel();
   };
   for (const signal of SIGNALS) process.on(signal, onSignal);
-  const interrupted = () => new Interrupted(stopped!, `${stopped === 'SIGINT' ? 'interrupted' : `stopped by ${stopped}`}: ${spec.interrupted}`);
+  const interrupted = () =>
+    new Interrupted(stopped!, `${stopped === 'SIGINT' ? 'interrupted' : `stopped by ${stopped}`}: ${spec.interrupted}`);
   try {
     const { settings, workers, executor: choice, interrupted: _said, ...options } = spec;
     executor = await openExecutor(choice ?? { kind: 'local' }, { ...options, settings, workers });

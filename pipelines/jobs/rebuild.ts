@@ -9,15 +9,16 @@ import { FAMILIES } from '../catalog/families.ts';
 import { allMasks } from '../catalog/masks.ts';
 import { UserError } from '../core/errors.ts';
 import { canonicalJson, sha256Hex } from '../core/hashing.ts';
+import { checkOutputPath } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
 import { Progress } from '../core/progress.ts';
 import { executeRecord, recordOfRun, type RecordTask } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type Executor, type PreparedInput } from '../execution/executor.ts';
 import { gitIdentity, versionDrift, workflowsSha256, type GitIdentity } from '../execution/identity.ts';
-import { Journal, reverifyRun, UTILITY_RULES } from '../execution/journal.ts';
+import { Journal, reverifyRun, UTILITY_RULES, type JournalIdentity } from '../execution/journal.ts';
 import { executorRecord, type ExecutorChoice, type ExecutorRecord } from '../execution/executors.ts';
 import { numericsIdentity, platformDrift, recordNumerics } from '../execution/numerics.ts';
-import { type NumericalProfile } from '../core/profiles.ts';
+import type { NumericalProfile } from '../core/profiles.ts';
 import type { HelloResult, RunResult } from '../execution/protocol.ts';
 import { THREAD_ENV } from '../execution/launcher.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
@@ -49,6 +50,8 @@ export interface RebuildOptions extends AcquireOptions {
   executor?: ExecutorChoice;
   /** Rebuild conditions whose plan changed since their references were written (recorded as superseded). */
   force?: boolean;
+  /** Where the caller writes the run report: checked before any work. */
+  report?: string;
 }
 
 export interface ConditionOutcome {
@@ -121,18 +124,25 @@ export function checkPlans(store: ReferenceStore, selected: CatalogCondition[], 
     }
     if (!force) {
       throw new UserError(
-        `plan of condition '${c.id}' changed after its references were written (${store.manifestPath} records plan sha256 ${entry.plan_sha256}, ${c.plan.file} is now ${c.plan.sha256}); ` +
+        `plan of condition '${c.id}' changed after its references were written (${store.manifestPath} records plan sha256 ${entry.plan_sha256}, ` +
+          `${c.plan.file} is now ${c.plan.sha256}); ` +
           'pass --force to rebuild it and record the old plan as superseded',
       );
     }
-    supersedes.set(c.id, [...new Set([...earlier, entry.plan_sha256])].filter((h) => h !== c.plan.sha256));
+    supersedes.set(
+      c.id,
+      [...new Set([...earlier, entry.plan_sha256])].filter((h) => h !== c.plan.sha256),
+    );
   }
   const sources = new Set(selected.map((c) => c.source));
   const left = Object.entries(current?.conditions ?? {}).filter(([id, e]) => sources.has(e.source) && !selected.some((c) => c.id === id));
   for (const [id, entry] of left) {
     const plan = selected.find((c) => c.source === entry.source)!.plan;
     if (entry.plan_sha256 !== plan.sha256) {
-      throw new UserError(`condition '${id}' of source '${entry.source}' was built from another plan (${entry.plan_sha256}); rebuild it together with the others of its source (--condition ${id})`);
+      throw new UserError(
+        `condition '${id}' of source '${entry.source}' was built from another plan (${entry.plan_sha256}); ` +
+          `rebuild it together with the others of its source (--condition ${id})`,
+      );
     }
   }
   return supersedes;
@@ -143,9 +153,14 @@ async function checkRuntime(executor: Executor, store: ReferenceStore, runnable:
   const [hello] = await executor.describe();
   const previous = store.manifest();
   const kept = Object.keys(previous?.conditions ?? {}).filter((id) => !runnable.some((c) => c.id === id));
-  const mixed = kept.length ? [...platformDrift(previous!.numerics, executor.profile, hello!.numerics), ...versionDrift(hello!.versions, previous!.versions)] : [];
+  const mixed = kept.length
+    ? [...platformDrift(previous!.numerics, executor.profile, hello!.numerics), ...versionDrift(hello!.versions, previous!.versions)]
+    : [];
   if (mixed.length) {
-    throw new UserError(`${mixed.join('; ')}: rebuilding only some conditions of ${store.dir} would mix runtimes in one manifest; rebuild all of them, or build into another folder (--references)`);
+    throw new UserError(
+      `${mixed.join('; ')}: rebuilding only some conditions of ${store.dir} would mix runtimes in one manifest; ` +
+        `rebuild all of them, or build into another folder (--references)`,
+    );
   }
   return hello!;
 }
@@ -219,12 +234,80 @@ async function resumeJournal(
   return { records, resumed };
 }
 
+/** Step 3: held-out truth per condition, for the independent metric (requested together: on a cluster each is a round trip). */
+async function readTruths(executor: Executor, settings: Settings, runnable: CatalogCondition[]): Promise<Map<string, Truth>> {
+  const truth = async (c: CatalogCondition) =>
+    [
+      c.id,
+      await executor.truth({ family: c.family, input: preparedInput(settings, c) }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS }),
+    ] as const;
+  return new Map<string, Truth>(await Promise.all(runnable.map(truth)));
+}
+
+/**
+ * Step 4: journals of interrupted runs, valid only for the same plan, inputs, runtime, code, versions
+ * and numerics, and each run only once it verifies again (after the truths: a run is verified against them).
+ */
+async function resumeJournals(
+  executor: Executor,
+  runnable: CatalogCondition[],
+  truths: Map<string, Truth>,
+  options: RebuildOptions & { identity: Pick<JournalIdentity, 'runtime' | 'code' | 'versions' | 'numerics'>; log: (line: string) => void },
+) {
+  const { settings } = options;
+  const journals = new Map<string, Journal>();
+  for (const c of runnable) {
+    const prepared = readManifest(settings.paths, c.source).prepared_files;
+    const journal = new Journal(settings.paths.cache, c.id, { condition: c.id, plan: c.plan.sha256, prepared, ...options.identity });
+    if (options.fresh) journal.drop();
+    journals.set(c.id, journal);
+  }
+  const kept = await Promise.all(
+    runnable.map((c) => {
+      const input = preparedInput(settings, c);
+      return resumeJournal(c, journals.get(c.id)!, executor, truths.get(c.id)!, (mask) => recordTask(c, mask, input, options), options.log);
+    }),
+  );
+  const done = new Map(runnable.map((c, i) => [c.id, kept[i]!.records]));
+  return { journals, done, resumed: kept.reduce((sum, k) => sum + k.resumed, 0) };
+}
+
+/** Step 5: every missing record, largest first, each journaled as it finishes. */
+async function runMissing(
+  executor: Executor,
+  runnable: CatalogCondition[],
+  truths: Map<string, Truth>,
+  journals: Map<string, Journal>,
+  done: Map<string, Map<string, ReferenceRecord>>,
+  options: RebuildOptions & { previous: ReferenceManifest | undefined },
+): Promise<void> {
+  const costOf = (c: CatalogCondition) => previousCost(c, options.previous) ?? FAMILIES[c.family].relativeCost;
+  const jobs = runnable.flatMap((c) => {
+    const input = preparedInput(options.settings, c);
+    return allMasks(c.dimensions)
+      .filter((mask) => !done.get(c.id)!.has(mask))
+      .map((mask) => ({ c, cost: costOf(c), task: recordTask(c, mask, input, options) }));
+  });
+  jobs.sort((a, b) => b.cost - a.cost);
+  const progress = new Progress('rebuild', jobs.length, options.quiet);
+  for (const c of runnable) progress.expect(c.id, allMasks(c.dimensions).length - done.get(c.id)!.size, costOf(c));
+  await Promise.all(
+    jobs.map(async ({ c, task }) => {
+      const record = await runRecord(executor, task, truths.get(c.id)!, journals.get(c.id)!);
+      done.get(c.id)!.set(task.mask, record);
+      progress.tick(c.id, record.status === 'ok');
+    }),
+  );
+}
+
 export async function rebuild(catalog: Catalog, options: RebuildOptions): Promise<RebuildSummary> {
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const started = performance.now();
   const selected = catalog.selectConditions(options.conditions);
   const workers = options.workers ?? 2;
   const { settings } = options;
+  if (options.report !== undefined)
+    checkOutputPath(settings.paths, options.report, 'rebuild report', { generated: options.referencesDir ? [options.referencesDir] : [] });
   const store = new ReferenceStore(options.referencesDir ?? settings.paths.references, settings.paths);
   const supersedes = checkPlans(store, selected, options.force);
   const previous = store.manifest();
@@ -232,69 +315,52 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions): Promis
   const git = await gitIdentity();
 
   const { runnable, unprepared } = await prepareInputs(catalog, selected, { ...options, workers }, log);
-  const job = { settings, workers, executor: options.executor, profile: options.profile, allowVersionDrift: options.allowVersionDrift, log };
+  const job = {
+    settings,
+    workers,
+    executor: options.executor,
+    profile: options.profile,
+    allowVersionDrift: options.allowVersionDrift,
+    log,
+  };
   const interrupted = 'finished records are kept in the journal; run the same command to resume';
   return runJob({ ...job, interrupted }, async ({ executor, signal }) => {
     const hello = await checkRuntime(executor, store, runnable);
     const code = workflowsSha256();
     const numerics = numericsIdentity(executor.profile, hello.numerics);
 
-    // Step 3: held-out truth per condition, for the independent metric (requested together: on a
-    // cluster each is a round trip). Before the journals: a journaled run is verified against it.
-    const truths = new Map<string, Truth>(
-      await Promise.all(
-        runnable.map(async (c) => [c.id, await executor.truth({ family: c.family, input: preparedInput(settings, c) }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS })] as const),
-      ),
-    );
-
-    // Step 4: journals of interrupted runs, valid only for the same plan, inputs, runtime, code,
-    // versions and numerics, and each run only once it verifies again.
-    const runtime = settings.runtime.name;
-    const journals = new Map<string, Journal>();
-    const done = new Map<string, Map<string, ReferenceRecord>>();
-    let resumed = 0;
-    for (const c of runnable) {
-      const journal = new Journal(settings.paths.cache, c.id, { condition: c.id, plan: c.plan.sha256, prepared: readManifest(settings.paths, c.source).prepared_files, runtime, code, versions: hello.versions, numerics });
-      if (options.fresh) journal.drop();
-      journals.set(c.id, journal);
-    }
-    const kept = await Promise.all(
-      runnable.map((c) => {
-        const input = preparedInput(settings, c);
-        return resumeJournal(c, journals.get(c.id)!, executor, truths.get(c.id)!, (mask) => recordTask(c, mask, input, options), log);
-      }),
-    );
-    runnable.forEach((c, i) => {
-      done.set(c.id, kept[i]!.records);
-      resumed += kept[i]!.resumed;
+    const truths = await readTruths(executor, settings, runnable);
+    const { journals, done, resumed } = await resumeJournals(executor, runnable, truths, {
+      ...options,
+      identity: { runtime: settings.runtime.name, code, versions: hello.versions, numerics },
+      log,
     });
-
-    // Step 5: every missing record, largest first.
-    const jobs = runnable.flatMap((c) => {
-      const cost = previousCost(c, previous) ?? FAMILIES[c.family].relativeCost;
-      const input = preparedInput(settings, c);
-      return allMasks(c.dimensions)
-        .filter((mask) => !done.get(c.id)!.has(mask))
-        .map((mask) => ({ c, cost, task: recordTask(c, mask, input, options) }));
-    });
-    jobs.sort((a, b) => b.cost - a.cost);
-    const progress = new Progress('rebuild', jobs.length, options.quiet);
-    for (const c of runnable) progress.expect(c.id, allMasks(c.dimensions).length - done.get(c.id)!.size);
-    await Promise.all(
-      jobs.map(async ({ c, task }) => {
-        const record = await runRecord(executor, task, truths.get(c.id)!, journals.get(c.id)!);
-        done.get(c.id)!.set(task.mask, record);
-        progress.tick(c.id, record.status === 'ok');
-      }),
-    );
+    await runMissing(executor, runnable, truths, journals, done, { ...options, previous });
 
     // Step 6: tables, equivalence checks and the manifest (never after a signal: the journal keeps the records).
     signal.throwIfAborted();
     const ran = executorRecord(executor, await executor.describe());
-    const outcomes = await writeReferences(catalog, runnable, done, journals, { settings, store, supersedes, hello, code, git, profile: executor.profile, executor: ran });
+    const outcomes = await writeReferences(catalog, runnable, done, journals, {
+      settings,
+      store,
+      supersedes,
+      hello,
+      code,
+      git,
+      profile: executor.profile,
+      executor: ran,
+    });
     for (const [source, error] of unprepared) {
       for (const c of selected.filter((s) => s.source === source)) {
-        outcomes.push({ condition: c.id, records: 0, failed: 0, nativeSeconds: 0, violations: [], failures: [], error: `source ${source} not prepared: ${error}` });
+        outcomes.push({
+          condition: c.id,
+          records: 0,
+          failed: 0,
+          nativeSeconds: 0,
+          violations: [],
+          failures: [],
+          error: `source ${source} not prepared: ${error}`,
+        });
       }
     }
     const built = outcomes.filter((o) => !o.error);
@@ -329,7 +395,16 @@ async function writeReferences(
   runnable: CatalogCondition[],
   done: Map<string, Map<string, ReferenceRecord>>,
   journals: Map<string, Journal>,
-  context: { settings: Settings; store: ReferenceStore; supersedes: Map<string, string[]>; hello: HelloResult; code: string; git: GitIdentity; profile: NumericalProfile; executor: ExecutorRecord },
+  context: {
+    settings: Settings;
+    store: ReferenceStore;
+    supersedes: Map<string, string[]>;
+    hello: HelloResult;
+    code: string;
+    git: GitIdentity;
+    profile: NumericalProfile;
+    executor: ExecutorRecord;
+  },
 ): Promise<ConditionOutcome[]> {
   const { store, supersedes, hello, code, git, profile, executor } = context;
   const before = store.manifest();
@@ -392,8 +467,14 @@ async function writeReferences(
     const old = before?.conditions[c.id];
     const oldTable = store.tableIfValid(c.id, before);
     const untimedEntry = (e: ConditionEntry) => canonicalJson({ ...e, table_sha256: '', native_seconds: 0 });
-    if (old && oldTable && untimedEntry(old) === untimedEntry(entry) && canonicalJson(oldTable.metadata) === canonicalJson(metadata) &&
-        oldTable.records.length === records.length && oldTable.records.every((r, i) => sameOutcome(r, records[i]!))) {
+    if (
+      old &&
+      oldTable &&
+      untimedEntry(old) === untimedEntry(entry) &&
+      canonicalJson(oldTable.metadata) === canonicalJson(metadata) &&
+      oldTable.records.length === records.length &&
+      oldTable.records.every((r, i) => sameOutcome(r, records[i]!))
+    ) {
       outcome.kept = true;
       continue;
     }
@@ -402,7 +483,10 @@ async function writeReferences(
     entries.set(c.id, { ...entry, table_sha256: sha256Hex(bytes) });
   }
   if (tables.size) {
-    await store.commit((current) => ({ manifest: { ...top, conditions: { ...(current?.conditions ?? {}), ...Object.fromEntries(entries) } }, tables }));
+    await store.commit((current) => ({
+      manifest: { ...top, conditions: { ...(current?.conditions ?? {}), ...Object.fromEntries(entries) } },
+      tables,
+    }));
   }
   for (const o of outcomes) if (o.table && !o.failed) journals.get(o.condition)!.drop();
   return outcomes;

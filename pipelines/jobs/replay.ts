@@ -10,7 +10,7 @@ import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
 import { DEFAULT_RECORD_TIMEOUT_SECONDS, type Equivalence } from '../catalog/plan.ts';
 import type { FamilyName } from '../catalog/families.ts';
-import { isInside } from '../core/containment.ts';
+import { checkOutputPath, isInside } from '../core/containment.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
 import { canonicalJson, checkFileHashes } from '../core/hashing.ts';
 import { versionDrift, workflowsSha256 } from '../execution/identity.ts';
@@ -18,7 +18,7 @@ import { platformDrift, platformNotes, type RecordedNumerics } from '../executio
 import { metricsAgree } from '../execution/verification/metrics.ts';
 import type { Settings } from '../core/settings.ts';
 import { executeRecord } from '../execution/execute-record.ts';
-import { TRUTH_TIMEOUT_SECONDS, type PreparedInput } from '../execution/executor.ts';
+import { TRUTH_TIMEOUT_SECONDS, type Executor, type PreparedInput } from '../execution/executor.ts';
 import type { ExecutorChoice } from '../execution/executors.ts';
 import { runJob } from './job.ts';
 import { Progress } from '../core/progress.ts';
@@ -45,10 +45,31 @@ export interface ReplayOptions {
   workerEnv?: Record<string, string>;
   quiet?: boolean;
   log?: (line: string) => void;
+  /** Where the caller writes the report: checked before any work. */
+  report?: string;
+}
+
+/** The report path of `options`, checked before any work (core/containment.ts). */
+function checkReport(options: ReplayOptions): void {
+  if (options.report !== undefined)
+    checkOutputPath(options.settings.paths, options.report, 'replay report', {
+      generated: options.referencesDir ? [options.referencesDir] : [],
+    });
 }
 
 export interface CheckFailure {
-  check: 'execution' | 'verification' | 'prediction_sha256' | 'utility' | 'independent_metric' | 'native_value' | 'native_metric' | 'normalization_scale' | 'extras' | 'warnings' | 'tolerance_table';
+  check:
+    | 'execution'
+    | 'verification'
+    | 'prediction_sha256'
+    | 'utility'
+    | 'independent_metric'
+    | 'native_value'
+    | 'native_metric'
+    | 'normalization_scale'
+    | 'extras'
+    | 'warnings'
+    | 'tolerance_table';
   expected: unknown;
   actual: unknown;
 }
@@ -177,36 +198,67 @@ export function storedFromReference(record: ReferenceRecord): StoredRecord {
  * that the manifest entry is what the plan implies: the plan's hash, source and family, and the
  * condition declared there with the entry's number of options.
  */
-export function declaredFor(condition: string, entry: Pick<ConditionEntry, 'plan_file' | 'plan_sha256' | 'source' | 'family' | 'dimensions'>): Pick<ReplayTarget, 'equivalences' | 'pairedWith' | 'timeoutSeconds'> {
+export function declaredFor(
+  condition: string,
+  entry: Pick<ConditionEntry, 'plan_file' | 'plan_sha256' | 'source' | 'family' | 'dimensions'>,
+): Pick<ReplayTarget, 'equivalences' | 'pairedWith' | 'timeoutSeconds'> {
   const path = planFilePath(entry.plan_file);
-  if (!existsSync(path)) throw new UserError(`condition '${condition}': its plan ${entry.plan_file} (named by the manifest) does not exist, so the references cannot be checked against it; refusing to replay`);
+  if (!existsSync(path))
+    throw new UserError(
+      `condition '${condition}': its plan ${entry.plan_file} (named by the manifest) does not exist, ` +
+        `so the references cannot be checked against it; refusing to replay`,
+    );
   const loaded = loadPlanFile(path);
   const { plan } = loaded;
   const declared = plan.conditions.find((c) => c.id === condition);
   const problems = [
-    loaded.sha256 !== entry.plan_sha256 ? `the plan is now sha256 ${loaded.sha256}, the references were built from ${entry.plan_sha256} (rebuild it, with --force)` : '',
+    loaded.sha256 !== entry.plan_sha256
+      ? `the plan is now sha256 ${loaded.sha256}, the references were built from ${entry.plan_sha256} (rebuild it, with --force)`
+      : '',
     plan.source !== entry.source ? `the plan's source is '${plan.source}', the manifest says '${entry.source}'` : '',
     plan.family !== entry.family ? `the plan's family is ${plan.family}, the manifest says ${entry.family}` : '',
-    !declared ? 'the plan does not declare this condition' : declared.dimensions !== entry.dimensions ? `the plan gives it ${declared.dimensions} options, the manifest ${entry.dimensions}` : '',
+    !declared
+      ? 'the plan does not declare this condition'
+      : declared.dimensions !== entry.dimensions
+        ? `the plan gives it ${declared.dimensions} options, the manifest ${entry.dimensions}`
+        : '',
   ].filter(Boolean);
-  if (problems.length) throw new UserError(`condition '${condition}' does not match its plan ${entry.plan_file}: ${problems.join('; ')}; refusing to replay`);
-  return { equivalences: declared!.equivalences, timeoutSeconds: plan.execution.timeout_seconds, ...(declared!.paired_with ? { pairedWith: declared!.paired_with } : {}) };
+  if (problems.length)
+    throw new UserError(`condition '${condition}' does not match its plan ${entry.plan_file}: ${problems.join('; ')}; refusing to replay`);
+  return {
+    equivalences: declared!.equivalences,
+    timeoutSeconds: plan.execution.timeout_seconds,
+    ...(declared!.paired_with ? { pairedWith: declared!.paired_with } : {}),
+  };
 }
 
 /** Replays our own reference folder (outputs/references layout). */
 export async function replay(options: ReplayOptions): Promise<ReplayReport> {
   const { settings } = options;
+  checkReport(options);
   const store = new ReferenceStore(options.referencesDir ?? settings.paths.references, settings.paths);
   const manifest = store.requireManifest();
   const entries = store.select(manifest, options.conditions);
   // every table is read and checked (sha256 and surface), and every prepared input, before any record runs
   const targets = entries.map(([id, entry]): ReplayTarget => {
     const records = store.table(id, manifest).records.map(storedFromReference);
-    checkFileHashes(join(settings.paths.prepared, entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
-    return { condition: id, family: entry.family as FamilyName, input: { source: entry.source, files: entry.prepared_files }, records, ...declaredFor(id, entry) };
+    checkFileHashes(
+      join(settings.paths.prepared, entry.source),
+      entry.prepared_files,
+      'prepared input',
+      `run 'wwref prepare --source ${entry.source}'`,
+    );
+    return {
+      condition: id,
+      family: entry.family as FamilyName,
+      input: { source: entry.source, files: entry.prepared_files },
+      records,
+      ...declaredFor(id, entry),
+    };
   });
   const code = codeDrift(manifest);
-  if (code.length && !options.allowVersionDrift) throw new UserError(`${code.join('; ')}; refusing to replay (pass --allow-version-drift to replay anyway)`);
+  if (code.length && !options.allowVersionDrift)
+    throw new UserError(`${code.join('; ')}; refusing to replay (pass --allow-version-drift to replay anyway)`);
   return replayTargets(targets, { versions: manifest.versions, numerics: manifest.numerics, codeDrift: code }, options);
 }
 
@@ -223,7 +275,11 @@ export interface ReplayExpectation {
 }
 
 /** Compares a replayed record with the stored one; hash and utility relax to tolerances when `tolerant`. */
-function compareWithStored(record: ReferenceRecord, stored: StoredRecord, tolerant: boolean): { failures: CheckFailure[]; relaxed: string[] } {
+function compareWithStored(
+  record: ReferenceRecord,
+  stored: StoredRecord,
+  tolerant: boolean,
+): { failures: CheckFailure[]; relaxed: string[] } {
   const failures: CheckFailure[] = [];
   const relaxed: string[] = [];
   if (record.prediction_sha256 === null) {
@@ -236,7 +292,8 @@ function compareWithStored(record: ReferenceRecord, stored: StoredRecord, tolera
     else failures.push({ check: 'prediction_sha256', expected: stored.prediction_sha256, actual: record.prediction_sha256 });
   }
   if (record.utility !== stored.utility) {
-    if (tolerant && stored.utility !== null && record.utility !== null && metricsAgree(record.utility, stored.utility)) relaxed.push('utility');
+    if (tolerant && stored.utility !== null && record.utility !== null && metricsAgree(record.utility, stored.utility))
+      relaxed.push('utility');
     else failures.push({ check: 'utility', expected: stored.utility, actual: record.utility });
   }
   if (stored.native_value === null || record.independent_value === null || !metricsAgree(record.independent_value, stored.native_value)) {
@@ -259,30 +316,120 @@ function compareWithStored(record: ReferenceRecord, stored: StoredRecord, tolera
     if (numeric && tolerant && typeof want === 'number' && typeof got === 'number' && metricsAgree(got, want)) relaxed.push(check);
     else if (!failures.some((f) => f.check === check)) failures.push({ check, expected: want, actual: got });
   }
-  if (JSON.stringify(record.warnings) !== JSON.stringify(stored.warnings)) failures.push({ check: 'warnings', expected: stored.warnings, actual: record.warnings });
+  if (JSON.stringify(record.warnings) !== JSON.stringify(stored.warnings))
+    failures.push({ check: 'warnings', expected: stored.warnings, actual: record.warnings });
   const tolerances = record.extras.matching_tolerance_sensitivity as StoredRecord['tolerances'];
   if (tolerances && stored.tolerances) {
     for (const [tol, counts] of Object.entries(tolerances)) {
       const saved = stored.tolerances[tol];
       if (!saved || saved.true_positive !== counts.true_positive || saved.f1 !== counts.f1) {
-        failures.push({ check: 'tolerance_table', expected: { [tol]: saved }, actual: { [tol]: { true_positive: counts.true_positive, f1: counts.f1 } } });
+        failures.push({
+          check: 'tolerance_table',
+          expected: { [tol]: saved },
+          actual: { [tol]: { true_positive: counts.true_positive, f1: counts.f1 } },
+        });
       }
     }
   }
   return { failures, relaxed };
 }
 
+/** One target's records, each run cold (its isolation key: a fresh worker of its own) and compared with the stored one. */
+function replayTarget(
+  executor: Executor,
+  target: ReplayTarget,
+  tolerant: boolean,
+  progress: Progress,
+  options: ReplayOptions,
+): Promise<ReplayedRecord[]> {
+  const localHost = hostname();
+  const isolation = target.condition;
+  const truth = executor.truth({ family: target.family, input: target.input, isolation }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS });
+  truth.catch(() => {}); // awaited by every record, which reports its failure
+  const outcomes = target.records.map(async (stored): Promise<ReplayedRecord> => {
+    let host = localHost;
+    const task = {
+      condition: target.condition,
+      source: target.input.source,
+      family: target.family,
+      dimensions: stored.mask.length,
+      mask: stored.mask,
+      planSha256: '',
+      input: target.input,
+      timeoutSeconds: options.timeoutSeconds ?? target.timeoutSeconds ?? DEFAULT_RECORD_TIMEOUT_SECONDS,
+      isolation,
+    };
+    const record = await executeRecord(executor, task, truth, (run) => (host = run.host ?? localHost));
+    const { failures, relaxed } = compareWithStored(record, stored, tolerant);
+    progress.tick(target.condition, failures.length === 0);
+    return {
+      condition: target.condition,
+      mask: stored.mask,
+      passed: failures.length === 0,
+      failures,
+      relaxed,
+      prediction_sha256: record.prediction_sha256,
+      utility: record.utility,
+      wall_seconds: record.wall_seconds,
+      recorded_wall_seconds: stored.wall_seconds,
+      timing_ratio: record.wall_seconds !== null && stored.wall_seconds ? record.wall_seconds / stored.wall_seconds : null,
+      timing_outlier: false,
+      host,
+    };
+  });
+  return Promise.all(outcomes);
+}
+
+/**
+ * Timing per condition: the median ratio; a record far from its condition's median is marked an
+ * outlier, and a condition whose median ratio is far above 1 is flagged as slowed down.
+ */
+function timingSummaries(targets: readonly ReplayTarget[], records: ReplayedRecord[], outlierFactor: number): ReplayReport['conditions'] {
+  return targets.map(({ condition: id }) => {
+    const mine = records.filter((r) => r.condition === id);
+    const med = median(mine.flatMap((r) => (r.timing_ratio === null ? [] : [r.timing_ratio])));
+    for (const r of mine) {
+      if (med !== null && r.timing_ratio !== null && (r.timing_ratio > med * outlierFactor || r.timing_ratio < med / outlierFactor))
+        r.timing_outlier = true;
+    }
+    return {
+      condition: id,
+      passed: mine.filter((r) => r.passed).length,
+      total: mine.length,
+      median_timing_ratio: med,
+      slowed: med !== null && med > outlierFactor,
+    };
+  });
+}
+
+/** Declared equivalences (inactive options, paired subcubes) the replayed hashes contradict. */
+function equivalenceViolations(targets: readonly ReplayTarget[], records: ReplayedRecord[]): string[] {
+  const violations: string[] = [];
+  for (const target of targets) {
+    const mine = records.filter((r) => r.condition === target.condition);
+    const found = checkDeclared(target.condition, target.equivalences ?? [], mine);
+    const four = target.pairedWith ? records.filter((r) => r.condition === target.pairedWith) : [];
+    if (four.length) found.push(...checkPaired(target.condition, target.pairedWith!, mine, four));
+    violations.push(...found.map((v) => `${v.condition}: ${v.declaration}: ${v.masks.join(' vs ')} (${v.detail})`));
+  }
+  return violations;
+}
+
 /** The replay itself: a fresh single-worker executor per condition, every record cold, every check. */
 export async function replayTargets(targets: ReplayTarget[], expected: ReplayExpectation, options: ReplayOptions): Promise<ReplayReport> {
+  checkReport(options);
   const started = performance.now();
   const outlierFactor = options.outlierFactor ?? 5;
   const total = targets.reduce((s, t) => s + t.records.length, 0);
   const progress = new Progress('replay', total, options.quiet);
-  for (const t of targets) progress.expect(t.condition, t.records.length);
+  // for the ETA: each condition's records weighted by their recorded seconds
+  for (const t of targets) {
+    const timed = t.records.flatMap((r) => (typeof r.wall_seconds === 'number' ? [r.wall_seconds] : []));
+    progress.expect(t.condition, t.records.length, timed.length ? timed.reduce((a, b) => a + b, 0) / timed.length : undefined);
+  }
 
   // One executor for the whole replay; every condition gets fresh worker processes of its own (its
   // isolation key), forked from a template that has computed nothing.
-  const localHost = hostname();
   const job = {
     settings: options.settings,
     executor: options.executor,
@@ -309,77 +456,23 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     platform = expected.numerics === 'unrecorded' ? [] : platformDrift(expected.numerics, executor.profile, hello!.numerics);
     notes = expected.numerics === 'unrecorded' ? [] : platformNotes(expected.numerics, hello!.numerics);
     if (platform.length && !options.allowPlatformDrift) {
-      throw new UserError(`${platform.join('; ')}; bit identity is not expected, so replay refuses: pass --allow-platform-drift to compare with tolerances instead`);
+      throw new UserError(
+        `${platform.join('; ')}; bit identity is not expected, so replay refuses: pass --allow-platform-drift to compare with tolerances instead`,
+      );
     }
-    const tolerant = (Boolean(options.allowVersionDrift) && drift.length > 0) || (Boolean(options.allowPlatformDrift) && platform.length > 0);
+    const tolerant =
+      (Boolean(options.allowVersionDrift) && drift.length > 0) || (Boolean(options.allowPlatformDrift) && platform.length > 0);
     // Every request is queued at once, in condition order; the pool runs `workers` of them at a time.
     await Promise.all(
-      targets.map(async (target) => {
-        const isolation = target.condition;
-        const truth = executor.truth({ family: target.family, input: target.input, isolation }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS });
-        truth.catch(() => {}); // awaited by every record, which reports its failure
-        const outcomes = target.records.map((stored) => {
-          let host = localHost;
-          return executeRecord(
-            executor,
-            {
-              condition: target.condition,
-              source: target.input.source,
-              family: target.family,
-              dimensions: stored.mask.length,
-              mask: stored.mask,
-              planSha256: '',
-              input: target.input,
-              timeoutSeconds: options.timeoutSeconds ?? target.timeoutSeconds ?? DEFAULT_RECORD_TIMEOUT_SECONDS,
-              isolation,
-            },
-            truth,
-            (run) => (host = run.host ?? localHost),
-          ).then((record) => {
-            const { failures, relaxed } = compareWithStored(record, stored, tolerant);
-            progress.tick(target.condition, failures.length === 0);
-            return {
-              condition: target.condition,
-              mask: stored.mask,
-              passed: failures.length === 0,
-              failures,
-              relaxed,
-              prediction_sha256: record.prediction_sha256,
-              utility: record.utility,
-              wall_seconds: record.wall_seconds,
-              recorded_wall_seconds: stored.wall_seconds,
-              timing_ratio: record.wall_seconds !== null && stored.wall_seconds ? record.wall_seconds / stored.wall_seconds : null,
-              timing_outlier: false,
-              host,
-            };
-          });
-        });
-        replayed.set(target.condition, await Promise.all(outcomes));
-      }),
+      targets.map(async (target) => replayed.set(target.condition, await replayTarget(executor, target, tolerant, progress, options))),
     );
     if (executor.kind !== 'local') workerCount = (await executor.describe()).length;
     return executor.profile;
   });
   const records = targets.flatMap((t) => replayed.get(t.condition) ?? []);
 
-  // Timing: per condition median ratio; a record far from its condition's median is an outlier, and
-  // a condition whose median ratio is far above 1 is flagged as slowed down.
-  const conditionSummaries = targets.map(({ condition: id }) => {
-    const mine = records.filter((r) => r.condition === id);
-    const med = median(mine.flatMap((r) => (r.timing_ratio === null ? [] : [r.timing_ratio])));
-    for (const r of mine) {
-      if (med !== null && r.timing_ratio !== null && (r.timing_ratio > med * outlierFactor || r.timing_ratio < med / outlierFactor)) r.timing_outlier = true;
-    }
-    return { condition: id, passed: mine.filter((r) => r.passed).length, total: mine.length, median_timing_ratio: med, slowed: med !== null && med > outlierFactor };
-  });
-  const violations: string[] = [];
-  for (const target of targets) {
-    const mine = records.filter((r) => r.condition === target.condition);
-    const found = checkDeclared(target.condition, target.equivalences ?? [], mine);
-    const four = target.pairedWith ? records.filter((r) => r.condition === target.pairedWith) : [];
-    if (four.length) found.push(...checkPaired(target.condition, target.pairedWith!, mine, four));
-    violations.push(...found.map((v) => `${v.condition}: ${v.declaration}: ${v.masks.join(' vs ')} (${v.detail})`));
-  }
+  const conditionSummaries = timingSummaries(targets, records, outlierFactor);
+  const violations = equivalenceViolations(targets, records);
   const passed = records.filter((r) => r.passed).length;
   return {
     passed,
@@ -389,7 +482,11 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     median_timing_ratio: median(records.flatMap((r) => (r.timing_ratio === null ? [] : [r.timing_ratio]))),
     hosts: [...new Set(records.map((r) => r.host))].sort().map((host) => {
       const mine = records.filter((r) => r.host === host);
-      return { host, records: mine.length, median_timing_ratio: median(mine.flatMap((r) => (r.timing_ratio === null ? [] : [r.timing_ratio]))) };
+      return {
+        host,
+        records: mine.length,
+        median_timing_ratio: median(mine.flatMap((r) => (r.timing_ratio === null ? [] : [r.timing_ratio]))),
+      };
     }),
     timing_outliers: records.filter((r) => r.timing_outlier).map((r) => ({ condition: r.condition, mask: r.mask, ratio: r.timing_ratio! })),
     equivalence_violations: violations,

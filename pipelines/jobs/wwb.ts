@@ -15,7 +15,20 @@ import { z } from 'zod';
 import { UserError } from '../core/errors.ts';
 import type { FamilyName } from '../catalog/families.ts';
 import { FAMILY_NAMES } from '../catalog/families.ts';
-import { hashDescriptor, insideRoot, isInside, lstatOrNothing, openRegularFile, readRegularFile, realPath, relativePathProblem, SAFE_FILE_NAME } from '../core/containment.ts';
+import {
+  checkOutputPath,
+  generatedFolders,
+  hashDescriptor,
+  insideRoot,
+  isInside,
+  lstatOrNothing,
+  openRegularFile,
+  readRegularFile,
+  realPath,
+  relativePathProblem,
+  SAFE_FILE_NAME,
+  SOURCE_FOLDERS,
+} from '../core/containment.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
 import { checkFileHashes, digest, sha256Hex } from '../core/hashing.ts';
 import { REPLAY_PACKAGES } from '../execution/identity.ts';
@@ -28,7 +41,8 @@ import type { ReplayExpectation, ReplayTarget, StoredRecord } from './replay.ts'
 
 /** What a folder must hold to be read as a pack; said by every refusal of a folder that is not one. */
 const PACK_CONTENTS =
-  'a pack holds manifest.json (files_sha256: the sha256 of every file of the pack; replay_versions), references/<condition>.json and inputs/<source>/{arrays.npz,metadata.json.gz}';
+  'a pack holds manifest.json (files_sha256: the sha256 of every file of the pack; replay_versions), ' +
+  'references/<condition>.json and inputs/<source>/{arrays.npz,metadata.json.gz}';
 /** The manifest and each table are parsed whole; the published tables are well under 1 MiB. */
 export const PACK_JSON_MAX_BYTES = 64 << 20;
 /** Any other listed file is hashed streamed, up to this size; prepared inputs are a few MiB. */
@@ -72,7 +86,9 @@ const Outcomes = z.record(Mask, PackOutcome).superRefine((outcomes, ctx) => {
 const PackTable = z.looseObject({
   instance: SourceName.optional(),
   family: z.string().optional(),
-  manifest: z.looseObject({ source: z.looseObject({ instance: SourceName.optional(), family: z.string().optional() }).optional() }).optional(),
+  manifest: z
+    .looseObject({ source: z.looseObject({ instance: SourceName.optional(), family: z.string().optional() }).optional() })
+    .optional(),
   outcomes: Outcomes,
 });
 
@@ -107,10 +123,13 @@ function packFolders(dir: string): { root: string; references: string } {
   const stats = lstatOrNothing(root);
   if (!stats) throw new UserError(`pack ${dir} does not exist`);
   if (!stats.isDirectory()) throw new UserError(`${dir} is not a WhatWorkedBench pack: not a folder (${PACK_CONTENTS})`);
-  if (!lstatOrNothing(join(root, 'manifest.json'))) throw new UserError(`${dir} is not a WhatWorkedBench pack: no manifest.json (${PACK_CONTENTS})`);
-  if (!lstatOrNothing(join(root, 'references'))) throw new UserError(`${dir} is not a WhatWorkedBench pack: no references/ folder (${PACK_CONTENTS})`);
+  if (!lstatOrNothing(join(root, 'manifest.json')))
+    throw new UserError(`${dir} is not a WhatWorkedBench pack: no manifest.json (${PACK_CONTENTS})`);
+  if (!lstatOrNothing(join(root, 'references')))
+    throw new UserError(`${dir} is not a WhatWorkedBench pack: no references/ folder (${PACK_CONTENTS})`);
   const references = insideRoot(root, 'references', 'pack folder');
-  if (!lstatOrNothing(references)?.isDirectory()) throw new UserError(`${dir} is not a WhatWorkedBench pack: references is not a folder (${PACK_CONTENTS})`);
+  if (!lstatOrNothing(references)?.isDirectory())
+    throw new UserError(`${dir} is not a WhatWorkedBench pack: references is not a folder (${PACK_CONTENTS})`);
   return { root, references };
 }
 
@@ -118,9 +137,11 @@ function packFolders(dir: string): { root: string; references: string } {
 function boundedSha256(path: string, what: string): string {
   const { fd, size } = openRegularFile(path, what);
   try {
-    if (size > PACK_FILE_MAX_BYTES) throw new UserError(`${what} ${path} is ${size} bytes, more than the ${PACK_FILE_MAX_BYTES} allowed; refused`);
+    if (size > PACK_FILE_MAX_BYTES)
+      throw new UserError(`${what} ${path} is ${size} bytes, more than the ${PACK_FILE_MAX_BYTES} allowed; refused`);
     const { sha256, bytes } = hashDescriptor(fd, undefined, PACK_FILE_MAX_BYTES);
-    if (bytes > PACK_FILE_MAX_BYTES) throw new UserError(`${what} ${path} grew past the ${PACK_FILE_MAX_BYTES} bytes allowed while it was read; refused`);
+    if (bytes > PACK_FILE_MAX_BYTES)
+      throw new UserError(`${what} ${path} grew past the ${PACK_FILE_MAX_BYTES} bytes allowed while it was read; refused`);
     return sha256;
   } finally {
     closeSync(fd);
@@ -154,30 +175,44 @@ function verifyPackFiles(root: string, listed: ReadonlyMap<string, string>, keep
 /** The conditions to read: those named, or every references/*.json of the pack. */
 function tableIds(references: string, conditions: readonly string[]): string[] {
   if (conditions.length) return [...new Set(conditions)];
-  return readdirSync(references).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5)).sort();
+  return readdirSync(references)
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => f.slice(0, -5))
+    .sort();
 }
 
 /** A table's key in files_sha256; the condition must name one file, which must be there and listed. */
 function tableKey(id: string, references: string, listed: ReadonlyMap<string, string>, manifestFile: string): string {
-  if (!SAFE_FILE_NAME.test(id)) throw new UserError(`condition ${JSON.stringify(id)} is not a single name (a pack's tables are references/<condition>.json); refused`);
+  if (!SAFE_FILE_NAME.test(id))
+    throw new UserError(`condition ${JSON.stringify(id)} is not a single name (a pack's tables are references/<condition>.json); refused`);
   const file = join(references, `${id}.json`);
   if (!lstatOrNothing(file)) throw new UserError(`unknown instance '${id}': ${file} does not exist`);
   const key = `references/${id}.json`;
-  if (!listed.has(key)) throw new UserError(`pack table ${key} is not listed in ${manifestFile} files_sha256, so it cannot be checked; refused`);
+  if (!listed.has(key))
+    throw new UserError(`pack table ${key} is not listed in ${manifestFile} files_sha256, so it cannot be checked; refused`);
   return key;
 }
 
 /** One of two places naming the same thing (family, source): the first found; refused when they differ. */
 function agreed(top: string | undefined, nested: string | undefined, what: string, file: string): string | undefined {
-  if (top !== undefined && nested !== undefined && top !== nested) throw new UserError(`pack table ${file}: ${what} '${top}' and manifest.source.${what} '${nested}' differ; refused`);
+  if (top !== undefined && nested !== undefined && top !== nested)
+    throw new UserError(`pack table ${file}: ${what} '${top}' and manifest.source.${what} '${nested}' differ; refused`);
   return top ?? nested;
 }
 
 /** A table's replay target: family, records, and its input, each file of which is listed (and so checked). */
-function packTarget(id: string, bytes: Buffer, file: string, inputRoot: string, listed: ReadonlyMap<string, string>, manifestFile: string): ReplayTarget {
+function packTarget(
+  id: string,
+  bytes: Buffer,
+  file: string,
+  inputRoot: string,
+  listed: ReadonlyMap<string, string>,
+  manifestFile: string,
+): ReplayTarget {
   const table = parsePackJson(PackTable, bytes, 'pack table', file);
   const family = agreed(table.family, table.manifest?.source?.family, 'family', file);
-  if (!family || !(FAMILY_NAMES as readonly string[]).includes(family)) throw new UserError(`${file}: unknown or missing family '${family}'`);
+  if (!family || !(FAMILY_NAMES as readonly string[]).includes(family))
+    throw new UserError(`${file}: unknown or missing family '${family}'`);
   const source = agreed(table.instance, table.manifest?.source?.instance, 'instance', file) ?? id;
   // the worker reads <inputs>/<source>/<name>: a folder of inputs/ and files of that folder, no link out of either
   const folder = insideRoot(inputRoot, source, 'pack input folder');
@@ -185,7 +220,8 @@ function packTarget(id: string, bytes: Buffer, file: string, inputRoot: string, 
     PREPARED_FILES.map((name) => {
       const key = `inputs/${source}/${name}`;
       const sha = listed.get(key);
-      if (!sha) throw new UserError(`pack input ${key} (of ${id}) is not listed in ${manifestFile} files_sha256, so it cannot be checked; refused`);
+      if (!sha)
+        throw new UserError(`pack input ${key} (of ${id}) is not listed in ${manifestFile} files_sha256, so it cannot be checked; refused`);
       insideRoot(folder, name, 'pack input');
       return [name, sha];
     }),
@@ -212,7 +248,12 @@ function packTarget(id: string, bytes: Buffer, file: string, inputRoot: string, 
 export function readPack(dir: string, conditions: readonly string[] = []): { targets: ReplayTarget[]; expected: ReplayExpectation } {
   const { root, references } = packFolders(dir);
   const manifestFile = insideRoot(root, 'manifest.json', 'pack manifest');
-  const manifest = parsePackJson(PackManifest, readRegularFile(manifestFile, 'pack manifest', PACK_JSON_MAX_BYTES), 'pack manifest', manifestFile);
+  const manifest = parsePackJson(
+    PackManifest,
+    readRegularFile(manifestFile, 'pack manifest', PACK_JSON_MAX_BYTES),
+    'pack manifest',
+    manifestFile,
+  );
   const listed = new Map(Object.entries(manifest.files_sha256));
   const keys = new Map(tableIds(references, conditions).map((id) => [id, tableKey(id, references, listed, manifestFile)]));
   const tables = verifyPackFiles(root, listed, new Set(keys.values()));
@@ -231,7 +272,8 @@ function singleName(name: string, what: string): string {
 function writeTarget(out: string, relative: string, guarded: readonly string[]): string {
   const target = insideRoot(out, relative, 'pack file');
   for (const folder of guarded) {
-    if (isInside(target, folder)) throw new UserError(`pack file ${target} would be inside ${folder}, which only wwref itself writes; choose another folder`);
+    if (isInside(target, folder))
+      throw new UserError(`pack file ${target} would be inside ${folder}, where no export writes; choose another folder`);
   }
   return target;
 }
@@ -245,7 +287,10 @@ function refuseStaleTables(out: string, written: ReadonlySet<string>): void {
     return;
   }
   const stale = names.find((name) => name.endsWith('.json') && !written.has(`references/${name}`));
-  if (stale) throw new UserError(`${out} already holds references/${stale}, which this export does not write (a pack lists every table it holds); export into an empty folder`);
+  if (stale)
+    throw new UserError(
+      `${out} already holds references/${stale}, which this export does not write (a pack lists every table it holds); export into an empty folder`,
+    );
 }
 
 /** A prepared file's bytes, read once and checked against the sha256 the references were built from. */
@@ -254,20 +299,20 @@ function checkedPrepared(settings: Settings, source: string, name: string, recor
   if (!recorded) throw new UserError(`the reference manifest records no sha256 for prepared input ${path}; refused`);
   const bytes = readRegularFile(path, 'prepared input', PACK_FILE_MAX_BYTES);
   const actual = sha256Hex(bytes);
-  if (actual !== recorded) throw new UserError(`prepared input changed: ${path} (recorded ${recorded}, file ${actual}); run 'wwref prepare --source ${source}'`);
+  if (actual !== recorded)
+    throw new UserError(`prepared input changed: ${path} (recorded ${recorded}, file ${actual}); run 'wwref prepare --source ${source}'`);
   return bytes;
 }
 
 /**
  * Writes our tables as a pack: references/<cond>.json, inputs/<source>/ and, last, manifest.json
- * (a pack killed mid-way has no new manifest, and is refused). Only under `out`, which may not be in
- * or hold the reference folder, prepared/ or the source manifests.
+ * (a pack killed mid-way has no new manifest, and is refused). Only under `out` (checked first:
+ * core/containment.ts checkOutputPath), and no file into a protected folder that `out` holds.
  */
 export function exportPack(settings: Settings, out: string, conditions: readonly string[] = [], dir = settings.paths.references): number {
-  const guarded = [dir, settings.paths.references, settings.paths.prepared, settings.paths.manifests];
-  for (const folder of guarded) {
-    if (isInside(out, folder)) throw new UserError(`pack folder ${out} is inside ${folder}, which only wwref itself writes; choose another folder`);
-  }
+  checkOutputPath(settings.paths, out, 'pack folder', { kind: 'folder', generated: [dir] });
+  // each file again, links resolved: `out` may hold a protected folder (outputs/ holds outputs/references)
+  const guarded = [dir, ...generatedFolders(settings.paths), ...SOURCE_FOLDERS];
   const store = new ReferenceStore(dir, settings.paths);
   const manifest = store.requireManifest();
   const files: Record<string, string> = {};
@@ -280,7 +325,12 @@ export function exportPack(settings: Settings, out: string, conditions: readonly
     singleName(entry.source, 'source');
     const source = readManifest(settings.paths, entry.source);
     const records = store.table(id, manifest).records;
-    checkFileHashes(join(settings.paths.prepared, entry.source), entry.prepared_files, 'prepared input', `run 'wwref prepare --source ${entry.source}'`);
+    checkFileHashes(
+      join(settings.paths.prepared, entry.source),
+      entry.prepared_files,
+      'prepared input',
+      `run 'wwref prepare --source ${entry.source}'`,
+    );
     return { id, entry, source, records };
   });
   refuseStaleTables(out, new Set(inputs.map(({ id }) => `references/${id}.json`)));
@@ -297,14 +347,38 @@ export function exportPack(settings: Settings, out: string, conditions: readonly
       };
       outcomes[r.mask] =
         entry.family === 'beat_detection' || entry.family === 'graph_link_prediction'
-          ? { ...common, ...r.extras, prediction_sha256: r.prediction_sha256, wall_seconds: r.wall_seconds, prediction_wall_seconds: r.prediction_wall_seconds, metric_wall_seconds: r.metric_wall_seconds, warnings: r.warnings }
-          : { ...common, valid_prediction: true, status: r.status, prediction_sha256: r.prediction_sha256, warnings: r.warnings, mask: r.mask, plan_sha256: r.plan_sha256, wall_seconds: r.wall_seconds };
+          ? {
+              ...common,
+              ...r.extras,
+              prediction_sha256: r.prediction_sha256,
+              wall_seconds: r.wall_seconds,
+              prediction_wall_seconds: r.prediction_wall_seconds,
+              metric_wall_seconds: r.metric_wall_seconds,
+              warnings: r.warnings,
+            }
+          : {
+              ...common,
+              valid_prediction: true,
+              status: r.status,
+              prediction_sha256: r.prediction_sha256,
+              warnings: r.warnings,
+              mask: r.mask,
+              plan_sha256: r.plan_sha256,
+              wall_seconds: r.wall_seconds,
+            };
       count++;
     }
     const table =
       entry.dimensions === 4
         ? { manifest: { source: sourceBlock }, identity_sha256: digest({ source: sourceBlock }), outcomes }
-        : { instance: entry.source, family: entry.family, dimensions: entry.dimensions, plan_sha256: entry.plan_sha256, outcomes, manifest: { source: sourceBlock } };
+        : {
+            instance: entry.source,
+            family: entry.family,
+            dimensions: entry.dimensions,
+            plan_sha256: entry.plan_sha256,
+            outcomes,
+            manifest: { source: sourceBlock },
+          };
     const tableKey = `references/${id}.json`;
     const tableBytes = Buffer.from(`${JSON.stringify(table, null, 2)}\n`);
     writeFileAtomic(writeTarget(out, tableKey, guarded), tableBytes);

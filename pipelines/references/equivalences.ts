@@ -15,7 +15,9 @@ export interface Violation {
 }
 
 function describe(eq: Equivalence): string {
-  const when = Object.entries(eq.inactive_when).map(([k, v]) => `${k}=${v}`).join(', ');
+  const when = Object.entries(eq.inactive_when)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(', ');
   return `option ${eq.option} inactive when ${when}`;
 }
 
@@ -54,7 +56,9 @@ export function checkPaired(condition: string, paired: string, six: HashedRecord
         condition,
         declaration: `E=F=0 subcube repeats ${paired}`,
         masks: [pairedSubcubeMask(record.mask), record.mask],
-        detail: `hashes ${twin.prediction_sha256?.slice(0, 12)} vs ${record.prediction_sha256?.slice(0, 12)}, utilities ${twin.utility} vs ${record.utility}`,
+        detail:
+          `hashes ${twin.prediction_sha256?.slice(0, 12)} vs ${record.prediction_sha256?.slice(0, 12)}, ` +
+          `utilities ${twin.utility} vs ${record.utility}`,
       });
     }
   }
@@ -70,5 +74,8 @@ export function equivalenceClasses(records: HashedRecord[]): string[][] {
     group.push(record.mask);
     groups.set(record.prediction_sha256, group);
   }
-  return [...groups.values()].filter((g) => g.length > 1).map((g) => g.sort()).sort((a, b) => a[0]!.localeCompare(b[0]!));
+  return [...groups.values()]
+    .filter((g) => g.length > 1)
+    .map((g) => g.sort())
+    .sort((a, b) => a[0]!.localeCompare(b[0]!));
 }

@@ -1,6 +1,7 @@
 // Export of the reference tables: every record of every table listed in the manifest, as one CSV.
 import { TABLE_COLUMNS } from './tables.ts';
 import { writeFileAtomic } from '../core/fsutil.ts';
+import { checkOutputPath } from '../core/containment.ts';
 import { csvFloat, csvQuote } from '../core/tabular.ts';
 import type { Settings } from '../core/settings.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
@@ -11,7 +12,8 @@ export const CSV_COLUMNS = TABLE_COLUMNS;
 
 function csvField(value: unknown): string {
   if (value === null || value === undefined) return '';
-  if (typeof value === 'number') return Number.isInteger(value) && Math.abs(value) < 1e15 && !Object.is(value, -0) ? String(value) : csvFloat(value);
+  if (typeof value === 'number')
+    return Number.isInteger(value) && Math.abs(value) < 1e15 && !Object.is(value, -0) ? String(value) : csvFloat(value);
   return csvQuote(typeof value === 'string' ? value : JSON.stringify(value));
 }
 
@@ -31,6 +33,7 @@ export function recordsToCsv(records: ReferenceRecord[]): string {
 }
 
 export function exportCsv(settings: Settings, out: string, conditions: readonly string[] = []): number {
+  checkOutputPath(settings.paths, out, 'CSV file');
   const records = new ReferenceStore(settings.paths.references, settings.paths).records(conditions);
   writeFileAtomic(out, recordsToCsv(records));
   return records.length;

@@ -91,7 +91,10 @@ export async function lockFolder(dir: string, waitSeconds = LOCK_WAIT_SECONDS): 
         continue;
       }
       if (Date.now() > deadline) {
-        throw new UserError(`${dir} is being written by another wwref process (pid ${holder?.pid ?? '?'}, lock ${path}); wait for it to finish, or remove the lock if that process is gone`);
+        throw new UserError(
+          `${dir} is being written by another wwref process (pid ${holder?.pid ?? '?'}, lock ${path}); ` +
+            `wait for it to finish, or remove the lock if that process is gone`,
+        );
       }
       await sleep(100 + Math.random() * 100);
     }

@@ -37,7 +37,14 @@ export const ReferenceManifest = z.strictObject({
       kind: z.string(),
       worker_count: z.number().int(),
       workers: z.array(
-        z.strictObject({ host: z.string(), pid: z.number().int(), cpu_model: z.string(), libc: z.string(), blas: z.array(z.string()), profile: z.string() }),
+        z.strictObject({
+          host: z.string(),
+          pid: z.number().int(),
+          cpu_model: z.string(),
+          libc: z.string(),
+          blas: z.array(z.string()),
+          profile: z.string(),
+        }),
       ),
     })
     .optional(),

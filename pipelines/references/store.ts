@@ -46,14 +46,18 @@ export function checkReferenceFolder(dir: string, paths: GuardedPaths): string {
     [paths.manifests, 'the source manifests'],
   ];
   for (const [other, what] of guarded) {
-    if (isInside(folder, other)) throw new UserError(`reference folder ${dir} is inside ${what} (${other}), which wwref rewrites; choose another folder`);
+    if (isInside(folder, other))
+      throw new UserError(`reference folder ${dir} is inside ${what} (${other}), which wwref rewrites; choose another folder`);
     if (isInside(other, folder)) throw new UserError(`reference folder ${dir} contains ${what} (${other}); choose a folder of its own`);
   }
   const real = realPath(folder);
   let existing = real;
   while (!lstatOrNothing(existing) && dirname(existing) !== existing) existing = dirname(existing);
   if (!lstatOrNothing(existing)?.isDirectory()) {
-    throw new UserError(`reference folder ${dir} cannot be a folder: ${existing === real ? 'it is' : `${existing} is`} a file; name a folder (it is created when missing)`);
+    throw new UserError(
+      `reference folder ${dir} cannot be a folder: ` +
+        `${existing === real ? 'it is' : `${existing} is`} a file; name a folder (it is created when missing)`,
+    );
   }
   return real;
 }
@@ -127,7 +131,10 @@ export class ReferenceStore {
     const bytes = readRegularFile(path, 'reference table', TABLE_BYTES_FIXED + entry.records * TABLE_BYTES_PER_RECORD);
     const actual = sha256Hex(bytes);
     if (actual !== entry.table_sha256) {
-      throw new UserError(`reference table changed: ${path} has sha256 ${actual}, the manifest records ${entry.table_sha256}; rebuild the condition, or restore the file`);
+      throw new UserError(
+        `reference table changed: ${path} has sha256 ${actual}, the manifest records ${entry.table_sha256}; ` +
+          `rebuild the condition, or restore the file`,
+      );
     }
     const table = decodeTable(bytes, path, entry.records);
     const problems = tableProblems(id, entry, manifest, table);
@@ -174,7 +181,8 @@ export class ReferenceStore {
       this.cleanLeftovers(current);
       const planned = change(current);
       if (!planned) return current;
-      for (const id of [...planned.tables.keys(), ...(planned.remove ?? [])]) insideRoot(this.dir, tableFile(id), `reference table of condition '${id}'`);
+      for (const id of [...planned.tables.keys(), ...(planned.remove ?? [])])
+        insideRoot(this.dir, tableFile(id), `reference table of condition '${id}'`);
       const problems = manifestProblems(planned.manifest);
       if (problems.length) throw new Error(`refusing to write an inconsistent manifest: ${summarize(problems)}`);
       this.swap(planned);
@@ -247,7 +255,11 @@ export class ReferenceStore {
 
 /** The published catalog plus the sources added to the settings' reference folder (the plans its manifest names). */
 export function loadCatalog(settings: Settings): Catalog {
-  return Catalog.load(settings.paths.sources, new ReferenceStore(settings.paths.references, settings.paths).planFiles(), settings.paths.manifests);
+  return Catalog.load(
+    settings.paths.sources,
+    new ReferenceStore(settings.paths.references, settings.paths).planFiles(),
+    settings.paths.manifests,
+  );
 }
 
 /** At most five problems in one line, and how many more. */

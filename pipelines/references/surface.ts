@@ -22,7 +22,11 @@ export function tableFile(condition: string): string {
 }
 
 /** The context a table carries in its schema metadata (key `wwref`), written and checked here only. */
-export function tableMetadata(condition: string, entry: ConditionEntry, manifest: Pick<ReferenceManifest, 'versions' | 'numerics' | 'code'>): Record<string, string> {
+export function tableMetadata(
+  condition: string,
+  entry: ConditionEntry,
+  manifest: Pick<ReferenceManifest, 'versions' | 'numerics' | 'code'>,
+): Record<string, string> {
   return {
     wwref: JSON.stringify({
       condition,
@@ -44,22 +48,35 @@ export function manifestProblems(manifest: ReferenceManifest): string[] {
   const planOf = new Map<string, { sha: string; file: string; id: string }>();
   for (const [id, entry] of Object.entries(manifest.conditions)) {
     const where = `condition '${id}'`;
-    if (!ID_PATTERN.test(id) || id.length > ID_MAX_LENGTH) problems.push(`condition ${JSON.stringify(id).slice(0, 80)}: not a condition id (${ID_RULE})`);
-    if (entry.table !== tableFile(id)) problems.push(`${where}: table '${entry.table}' is not ${tableFile(id)} (a table is named after its condition, inside the folder)`);
+    if (!ID_PATTERN.test(id) || id.length > ID_MAX_LENGTH)
+      problems.push(`condition ${JSON.stringify(id).slice(0, 80)}: not a condition id (${ID_RULE})`);
+    if (entry.table !== tableFile(id))
+      problems.push(`${where}: table '${entry.table}' is not ${tableFile(id)} (a table is named after its condition, inside the folder)`);
     // the plan decides which widths a condition has (replay checks the entry against it); here only the bounds
     if (!FAMILIES[entry.family as FamilyName]) problems.push(`${where}: unknown family '${entry.family}'`);
-    if (!Number.isInteger(entry.dimensions) || entry.dimensions < 1 || entry.dimensions > MAX_OPTIONS) problems.push(`${where}: ${entry.dimensions} options (1 to ${MAX_OPTIONS})`);
-    if (entry.records !== 2 ** entry.dimensions) problems.push(`${where}: ${entry.records} records, but ${entry.dimensions} options have ${2 ** entry.dimensions} masks`);
-    if (entry.failed !== 0) problems.push(`${where}: ${entry.failed} failed record(s) recorded; a table is written only when every record passed`);
-    if (!SHA256.test(entry.table_sha256) || !SHA256.test(entry.plan_sha256)) problems.push(`${where}: table_sha256 and plan_sha256 must be sha256 hex digests`);
+    if (!Number.isInteger(entry.dimensions) || entry.dimensions < 1 || entry.dimensions > MAX_OPTIONS)
+      problems.push(`${where}: ${entry.dimensions} options (1 to ${MAX_OPTIONS})`);
+    if (entry.records !== 2 ** entry.dimensions)
+      problems.push(`${where}: ${entry.records} records, but ${entry.dimensions} options have ${2 ** entry.dimensions} masks`);
+    if (entry.failed !== 0)
+      problems.push(`${where}: ${entry.failed} failed record(s) recorded; a table is written only when every record passed`);
+    if (!SHA256.test(entry.table_sha256) || !SHA256.test(entry.plan_sha256))
+      problems.push(`${where}: table_sha256 and plan_sha256 must be sha256 hex digests`);
     const files = Object.keys(entry.prepared_files).sort();
-    if (canonicalJson(files) !== canonicalJson([...PREPARED_FILES].sort()) || !Object.values(entry.prepared_files).every((h) => SHA256.test(h))) {
+    if (
+      canonicalJson(files) !== canonicalJson([...PREPARED_FILES].sort()) ||
+      !Object.values(entry.prepared_files).every((h) => SHA256.test(h))
+    ) {
       problems.push(`${where}: prepared_files must give the sha256 of exactly ${PREPARED_FILES.join(' and ')}`);
     }
     const plan = planOf.get(entry.source);
     if (!plan) planOf.set(entry.source, { sha: entry.plan_sha256, file: entry.plan_file, id });
     else if (plan.sha !== entry.plan_sha256 || plan.file !== entry.plan_file) {
-      problems.push(`${where} and '${plan.id}' name two plans of source '${entry.source}' (${entry.plan_sha256.slice(0, 12)} from ${entry.plan_file}, ${plan.sha.slice(0, 12)} from ${plan.file}); one manifest holds one plan per source`);
+      problems.push(
+        `${where} and '${plan.id}' name two plans of source '${entry.source}' ` +
+          `(${entry.plan_sha256.slice(0, 12)} from ${entry.plan_file}, ${plan.sha.slice(0, 12)} from ${plan.file}); ` +
+          `one manifest holds one plan per source`,
+      );
     }
   }
   return problems;
@@ -83,20 +100,23 @@ export function tableProblems(condition: string, entry: ConditionEntry, manifest
     }
   }
   const masks = allMasks(entry.dimensions);
-  if (table.records.length !== masks.length) problems.push(`${table.records.length} rows, but the manifest records ${entry.records} (one per mask of ${entry.dimensions} options)`);
+  if (table.records.length !== masks.length)
+    problems.push(`${table.records.length} rows, but the manifest records ${entry.records} (one per mask of ${entry.dimensions} options)`);
   const seen = new Set<string>();
   let nativeSeconds = 0;
   table.records.forEach((record, i) => {
     const row = `row ${i} (mask ${JSON.stringify(record.mask)})`;
     if (seen.has(record.mask)) problems.push(`${row}: mask appears twice`);
     seen.add(record.mask);
-    if (record.mask !== masks[i]) problems.push(`${row}: expected mask ${masks[i] ?? '(none: too many rows)'} here (ascending binary order)`);
+    if (record.mask !== masks[i])
+      problems.push(`${row}: expected mask ${masks[i] ?? '(none: too many rows)'} here (ascending binary order)`);
     problems.push(...recordProblems(condition, entry, record).map((p) => `${row}: ${p}`));
     nativeSeconds += record.wall_seconds ?? 0;
   });
   const missing = masks.filter((m) => !seen.has(m));
   if (missing.length) problems.push(`no record for mask(s) ${missing.slice(0, 8).join(', ')}${missing.length > 8 ? ', …' : ''}`);
-  if (nativeSeconds !== entry.native_seconds) problems.push(`native_seconds ${entry.native_seconds} in the manifest, ${nativeSeconds} summed over the table`);
+  if (nativeSeconds !== entry.native_seconds)
+    problems.push(`native_seconds ${entry.native_seconds} in the manifest, ${nativeSeconds} summed over the table`);
   return problems;
 }
 
@@ -109,10 +129,13 @@ function recordProblems(condition: string, entry: ConditionEntry, record: Refere
     ['dimensions', entry.dimensions],
     ['plan_sha256', entry.plan_sha256],
   ];
-  for (const [field, value] of same) if (record[field] !== value) problems.push(`${field} is ${JSON.stringify(record[field])}, the manifest says ${JSON.stringify(value)}`);
-  if (record.status !== 'ok' || record.error !== null) problems.push(`status ${record.status}${record.error ? ` (${record.error})` : ''}; a table holds only passed records`);
+  for (const [field, value] of same)
+    if (record[field] !== value) problems.push(`${field} is ${JSON.stringify(record[field])}, the manifest says ${JSON.stringify(value)}`);
+  if (record.status !== 'ok' || record.error !== null)
+    problems.push(`status ${record.status}${record.error ? ` (${record.error})` : ''}; a table holds only passed records`);
   if (record.prediction_sha256 === null || !SHA256.test(record.prediction_sha256)) problems.push('no prediction sha256');
-  if (record.utility === null || !Number.isFinite(record.utility) || record.utility < 0 || record.utility > 1) problems.push(`utility ${record.utility} is not in [0, 1]`);
+  if (record.utility === null || !Number.isFinite(record.utility) || record.utility < 0 || record.utility > 1)
+    problems.push(`utility ${record.utility} is not in [0, 1]`);
   if (record.native_value === null || record.independent_value === null) problems.push('no native or independent metric value');
   for (const field of ['wall_seconds', 'prediction_wall_seconds', 'metric_wall_seconds'] as const) {
     const seconds = record[field];

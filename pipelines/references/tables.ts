@@ -2,7 +2,7 @@
 // Lists and objects (warnings, extras) are stored as JSON text so any Arrow reader (pandas, polars,
 // DuckDB) loads the table without nested types; the table's schema metadata holds its context.
 import { join } from 'node:path';
-import { Float64, Int32, Table, tableFromIPC, Utf8, type DataType } from 'apache-arrow';
+import { Float64, Int32, type Table, tableFromIPC, Utf8, type DataType } from 'apache-arrow';
 import { arrowFileBytes } from '../core/tabular.ts';
 import { UserError } from '../core/errors.ts';
 import { ReferenceRecord } from '../execution/records.ts';
@@ -39,7 +39,12 @@ export function tablePath(condition: string, dir: string): string {
 }
 
 export function tableBytes(records: ReferenceRecord[], metadata: Record<string, string>): Uint8Array {
-  const columns = COLUMNS.map((c) => ({ name: c.name, type: c.type, nullable: true, values: records.map((r) => (c.json ? JSON.stringify(r[c.name]) : r[c.name])) }));
+  const columns = COLUMNS.map((c) => ({
+    name: c.name,
+    type: c.type,
+    nullable: true,
+    values: records.map((r) => (c.json ? JSON.stringify(r[c.name]) : r[c.name])),
+  }));
   return arrowFileBytes(columns, metadata);
 }
 
@@ -63,8 +68,12 @@ export function decodeTable(bytes: Uint8Array, path: string, rows?: number): Loa
   const missing = TABLE_COLUMNS.filter((name) => !table.schema.fields.some((f) => f.name === name));
   if (missing.length) throw new UserError(`reference table ${path} lacks columns: ${missing.join(', ')}`);
   const mistyped = COLUMNS.filter((c) => String(table.schema.fields.find((f) => f.name === c.name)!.type) !== String(c.type));
-  if (mistyped.length) throw new UserError(`reference table ${path}: column(s) ${mistyped.map((c) => `${c.name} (expected ${String(c.type)})`).join(', ')} have another type`);
-  if (rows !== undefined && table.numRows !== rows) throw new UserError(`reference table ${path} has ${table.numRows} rows, but the manifest records ${rows} (one per mask)`);
+  if (mistyped.length)
+    throw new UserError(
+      `reference table ${path}: column(s) ${mistyped.map((c) => `${c.name} (expected ${String(c.type)})`).join(', ')} have another type`,
+    );
+  if (rows !== undefined && table.numRows !== rows)
+    throw new UserError(`reference table ${path} has ${table.numRows} rows, but the manifest records ${rows} (one per mask)`);
   const records = table.toArray().map((row, i) => {
     const raw = row.toJSON() as Record<string, unknown>;
     for (const c of COLUMNS) {

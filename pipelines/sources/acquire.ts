@@ -53,7 +53,8 @@ function cacheEntry(cache: string, file: RawFile): string {
 
 function readTimeoutSeconds(options: AcquireOptions): number {
   const seconds = options.readTimeoutSeconds ?? options.settings.downloads.readTimeoutSeconds;
-  if (!Number.isFinite(seconds) || seconds <= 0) throw new UserError(`the download read timeout must be a positive number of seconds, not '${seconds}'`);
+  if (!Number.isFinite(seconds) || seconds <= 0)
+    throw new UserError(`the download read timeout must be a positive number of seconds, not '${seconds}'`);
   return seconds;
 }
 
@@ -93,7 +94,9 @@ class Mismatch extends UserError {}
 /** Moves a temporary file whose size and sha256 were measured into the cache, if they are the plan's. */
 function commit(settings: Settings, file: RawFile, tmp: string, measured: { sha256: string; bytes: number }, from: string): string {
   if (measured.bytes !== file.bytes) {
-    throw new Mismatch(`size mismatch for ${file.name} from ${from}: the plan declares ${file.bytes} bytes, got ${measured.bytes}; not cached`);
+    throw new Mismatch(
+      `size mismatch for ${file.name} from ${from}: the plan declares ${file.bytes} bytes, got ${measured.bytes}; not cached`,
+    );
   }
   if (measured.sha256 !== file.sha256) {
     throw new Mismatch(`sha256 mismatch for ${file.name} from ${from}: expected ${file.sha256}, got ${measured.sha256}; not cached`);
@@ -111,7 +114,9 @@ function admitFile(settings: Settings, file: RawFile, path: string, from: string
   let out: number | undefined;
   try {
     if (size !== file.bytes) {
-      throw new Mismatch(`size mismatch for ${file.name} from ${from}: the plan declares ${file.bytes} bytes, the file has ${size}; not cached`);
+      throw new Mismatch(
+        `size mismatch for ${file.name} from ${from}: the plan declares ${file.bytes} bytes, the file has ${size}; not cached`,
+      );
     }
     out = openSync(tmp, 'wx', 0o644);
     const target = out;
@@ -130,7 +135,13 @@ function admitFile(settings: Settings, file: RawFile, path: string, from: string
  * Streams `url` into `tmp`, hashing it: aborted when more than `limit` bytes arrive (or are announced)
  * or when no data arrives for `timeoutSeconds`.
  */
-async function download(url: string, tmp: string, limit: number, limitText: string, timeoutSeconds: number): Promise<{ sha256: string; bytes: number }> {
+async function download(
+  url: string,
+  tmp: string,
+  limit: number,
+  limitText: string,
+  timeoutSeconds: number,
+): Promise<{ sha256: string; bytes: number }> {
   const controller = new AbortController();
   let stalled = false;
   let timer: NodeJS.Timeout | undefined;
@@ -168,7 +179,8 @@ async function download(url: string, tmp: string, limit: number, limitText: stri
   } catch (error) {
     if (stalled) throw new UserError(`no data for ${timeoutSeconds} s (after ${bytes} bytes): download aborted`);
     const cause = (error as { cause?: { message?: string; code?: string } }).cause;
-    if (!(error instanceof UserError) && cause) throw new UserError(`${(error as Error).message}: ${cause.message ?? cause.code ?? String(cause)}`);
+    if (!(error instanceof UserError) && cause)
+      throw new UserError(`${(error as Error).message}: ${cause.message ?? cause.code ?? String(cause)}`);
     throw error;
   } finally {
     clearTimeout(timer);
@@ -261,7 +273,8 @@ export async function acquireFile(file: RawFile, options: AcquireOptions): Promi
       }
     }
     if (intact) return done(cached, 'cache', cached);
-    rmSync(cached, { recursive: entry.isDirectory(), force: true }); // a corrupted cache entry is dropped (a link itself, not its target) and re-acquired
+    // A corrupted cache entry is dropped (a link itself, not its target) and re-acquired.
+    rmSync(cached, { recursive: entry.isDirectory(), force: true });
     problems.push(`cache entry ${cached} was corrupted and removed`);
   }
 
@@ -307,7 +320,11 @@ export async function acquireFile(file: RawFile, options: AcquireOptions): Promi
   }
 
   throw new UserError(
-    [`raw file ${file.name} (sha256 ${file.sha256}) could not be acquired. Looked in:`, ...looked.map((l) => `  - ${l}`), ...problems.map((p) => `  ! ${p}`)].join('\n'),
+    [
+      `raw file ${file.name} (sha256 ${file.sha256}) could not be acquired. Looked in:`,
+      ...looked.map((l) => `  - ${l}`),
+      ...problems.map((p) => `  ! ${p}`),
+    ].join('\n'),
   );
 }
 

@@ -45,7 +45,11 @@ function candidates(file: RawFile, index: number, options: AcquireOptions, probl
       const path = insideRoot(mirror, file.mirror_path, `mirror_path of raw file ${file.name}`);
       if (exists(path)) found.push({ path, where: `mirror ${join(mirror, file.mirror_path)}` });
     } catch (error) {
-      problems.push({ path: ['raw_files', index, 'mirror_path'], message: (error as Error).message, fix: 'name a file inside the mirror folder' });
+      problems.push({
+        path: ['raw_files', index, 'mirror_path'],
+        message: (error as Error).message,
+        fix: 'name a file inside the mirror folder',
+      });
     }
   }
   if (file.package) {
@@ -54,7 +58,12 @@ function candidates(file: RawFile, index: number, options: AcquireOptions, probl
       try {
         const path = insideRoot(base, file.package.path, `package.path of raw file ${file.name}`);
         if (exists(path)) found.push({ path, where: `package ${file.package.distribution} ${file.package.version} (${path})` });
-        else problems.push({ path: ['raw_files', index, 'package', 'path'], message: `${file.package.distribution} ${file.package.version} has no file ${file.package.path} in ${base}`, fix: "give the path inside site-packages ('wwref new-source --package DIST:PATH' writes it)" });
+        else
+          problems.push({
+            path: ['raw_files', index, 'package', 'path'],
+            message: `${file.package.distribution} ${file.package.version} has no file ${file.package.path} in ${base}`,
+            fix: "give the path inside site-packages ('wwref new-source --package DIST:PATH' writes it)",
+          });
       } catch (error) {
         problems.push({ path: ['raw_files', index, 'package', 'path'], message: (error as Error).message });
       }
@@ -90,12 +99,18 @@ function checkRawFiles(loaded: LoadedPlan, options: AcquireOptions, check: Stati
     }
     if (!found.length) {
       if (file.upstream_url && online) {
-        check.notes.push(`${file.name}: not in the cache, a mirror or a package here; size and sha256 are checked when it is downloaded from ${file.upstream_url}`);
+        check.notes.push(
+          `${file.name}: not in the cache, a mirror or a package here; size and sha256 are checked when it is downloaded from ${file.upstream_url}`,
+        );
       } else {
         const mirrors = mirrorsOf(options);
         check.problems.push({
           path: ['raw_files', i],
-          message: `${file.name} cannot be acquired: not in the raw cache, not at mirror_path under ${mirrors.length ? mirrors.join(', ') : '(no mirror configured)'}${file.package ? ', not in its package' : ', no package'}${file.upstream_url ? ' (downloads are off)' : ', no upstream_url'}`,
+          message:
+            `${file.name} cannot be acquired: not in the raw cache, ` +
+            `not at mirror_path under ${mirrors.length ? mirrors.join(', ') : '(no mirror configured)'}` +
+            `${file.package ? ', not in its package' : ', no package'}` +
+            `${file.upstream_url ? ' (downloads are off)' : ', no upstream_url'}`,
           fix: `copy the file to <mirror>/${file.mirror_path} (or pass --mirror DIR), or give package or upstream_url`,
         });
       }
@@ -157,7 +172,10 @@ export function staticCheck(loaded: LoadedPlan, options: AcquireOptions): Static
   if (Object.keys(readable).length) {
     const { recipe, params } = loaded.plan.preparation;
     try {
-      const answer = inspectRaw(options.settings, { mode: 'check', recipe, params, raw: readable }) as { problems: PlanProblem[]; notes: string[] };
+      const answer = inspectRaw(options.settings, { mode: 'check', recipe, params, raw: readable }) as {
+        problems: PlanProblem[];
+        notes: string[];
+      };
       check.problems.push(...answer.problems);
       check.notes.push(...answer.notes);
     } catch (error) {
@@ -169,7 +187,9 @@ export function staticCheck(loaded: LoadedPlan, options: AcquireOptions): Static
   const seen = new Set<string>();
   check.problems = check.problems.filter((p) => {
     const key = `${p.path.join('.')}\u0000${p.message}`;
-    return seen.has(key) ? false : (seen.add(key), true);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
   });
   return check;
 }

@@ -36,7 +36,8 @@ export type SourceManifest = z.infer<typeof SourceManifest>;
 
 /** A source id as a file name: refused unless it follows the id rule (catalog/plan.ts). */
 function sourceName(source: string): string {
-  if (!isValidId(source)) throw new UserError(`invalid source id '${source.length > 80 ? `${source.slice(0, 80)}…` : source}': expected ${ID_RULE}`);
+  if (!isValidId(source))
+    throw new UserError(`invalid source id '${source.length > 80 ? `${source.slice(0, 80)}…` : source}': expected ${ID_RULE}`);
   return source;
 }
 
@@ -130,7 +131,8 @@ export async function prepareSource(
     const differing = Object.entries(options.expected ?? {}).filter(([name, sha]) => preparedFiles[name] !== sha);
     if (differing.length) {
       throw new UserError(
-        `the prepared input of ${plan.source} made here differs from the one the manifest records (${differing.map(([name, sha]) => `${name}: ${preparedFiles[name] ?? 'missing'}, expected ${sha}`).join('; ')}); nothing was kept`,
+        `the prepared input of ${plan.source} made here differs from the one the manifest records ` +
+          `(${differing.map(([name, sha]) => `${name}: ${preparedFiles[name] ?? 'missing'}, expected ${sha}`).join('; ')}); nothing was kept`,
       );
     }
     const manifest = sealManifest({
@@ -189,7 +191,11 @@ function unchangedManifest(file: string, fresh: SourceManifest): SourceManifest 
 
 export async function prepareSources(
   plans: LoadedPlan[],
-  options: AcquireOptions & { workers?: number; log?: (line: string) => void; expected?: (source: string) => Record<string, string> | undefined },
+  options: AcquireOptions & {
+    workers?: number;
+    log?: (line: string) => void;
+    expected?: (source: string) => Record<string, string> | undefined;
+  },
 ): Promise<PrepareOutcome[]> {
   const log = options.log ?? (() => {});
   const pool = new WorkerPool(options.workers ?? 1, { settings: options.settings });
@@ -199,9 +205,16 @@ export async function prepareSources(
     return await Promise.all(
       plans.map((loaded) =>
         pool
-          .submit((worker) => prepareSource(loaded, worker, versions, { ...options, expected: options.expected?.(loaded.plan.source) }), PREPARE_TIMEOUT_SECONDS)
+          .submit(
+            (worker) => prepareSource(loaded, worker, versions, { ...options, expected: options.expected?.(loaded.plan.source) }),
+            PREPARE_TIMEOUT_SECONDS,
+          )
           .then((manifest): PrepareOutcome => {
-            log(`prepared ${loaded.plan.source}: ${Object.entries(manifest.prepared_files).map(([f, h]) => `${f} ${h.slice(0, 12)}`).join(', ')}`);
+            log(
+              `prepared ${loaded.plan.source}: ${Object.entries(manifest.prepared_files)
+                .map(([f, h]) => `${f} ${h.slice(0, 12)}`)
+                .join(', ')}`,
+            );
             return { source: loaded.plan.source, ok: true, manifest };
           })
           .catch((error: Error): PrepareOutcome => {
@@ -236,22 +249,37 @@ export function preparedMissing(paths: Pick<Paths, 'prepared'>, need: PreparedNe
  * every file has the sha256 the manifest records. Returns the sources prepared; a source that cannot
  * be prepared, or comes out different, is a UserError naming it.
  */
-export async function prepareMissing(needs: readonly PreparedNeed[], options: AcquireOptions & { workers?: number; log?: (line: string) => void }): Promise<string[]> {
+export async function prepareMissing(
+  needs: readonly PreparedNeed[],
+  options: AcquireOptions & { workers?: number; log?: (line: string) => void },
+): Promise<string[]> {
   const bySource = new Map<string, PreparedNeed>();
-  for (const need of needs) if (preparedMissing(options.settings.paths, need) && !bySource.has(need.source)) bySource.set(need.source, need);
+  for (const need of needs)
+    if (preparedMissing(options.settings.paths, need) && !bySource.has(need.source)) bySource.set(need.source, need);
   if (!bySource.size) return [];
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const plans = [...bySource.values()].map((need) => {
     const loaded = loadPlanFile(planFilePath(need.planFile));
     if (need.planSha256 && loaded.sha256 !== need.planSha256) {
-      throw new UserError(`prepared input of ${need.source} is missing and its plan ${need.planFile} changed since the manifest was written (plan sha256 ${loaded.sha256}, recorded ${need.planSha256}): it cannot be made again as recorded`);
+      throw new UserError(
+        `prepared input of ${need.source} is missing and its plan ${need.planFile} changed since the manifest was written ` +
+          `(plan sha256 ${loaded.sha256}, recorded ${need.planSha256}): it cannot be made again as recorded`,
+      );
     }
     return loaded;
   });
-  log(`preparing ${plans.length} source(s) whose prepared input is missing: ${plans.map((p) => p.plan.source).join(', ')} (checked against the manifest)`);
+  log(
+    `preparing ${plans.length} source(s) whose prepared input is missing: ` +
+      `${plans.map((p) => p.plan.source).join(', ')} (checked against the manifest)`,
+  );
   // a failure is reported once, by the error below, not also by the pool's log line
   const quiet = (line: string) => (line.startsWith('FAILED ') ? undefined : log(line));
-  const outcomes = await prepareSources(plans, { ...options, workers: Math.min(options.workers ?? 1, plans.length), log: quiet, expected: (source) => ({ ...bySource.get(source)!.files }) });
+  const outcomes = await prepareSources(plans, {
+    ...options,
+    workers: Math.min(options.workers ?? 1, plans.length),
+    log: quiet,
+    expected: (source) => ({ ...bySource.get(source)!.files }),
+  });
   const failed = outcomes.filter((o) => !o.ok);
   if (failed.length) throw new UserError(failed.map((o) => `cannot prepare ${o.source}: ${o.error}`).join('; '));
   return outcomes.map((o) => o.source);

@@ -3,13 +3,12 @@ compare the first 64 query texts' length quantiles with the published ones (383/
 
 Run:  ../../.venv/bin/python arguana_cohort.py [/tmp/wwref_arguana]
 """
-import io
+
 import os
 import sys
 import zipfile
 
 import numpy as np
-
 from arguana_counts import load, norm
 
 PUB_Q = [383.0, 858.5, 1262.0, 1725.25, 3402.0]
@@ -49,7 +48,7 @@ def main():
             qs.append((a, b, t))
         for n in [64]:
             L = np.array([len(t) for _, _, t in qs[:n]])
-            print(name, n, np.quantile(L, [0, .25, .5, .75, 1]).tolist(), "pub", PUB_Q)
+            print(name, n, np.quantile(L, [0, 0.25, 0.5, 0.75, 1]).tolist(), "pub", PUB_Q)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Extracts nothing into the repo: pass the directory where the tar.gz was unpacked (default /tmp/wwref_arguana).
 Run:  ../../.venv/bin/python arguana_counts.py [/tmp/wwref_arguana]
 """
+
 import glob
 import os
 import sys
@@ -31,6 +32,7 @@ def main():
     items = load(root)
     print("files", len(items))
     import itertools
+
     splits = ["training", "validation", "test"]
     for r in range(1, 4):
         for ss in itertools.combinations(splits, r):

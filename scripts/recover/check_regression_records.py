@@ -3,13 +3,13 @@ inputs, inside threadpoolctl limit 1 as the original did.
 
 Run:  OMP_NUM_THREADS=1 nice -n 10 ../../.venv/bin/python check_regression_records.py
 """
-import numpy as np
-from threadpoolctl import threadpool_limits
 
+import numpy as np
 from common import conditions, published_sha, sha256
 from concrete import read_xls, rnd
 from energy_efficiency import read_xlsx
 from tabular import dedup, published_records, reg_record, regression_npz
+from threadpoolctl import threadpool_limits
 
 
 def concrete_arrays():
@@ -37,5 +37,7 @@ if __name__ == "__main__":
         b, arrs = concrete_arrays()
         for m, rec in published_records("concrete").items():
             r = reg_record(arrs, m)
-            print(f"  concrete {m}: hash={r['prediction_sha256'] == rec['prediction_sha256']} "
-                  f"utility={r['utility'] == float(rec['utility'])} diff={r['utility'] - float(rec['utility']):.2e}")
+            print(
+                f"  concrete {m}: hash={r['prediction_sha256'] == rec['prediction_sha256']} "
+                f"utility={r['utility'] == float(rec['utility'])} diff={r['utility'] - float(rec['utility']):.2e}"
+            )

@@ -3,6 +3,7 @@
 Reads only /work/shared (read-only inputs, override with WWREF_SHARED). Writes nothing into the
 repository; caches and optional outputs go to /tmp.
 """
+
 import gzip
 import hashlib
 import io
@@ -53,4 +54,3 @@ def npz_bytes(arrays, compressed=True):
 def gz_json_bytes(obj, ensure_ascii=True, sort_keys=False):
     txt = json.dumps(obj, separators=(",", ":"), ensure_ascii=ensure_ascii, sort_keys=sort_keys)
     return gzip.compress(txt.encode("utf-8"), mtime=0)
-

@@ -6,12 +6,12 @@ stats, anchors, and the 16 published records (MAE, prediction sha256).
 
 Run:  nice -n 10 ../../.venv/bin/python concrete.py
 """
+
 import itertools
-from decimal import Decimal, ROUND_HALF_EVEN, ROUND_HALF_UP, ROUND_DOWN
+from decimal import ROUND_DOWN, ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 
 import numpy as np
 import xlrd
-
 from common import SHARED, published_sha, sha256
 from tabular import dedup, published_records, reg_record, regression_npz, summary_check
 
@@ -58,8 +58,10 @@ def main():
         b, arrs = regression_npz(Xd, yd)
         s = summary_check("concrete", arrs)
         r0 = reg_record(arrs, "0000")
-        print(f"feat_nd={fnd} targ_nd={tnd} mode={mode}: npz={'MATCH' if sha256(b) == target else 'no'} "
-              f"{s} mae0000 diff={r0['native_value'] - float(pub['0000']['native_value']):.3e}")
+        print(
+            f"feat_nd={fnd} targ_nd={tnd} mode={mode}: npz={'MATCH' if sha256(b) == target else 'no'} "
+            f"{s} mae0000 diff={r0['native_value'] - float(pub['0000']['native_value']):.3e}"
+        )
 
 
 if __name__ == "__main__":

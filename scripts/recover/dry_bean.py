@@ -7,10 +7,10 @@ feature_std_quantiles (data_summary) and the anchors (KMeans NMI, masks 0000 / 1
 Run:  nice -n 10 ../../.venv/bin/python dry_bean.py           # first-round search (no match)
       nice -n 10 ../../.venv/bin/python dry_bean.py --excel   # Excel-General rule (MATCH, width 11 half-up)
 """
+
 import sys
 
 import numpy as np
-
 from common import SHARED, conditions, npz_bytes, published_sha, sha256
 
 LABELS = ["BARBUNYA", "BOMBAY", "CALI", "DERMASON", "HOROZ", "SEKER", "SIRA"]
@@ -44,7 +44,7 @@ def build(rows, conv):
 
 
 def stdq(X):
-    return np.quantile(X.std(axis=0), [0, .25, .5, .75, 1])
+    return np.quantile(X.std(axis=0), [0, 0.25, 0.5, 0.75, 1])
 
 
 def nmi_anchor(X, y, mask):
@@ -53,6 +53,7 @@ def nmi_anchor(X, y, mask):
     from sklearn.metrics import normalized_mutual_info_score
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
     a, b, c, d = (ch == "1" for ch in mask)
     steps = []
     if a:
@@ -78,7 +79,7 @@ def main():
     for k in [15, 16, 14, 13, 12, 10, 8]:
         convs[f"{k}g"] = g(k)
     for k in [15, 12, 10, 9, 8, 6]:
-        convs[f"{k}f"] = (lambda k: lambda v: float(f"{float(v):.{k}f}"))(k)
+        convs[f"{k}f"] = (lambda k: lambda v: float(f"{float(v):.{k}f}"))(k)  # noqa: B023 (k is the outer lambda's own parameter)
     orders = {"file": lambda r: r}
     for cname, conv in convs.items():
         for oname, of in orders.items():
@@ -89,20 +90,21 @@ def main():
             sys.stdout.flush()
 
 
-
 # ---- Excel "General" display rule (found by the per-column std-quantile search) -----------------
-from decimal import Decimal, ROUND_HALF_UP, ROUND_HALF_EVEN  # noqa: E402
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal  # noqa: E402
 
 
 def excel_general(width=11, mode=ROUND_HALF_UP, pre15=False):
     """Round like Excel's General format in a column showing `width` characters: the decimals are
     width - len(integer digits) - 1, decimal half-up rounding of the value, trailing zeros dropped."""
+
     def conv(text):
         v = float(text)
         d = Decimal(f"{v:.15g}") if pre15 else Decimal(repr(v))
         intlen = len(str(int(abs(v))))
         nd = max(0, width - intlen - 1 - (1 if v < 0 else 0))
         return float(d.quantize(Decimal(1).scaleb(-nd), rounding=mode))
+
     return conv
 
 
@@ -115,8 +117,10 @@ def main_excel():
             for pre15 in [False, True]:
                 X, y = build(rows, excel_general(width, mode, pre15))
                 b = npz_bytes([("x", X), ("y", y)])
-                print(f"excel_general width={width} {mname} pre15={pre15} rows={len(X)} "
-                      f"npz={'MATCH' if sha256(b) == target else 'no'} stdq_equal={(stdq(X) == pub_std).tolist()}")
+                print(
+                    f"excel_general width={width} {mname} pre15={pre15} rows={len(X)} "
+                    f"npz={'MATCH' if sha256(b) == target else 'no'} stdq_equal={(stdq(X) == pub_std).tolist()}"
+                )
 
 
 if __name__ == "__main__":

@@ -2,12 +2,12 @@
 
 Run:  nice -n 10 ../../.venv/bin/python energy_efficiency.py
 """
+
 import numpy as np
 import openpyxl
-
 from common import SHARED, published_sha, sha256
 from concrete import rnd
-from tabular import dedup, reg_record, regression_npz, summary_check
+from tabular import dedup, regression_npz, summary_check
 
 
 def read_xlsx():

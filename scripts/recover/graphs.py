@@ -5,12 +5,12 @@ and tries key orders x dtypes until the sha256 of the savez_compressed bytes equ
 
 Run:  .venv/bin/python scripts/recover/graphs.py [--write-dir DIR]
 """
+
 import itertools
 import re
 import sys
 
 import numpy as np
-
 from common import SHARED, npz_bytes, published_sha, sha256
 
 GRAPHS = {  # name -> split seed (published)
@@ -52,12 +52,12 @@ def build(name, seed):
     shuffled = [E[i] for i in g.permutation(len(E))]
     m = round(0.2 * len(E))
     obs = shuffled[: len(E) - 2 * m]
-    cal = shuffled[len(E) - 2 * m: len(E) - m]
-    tst = shuffled[len(E) - m:]
+    cal = shuffled[len(E) - 2 * m : len(E) - m]
+    tst = shuffled[len(E) - m :]
     non = [(i, j) for i in range(n) for j in range(i + 1, n) if (i, j) not in es]
     p = g.permutation(len(non))
     cneg = [non[k] for k in p[:m]]
-    tneg = [non[k] for k in p[m:2 * m]]
+    tneg = [non[k] for k in p[m : 2 * m]]
     return dict(
         n_nodes=n,
         observed_edges=obs,

@@ -7,18 +7,37 @@ is scored against the 16 published utilities (set oracle).
 
 Run:  nice -n 10 ../../.venv/bin/python scifact_cohort_battery.py
 """
+
 import hashlib
-import itertools
 import json
 
 import numpy as np
-
 from scifact_cohort_milp import published_utilities
 from scifact_eval import MASKS, build_table
 
-TOKENS = ["scifact", "beir_scifact", "beir/scifact", "SciFact", "BEIR SciFact", "scifact_train", "scifact/train",
-          "scifact:train", "train", "query", "queries", "retrieval", "scientific_retrieval", "whatworked",
-          "WhatWorkedBench", "wwb", "cohort", "scifact_cohort", "scifact-train", "dev", "development"]
+TOKENS = [
+    "scifact",
+    "beir_scifact",
+    "beir/scifact",
+    "SciFact",
+    "BEIR SciFact",
+    "scifact_train",
+    "scifact/train",
+    "scifact:train",
+    "train",
+    "query",
+    "queries",
+    "retrieval",
+    "scientific_retrieval",
+    "whatworked",
+    "WhatWorkedBench",
+    "wwb",
+    "cohort",
+    "scifact_cohort",
+    "scifact-train",
+    "dev",
+    "development",
+]
 SEEDS = [None, 20260907]
 SEPS = [":", "/", "|", "-", "_", "", " ", "\t", "::", ",", "\n"]
 HASHES = ["sha256", "md5", "sha1", "blake2b"]
@@ -82,7 +101,7 @@ def main():
     pub_len = [38.0, 61.75, 79.5, 103.5, 173.0]
     n = 0
     for label, fn in templates():
-        keys = [fn(q, x) for q, x in zip(qids, qtext)]
+        keys = [fn(q, x) for q, x in zip(qids, qtext, strict=False)]
         for wrap in ["plain", "jsonstr"]:
             ks = keys if wrap == "plain" else [json.dumps(k, ensure_ascii=False) for k in keys]
             bs = [k.encode("utf-8") for k in ks]
@@ -92,7 +111,7 @@ def main():
                 for rev in (False, True):
                     sel = order[::-1][:64] if rev else order[:64]
                     n += 1
-                    if np.quantile(lens[sel], [0, .25, .5, .75, 1]).tolist() == pub_len:
+                    if np.quantile(lens[sel], [0, 0.25, 0.5, 0.75, 1]).tolist() == pub_len:
                         print("LENGTH-HIT", label, wrap, h, "desc" if rev else "asc")
                     if abs(nd["0000"][sel].mean() - pub["0000"]) < 1e-9 and abs(nd["1111"][sel].mean() - pub["1111"]) < 1e-9:
                         print("HIT", label, wrap, h, "desc" if rev else "asc", [qids[i] for i in sel])

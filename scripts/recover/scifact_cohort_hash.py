@@ -4,14 +4,13 @@ against query_ids_sha256 under several digest forms.
 
 Run:  nice -n 10 ../../.venv/bin/python scifact_cohort_hash.py
 """
+
 import hashlib
-import itertools
 import json
 import random
 import zlib
 
 import numpy as np
-
 from common import digest, sha256, sources
 from scifact_cohort_milp import published_utilities
 from scifact_eval import MASKS, build_table
@@ -22,24 +21,58 @@ SEEDS = ["20260907", "17", "0", "42", "2026", "20260906", "20260908"]
 def hfuncs():
     out = {}
     for name in ["sha256", "md5", "sha1", "blake2b", "blake2s", "sha512", "sha3_256", "sha224", "sha384"]:
-        out[name] = (lambda n: (lambda s: hashlib.new(n, s.encode()).hexdigest()))(name)
-    out["crc32"] = lambda s: "%08x" % zlib.crc32(s.encode())
-    out["adler32"] = lambda s: "%08x" % zlib.adler32(s.encode())
+        out[name] = (lambda n: lambda s: hashlib.new(n, s.encode()).hexdigest())(name)
+    out["crc32"] = lambda s: f"{zlib.crc32(s.encode()):08x}"
+    out["adler32"] = lambda s: f"{zlib.adler32(s.encode()):08x}"
     return out
 
 
 def key_forms(qid, text):
-    forms = {"id": qid, "text": text, "id\ttext": qid + "\t" + text, "id text": qid + " " + text,
-             "id:text": qid + ":" + text, "json_id": json.dumps(qid), "json_int": json.dumps(int(qid)),
-             "json_pair": json.dumps([qid, text], ensure_ascii=False, separators=(",", ":")),
-             "json_pair_sp": json.dumps([qid, text])}
-    for p in ["scifact:", "scifact/", "train:", "scifact:train:", "scifact-train:", "scifact/train/",
-              "beir_scifact:", "beir/scifact:", "query:", "scifact:query:", "scifact_query:"]:
+    forms = {
+        "id": qid,
+        "text": text,
+        "id\ttext": qid + "\t" + text,
+        "id text": qid + " " + text,
+        "id:text": qid + ":" + text,
+        "json_id": json.dumps(qid),
+        "json_int": json.dumps(int(qid)),
+        "json_pair": json.dumps([qid, text], ensure_ascii=False, separators=(",", ":")),
+        "json_pair_sp": json.dumps([qid, text]),
+    }
+    for p in [
+        "scifact:",
+        "scifact/",
+        "train:",
+        "scifact:train:",
+        "scifact-train:",
+        "scifact/train/",
+        "beir_scifact:",
+        "beir/scifact:",
+        "query:",
+        "scifact:query:",
+        "scifact_query:",
+    ]:
         forms["pre" + p] = p + qid
     for s in SEEDS:
-        for fmt in ["{s}:{q}", "{q}:{s}", "{s}{q}", "{q}{s}", "{s}/{q}", "{s}-{q}", "{s}|{q}", "{s} {q}",
-                    "{s}\t{q}", "scifact:{s}:{q}", "{s}:scifact:{q}", "scifact:{q}:{s}", "scifact/{s}/{q}",
-                    "{s}:scifact:train:{q}", "scifact:train:{s}:{q}", "{s}:{t}", "{t}:{s}"]:
+        for fmt in [
+            "{s}:{q}",
+            "{q}:{s}",
+            "{s}{q}",
+            "{q}{s}",
+            "{s}/{q}",
+            "{s}-{q}",
+            "{s}|{q}",
+            "{s} {q}",
+            "{s}\t{q}",
+            "scifact:{s}:{q}",
+            "{s}:scifact:{q}",
+            "scifact:{q}:{s}",
+            "scifact/{s}/{q}",
+            "{s}:scifact:train:{q}",
+            "scifact:train:{s}:{q}",
+            "{s}:{t}",
+            "{t}:{s}",
+        ]:
             forms[fmt + "@" + s] = fmt.format(s=s, q=qid, t=text)
         forms["json[s,q]@" + s] = json.dumps([int(s), qid], separators=(",", ":"))
         forms["json[s,q]sp@" + s] = json.dumps([int(s), qid])
@@ -82,7 +115,7 @@ def main():
     hits = 0
     tried = 0
     H = hfuncs()
-    per_q = [key_forms(q, x) for q, x in zip(qids, qtext)]
+    per_q = [key_forms(q, x) for q, x in zip(qids, qtext, strict=False)]
     for form in per_q[0]:
         for hn, hf in H.items():
             keys = [hf(pq[form]) for pq in per_q]
@@ -94,8 +127,7 @@ def main():
             # integer interpretation of the first 8 bytes / whole digest, same order as hex for hex
     # RNG-based draws
     for s in [20260907, 17, 0, 42]:
-        for base_name, base in [("int", sorted(qids, key=int)), ("str", sorted(qids)),
-                                ("file", [q for q in qids])]:
+        for base_name, base in [("int", sorted(qids, key=int)), ("str", sorted(qids)), ("file", [q for q in qids])]:
             cands = {
                 "default_rng.permutation": [base[i] for i in np.random.default_rng(s).permutation(len(base))[:64]],
                 "default_rng.choice": [base[i] for i in np.random.default_rng(s).choice(len(base), 64, replace=False)],
@@ -103,7 +135,9 @@ def main():
                 "RandomState.choice": [base[i] for i in np.random.RandomState(s).choice(len(base), 64, replace=False)],
                 "random.sample": random.Random(s).sample(base, 64),
             }
-            sh = list(base); random.Random(s).shuffle(sh); cands["random.shuffle"] = sh[:64]
+            sh = list(base)
+            random.Random(s).shuffle(sh)
+            cands["random.shuffle"] = sh[:64]
             for k, c in cands.items():
                 tried += 1
                 for variant, cc in [("", c), ("sorted", sorted(c, key=int))]:

@@ -7,14 +7,14 @@ sum 64 and all 16 mask sums equal to 64*utility (tolerance tol), plus min/max qu
 
 Run:  nice -n 10 ../../.venv/bin/python scifact_cohort_milp.py
 """
+
 import csv
 import json
 
 import numpy as np
-from scipy.optimize import LinearConstraint, Bounds, milp
-
 from common import SHARED
 from scifact_eval import MASKS, build_table
+from scipy.optimize import Bounds, LinearConstraint, milp
 
 
 def published_utilities():
@@ -34,15 +34,26 @@ def solve(table, tol=1e-9, exclude_sets=()):
         lo.append(64 * pub[m] - tol)
         hi.append(64 * pub[m] + tol)
     # at least one query of length 38 and one of length 173
-    A.append((lens == 38).astype(float)); lo.append(1); hi.append(64)
-    A.append((lens == 173).astype(float)); lo.append(1); hi.append(64)
+    A.append((lens == 38).astype(float))
+    lo.append(1)
+    hi.append(64)
+    A.append((lens == 173).astype(float))
+    lo.append(1)
+    hi.append(64)
     for s in exclude_sets:  # no-good cuts
-        v = np.zeros(n); v[list(s)] = 1
-        A.append(v); lo.append(0); hi.append(63)
+        v = np.zeros(n)
+        v[list(s)] = 1
+        A.append(v)
+        lo.append(0)
+        hi.append(63)
     ub = ((lens >= 38) & (lens <= 173)).astype(float)
-    res = milp(c=np.zeros(n), constraints=LinearConstraint(np.array(A), lo, hi),
-               integrality=np.ones(n), bounds=Bounds(np.zeros(n), ub),
-               options={"time_limit": 600, "disp": False})
+    res = milp(
+        c=np.zeros(n),
+        constraints=LinearConstraint(np.array(A), lo, hi),
+        integrality=np.ones(n),
+        bounds=Bounds(np.zeros(n), ub),
+        options={"time_limit": 600, "disp": False},
+    )
     if res.x is None:
         return None, res
     sel = [i for i in range(n) if res.x[i] > 0.5]

@@ -3,11 +3,11 @@
 
 Run:  nice -n 10 ../../.venv/bin/python scifact_cohort_rows.py
 """
+
 import hashlib
 import json
 
 import numpy as np
-
 from common import SHARED
 from scifact_cohort_milp import published_utilities
 from scifact_eval import MASKS, build_table
@@ -31,11 +31,13 @@ def main():
         "raw_line_stripped": lambda q: lines[q][0].rstrip("\n"),
         "canon_rec": lambda q: json.dumps(lines[q][1], sort_keys=True, separators=(",", ":"), ensure_ascii=False),
         "default_rec": lambda q: json.dumps(lines[q][1]),
-        "canon_rec_nometa": lambda q: json.dumps({"_id": q, "text": lines[q][1]["text"]}, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+        "canon_rec_nometa": lambda q: json.dumps(
+            {"_id": q, "text": lines[q][1]["text"]}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ),
         "canon_meta": lambda q: json.dumps(lines[q][1]["metadata"], sort_keys=True, separators=(",", ":")),
         "qrels_first_line": lambda q: qrel_lines[q][0],
         "qrels_all_lines": lambda q: "".join(qrel_lines[q]),
-        "canon_qrels": lambda q: json.dumps({l.split("\t")[1]: 1 for l in qrel_lines[q]}, sort_keys=True, separators=(",", ":")),
+        "canon_qrels": lambda q: json.dumps({line.split("\t")[1]: 1 for line in qrel_lines[q]}, sort_keys=True, separators=(",", ":")),
         "canon_pair": lambda q: json.dumps([q, lines[q][1]["text"]], separators=(",", ":"), ensure_ascii=False),
     }
     n = 0

@@ -4,15 +4,15 @@ Builds, for all 809 BEIR train queries, the per-query NDCG@10 under each of the 
 per-query top-10 lists, so any candidate cohort can be scored without re-running TF-IDF.
 Cache: /tmp/wwref_recover_scifact.npz (delete to rebuild).
 """
+
 import csv
 import json
 import math
 import os
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
-
 from common import SHARED
+from sklearn.feature_extraction.text import TfidfVectorizer
 
 RAW = f"{SHARED}/raw/beir_scifact"
 MASKS = [format(i, "04b") for i in range(16)]
@@ -20,8 +20,8 @@ CACHE = "/tmp/wwref_recover_scifact.json"
 
 
 def load_raw():
-    corpus = [json.loads(l) for l in open(f"{RAW}/corpus.jsonl", encoding="utf-8")]
-    queries = [json.loads(l) for l in open(f"{RAW}/queries.jsonl", encoding="utf-8")]
+    corpus = [json.loads(line) for line in open(f"{RAW}/corpus.jsonl", encoding="utf-8")]
+    queries = [json.loads(line) for line in open(f"{RAW}/queries.jsonl", encoding="utf-8")]
     qrels = {}
     with open(f"{RAW}/qrels/train.tsv", newline="") as fh:
         r = csv.reader(fh, delimiter="\t")
@@ -43,8 +43,9 @@ def rank_all(doc_ids, doc_texts, q_texts, mask):
     order = sorted(range(len(doc_ids)), key=lambda i: doc_ids[i])
     ids = [doc_ids[i] for i in order]
     texts = [doc_texts[i] for i in order]
-    vec = TfidfVectorizer(ngram_range=(1, 2) if a else (1, 1), stop_words="english" if b else None,
-                          sublinear_tf=c, use_idf=d, norm="l2", dtype=np.float64)
+    vec = TfidfVectorizer(
+        ngram_range=(1, 2) if a else (1, 1), stop_words="english" if b else None, sublinear_tf=c, use_idf=d, norm="l2", dtype=np.float64
+    )
     D = vec.fit_transform(texts)
     Q = vec.transform(q_texts)
     S = (Q @ D.T).toarray()
@@ -67,7 +68,7 @@ def build_table(sep=" "):
     for m in MASKS:
         ranks = rank_all(doc_ids, doc_texts, table["qtext"], m)
         table["top10"][m] = ranks
-        table["ndcg"][m] = [ndcg10(r, qrels[q]) for r, q in zip(ranks, qids)]
+        table["ndcg"][m] = [ndcg10(r, qrels[q]) for r, q in zip(ranks, qids, strict=False)]
     if sep == " ":
         json.dump(table, open(CACHE, "w"))
     return table

@@ -1,18 +1,17 @@
 """Tabular preparation + evaluation helpers (confirmed recipe of docs/recipes.md) used by the
 concrete / energy_efficiency / dry_bean value searches.
 """
+
 import csv
-import math
 
 import numpy as np
+from common import SHARED, conditions, npz_bytes, sha256
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.linear_model import Ridge
 from sklearn.metrics import mean_absolute_error
 from sklearn.model_selection import GroupShuffleSplit
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
-
-from common import SHARED, conditions, npz_bytes, published_sha, sha256
 
 
 def dedup(X, y):
@@ -31,7 +30,8 @@ def split(X, y, seed=20260907):
     _, inv = np.unique(X, axis=0, return_inverse=True)
     groups = inv.reshape(-1)
     tr, ev = next(GroupShuffleSplit(n_splits=1, test_size=0.3, random_state=seed).split(X, y, groups))
-    tr.sort(); ev.sort()
+    tr.sort()
+    ev.sort()
     return X[tr], y[tr], X[ev], y[ev]
 
 
@@ -61,8 +61,12 @@ def reg_record(arrs, mask):
     mae = mean_absolute_error(ye, pred)
     q = np.quantile(yt, [0.25, 0.75])
     s = float(q[1] - q[0])
-    return {"utility": 1.0 / (1.0 + mae / s), "native_value": float(mae), "scale": s,
-            "prediction_sha256": sha256(np.ascontiguousarray(pred).tobytes())}
+    return {
+        "utility": 1.0 / (1.0 + mae / s),
+        "native_value": float(mae),
+        "scale": s,
+        "prediction_sha256": sha256(np.ascontiguousarray(pred).tobytes()),
+    }
 
 
 def published_records(name):
@@ -77,8 +81,8 @@ def summary_check(name, arrs):
     ds = c["data_summary"]
     out = {}
     out["rows"] = (len(xt), len(xe)) == (ds["training"]["rows"], ds["evaluation_rows"])
-    out["target_q"] = np.allclose(np.quantile(yt, [0, .25, .5, .75, 1]), ds["training_target_quantiles"], rtol=0, atol=1e-12)
-    stds = np.quantile(xt.std(axis=0), [0, .25, .5, .75, 1])
+    out["target_q"] = np.allclose(np.quantile(yt, [0, 0.25, 0.5, 0.75, 1]), ds["training_target_quantiles"], rtol=0, atol=1e-12)
+    stds = np.quantile(xt.std(axis=0), [0, 0.25, 0.5, 0.75, 1])
     out["std_q_maxdiff"] = float(np.max(np.abs(stds - np.array(ds["training"]["feature_std_quantiles"]))))
     for fo in c["free_observations"]:
         r = reg_record(arrs, fo["mask"])

@@ -53,7 +53,16 @@ describe('wwref diff', () => {
     const report = diffReferences(PATHS, REFS, REFS);
     expect(report.totals.conditions).toBe(Object.keys(readReferenceManifest(REFS)!.conditions).length);
     expect(report.totals.records).toBe(report.conditions.reduce((n, d) => n + 2 ** d.dimensions, 0));
-    expect(report.totals).toMatchObject({ conditions_changed: 0, hash_changed: 0, utility_changed: 0, status_changed: 0, warnings_changed: 0, max_abs_delta: 0, best_mask_changed: [], classes_changed: [] });
+    expect(report.totals).toMatchObject({
+      conditions_changed: 0,
+      hash_changed: 0,
+      utility_changed: 0,
+      status_changed: 0,
+      warnings_changed: 0,
+      max_abs_delta: 0,
+      best_mask_changed: [],
+      classes_changed: [],
+    });
     for (const d of report.conditions) {
       expect(d.surface, d.condition).not.toBeNull();
       expect(d.surface!.effect_mae).toBe(0);
@@ -106,13 +115,19 @@ describe('wwref diff', () => {
       .sort((x, y) => x.option.localeCompare(y.option));
     const moved = [...d.surface!.effects_moved].sort((x, y) => x.option.localeCompare(y.option));
     expect(moved.map((m) => [m.option, m.background])).toEqual(expected.map((e) => [e.option, e.background]));
-    moved.forEach((m, j) => expect(m.b - m.a).toBeCloseTo(expected[j]!.change, 12));
+    moved.forEach((m, j) => {
+      expect(m.b - m.a).toBeCloseTo(expected[j]!.change, 12);
+    });
     // 4 of the 32 conditional effects move by |delta|: MAE = |delta|/8
     expect(d.surface!.effect_mae).toBeCloseTo(-delta / 8, 12);
     expect(d.surface!.effect_recovery).toBeLessThan(1);
     expect(d.surface!.best_mask.changed).toBe(false);
     // every other condition is unchanged
-    expect(report.conditions.filter((x) => x.condition !== condition).every((x) => x.utility_changed.length === 0 && x.surface!.effect_mae === 0)).toBe(true);
+    expect(
+      report.conditions
+        .filter((x) => x.condition !== condition)
+        .every((x) => x.utility_changed.length === 0 && x.surface!.effect_mae === 0),
+    ).toBe(true);
   });
 
   it('a copy whose table was changed without re-hashing it is refused before anything is compared', () => {
@@ -136,7 +151,10 @@ describe('wwref diff', () => {
     runnerUp.utility = before.best_utility + before.response_range / 100;
     const d = diffCondition(a, b);
     expect(d.surface!.best_mask).toMatchObject({ a: before.best_mask, b: runnerUp.mask, changed: true });
-    const report = diffSides({ ...loadDiffSide(PATHS, REFS, ['concrete']) }, { ...loadDiffSide(PATHS, REFS, ['concrete']), conditions: new Map([['concrete', b]]) });
+    const report = diffSides(
+      { ...loadDiffSide(PATHS, REFS, ['concrete']) },
+      { ...loadDiffSide(PATHS, REFS, ['concrete']), conditions: new Map([['concrete', b]]) },
+    );
     expect(report.totals.best_mask_changed).toEqual(['concrete']);
   });
 
@@ -199,7 +217,10 @@ describe('wwref diff', () => {
       records[2]!.utility = records[2]!.utility! / 2;
     });
     const html = join(work, 'report.html');
-    const run = await cliInProcess(['report', '--references', REFS, '--condition', 'co2', '--condition', 'nile', '--out', html, '--diff-with', copy], ROOT);
+    const run = await cliInProcess(
+      ['report', '--references', REFS, '--condition', 'co2', '--condition', 'nile', '--out', html, '--diff-with', copy],
+      ROOT,
+    );
     expect(run.code, run.stderr).toBe(0);
     const text = readFileSync(html, 'utf8');
     expect(text.indexOf('<section id="diff">')).toBeGreaterThan(text.lastIndexOf('nile'));

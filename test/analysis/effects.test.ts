@@ -28,7 +28,9 @@ const tempDir = () => {
   tmp.push(d);
   return d;
 };
-afterAll(() => tmp.forEach((d) => rmSync(d, { recursive: true, force: true })));
+afterAll(() => {
+  for (const d of tmp) rmSync(d, { recursive: true, force: true });
+});
 
 // ---------------------------------------------------------------------------------------------
 // A hand-computed four-option surface:
@@ -60,7 +62,7 @@ describe('conditional effects and pair interactions', () => {
     const i = (e: ConditionalEffect) => 'ABCD'.indexOf(e.option);
     for (const e of effects) {
       expect(e.background[i(e)]).toBe('0');
-      expect(e.mask).toBe(e.background.slice(0, i(e)) + '1' + e.background.slice(i(e) + 1));
+      expect(e.mask).toBe(`${e.background.slice(0, i(e))}1${e.background.slice(i(e) + 1)}`);
     }
     expect(new Set(effects.map((e) => `${e.option}${e.background}`)).size).toBe(32);
   });
@@ -106,11 +108,15 @@ describe('conditional effects and pair interactions', () => {
     expect(reversingOptions([e('A', 0.1), e('A', -0.1)], 0.0999)).toEqual(['A']);
     expect(reversingOptions([e('A', 0.5), e('A', 0.2), e('B', -0.5)], 0)).toEqual([]);
     // 1e-12 floor: numerical noise does not count as a reversal.
-    expect(analyzeCondition(surfaceRecords({ condition: 'flat', dimensions: 4, utility: () => 0.5 })).reversals['1e12']!.options).toEqual([]);
+    expect(analyzeCondition(surfaceRecords({ condition: 'flat', dimensions: 4, utility: () => 0.5 })).reversals['1e12']!.options).toEqual(
+      [],
+    );
   });
 
   it('gives 192 effects and 15 pairs for six options', () => {
-    const six = surfaceFromRecords(surfaceRecords({ condition: 'six', dimensions: 6, utility: (z) => z.reduce((s, x, k) => s + x * (k + 1), 0) / 21 }));
+    const six = surfaceFromRecords(
+      surfaceRecords({ condition: 'six', dimensions: 6, utility: (z) => z.reduce((s, x, k) => s + x * (k + 1), 0) / 21 }),
+    );
     expect(conditionalEffects(six)).toHaveLength(192);
     expect(pairInteractions(six)).toHaveLength(15);
     for (const e of conditionalEffects(six)) expect(e.effect).toBeCloseTo(('ABCDEF'.indexOf(e.option) + 1) / 21, 12);
@@ -141,24 +147,31 @@ describe('wwref effects on a full-size catalog', () => {
   const dir = tempDir();
   const specs: SurfaceSpec[] = [
     hand,
-    ...Array.from({ length: 21 }, (_, k): SurfaceSpec => ({
-      condition: `four_${String(k).padStart(2, '0')}`,
-      dimensions: 4,
-      // option D has no effect and its prediction hash ignores it: 8 classes of 2 masks.
-      utility: ([a, b, c]) => 0.3 + 0.01 * k + 0.1 * a! - 0.05 * b! + 0.02 * a! * c!,
-      hash: k === 0 ? (m) => sha(m.slice(0, 3)) : undefined,
-    })),
-    ...Array.from({ length: 14 }, (_, k): SurfaceSpec => ({
-      condition: `six_${String(k).padStart(2, '0')}`,
-      dimensions: 6,
-      // A reverses sign with F on odd conditions (±0.04, range ≈ 0.38): a reversal at every floor.
-      utility: ([a, b, c, d, e, f]) => 0.2 + 0.05 * b! + 0.03 * c! + 0.02 * d! + 0.01 * e! + 0.2 * f! + (k % 2 ? 0.04 * a! * (f! ? 1 : -1) : 0.01 * a!),
-    })),
+    ...Array.from(
+      { length: 21 },
+      (_, k): SurfaceSpec => ({
+        condition: `four_${String(k).padStart(2, '0')}`,
+        dimensions: 4,
+        // option D has no effect and its prediction hash ignores it: 8 classes of 2 masks.
+        utility: ([a, b, c]) => 0.3 + 0.01 * k + 0.1 * a! - 0.05 * b! + 0.02 * a! * c!,
+        hash: k === 0 ? (m) => sha(m.slice(0, 3)) : undefined,
+      }),
+    ),
+    ...Array.from(
+      { length: 14 },
+      (_, k): SurfaceSpec => ({
+        condition: `six_${String(k).padStart(2, '0')}`,
+        dimensions: 6,
+        // A reverses sign with F on odd conditions (±0.04, range ≈ 0.38): a reversal at every floor.
+        utility: ([a, b, c, d, e, f]) =>
+          0.2 + 0.05 * b! + 0.03 * c! + 0.02 * d! + 0.01 * e! + 0.2 * f! + (k % 2 ? 0.04 * a! * (f! ? 1 : -1) : 0.01 * a!),
+      }),
+    ),
   ];
   writeSurfaceCatalog(dir, specs);
   const out = join(dir, 'effects');
   const analyses = analyzeReferences(currentSettings().paths, [], dir);
-  const { summary, files } = writeEffects(analyses, out);
+  const { summary, files } = writeEffects(currentSettings().paths, analyses, out);
 
   it('counts 3,392 effects and 342 pair interactions over 36 conditions', () => {
     expect(summary.conditions).toBe(36);
@@ -176,15 +189,24 @@ describe('wwref effects on a full-size catalog', () => {
 
   it('writes the Arrow and CSV tables with one row per item', () => {
     expect(files.sort()).toEqual(
-      ['conditional_effects', 'pair_interactions', 'conditions', 'equivalence_classes'].flatMap((n) => [`${n}.arrow`, `${n}.csv`]).concat('summary.json').sort(),
+      ['conditional_effects', 'pair_interactions', 'conditions', 'equivalence_classes']
+        .flatMap((n) => [`${n}.arrow`, `${n}.csv`])
+        .concat('summary.json')
+        .sort(),
     );
     const rows = { conditional_effects: 3392, pair_interactions: 342, conditions: 36, equivalence_classes: 8 };
     for (const [name, n] of Object.entries(rows)) {
       const table = tableFromIPC(readFileSync(join(out, `${name}.arrow`)));
       expect(table.numRows).toBe(n);
-      expect(readFileSync(join(out, `${name}.csv`), 'utf8').trimEnd().split('\n')).toHaveLength(n + 1);
+      expect(
+        readFileSync(join(out, `${name}.csv`), 'utf8')
+          .trimEnd()
+          .split('\n'),
+      ).toHaveLength(n + 1);
     }
-    const effects = tableFromIPC(readFileSync(join(out, 'conditional_effects.arrow'))).toArray().map((r) => r.toJSON());
+    const effects = tableFromIPC(readFileSync(join(out, 'conditional_effects.arrow')))
+      .toArray()
+      .map((r) => r.toJSON());
     const row = effects.find((r) => r.condition === 'hand4' && r.option === 'A' && r.background === '0010')!;
     expect(row.mask).toBe('1010');
     expect(row.effect).toBeCloseTo(0.35, 12);
@@ -200,9 +222,13 @@ describe('wwref effects on a full-size catalog', () => {
 
   it('runs from the command line and prints the reversal summary per floor', async () => {
     const cliOut = `${dir}-cli-effects`; // outputs may not go inside a reference folder
-    const { stdout, exitCode } = await execa('node', ['bin/wwref.mjs', 'effects', '--references', dir, '--out', cliOut, '--condition', 'hand4', 'six_01'], {
-      cwd: ROOT,
-    });
+    const { stdout, exitCode } = await execa(
+      'node',
+      ['bin/wwref.mjs', 'effects', '--references', dir, '--out', cliOut, '--condition', 'hand4', 'six_01'],
+      {
+        cwd: ROOT,
+      },
+    );
     expect(exitCode).toBe(0);
     expect(stdout).toContain('2 conditions (1 four-option, 1 six-option), 80 masks, 224 conditional effects, 21 pair interactions');
     expect(stdout).toMatch(/sign reversal at floor 1e-12\s+2\/2 conditions/);

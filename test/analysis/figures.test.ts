@@ -21,7 +21,10 @@ let stdout: string;
 beforeAll(async () => {
   ws = useTempWorkspace();
   figures = join(ws.root, 'figures');
-  const outcome = await cliInProcess(['report', '--figures', figures, '--references', REFERENCES, ...CONDITIONS.flatMap((c) => ['--condition', c])], ws.root);
+  const outcome = await cliInProcess(
+    ['report', '--figures', figures, '--references', REFERENCES, ...CONDITIONS.flatMap((c) => ['--condition', c])],
+    ws.root,
+  );
   expect(outcome.stderr).toBe('');
   expect(outcome.code).toBe(0);
   stdout = outcome.stdout;
@@ -65,12 +68,16 @@ describe('wwref report --figures', () => {
     const again = join(ws.root, 'again');
     const outcome = await cliInProcess(['report', '--figures', again, '--references', REFERENCES, '--condition', 'wine'], ws.root);
     expect(outcome.code).toBe(0);
-    for (const name of readdirSync(again)) expect(readFileSync(join(again, name)).equals(readFileSync(join(figures, name))), name).toBe(true);
+    for (const name of readdirSync(again))
+      expect(readFileSync(join(again, name)).equals(readFileSync(join(figures, name))), name).toBe(true);
   });
 
   it('the HTML page names its conditions, so check-report expects exactly those (any number)', async () => {
     const html = join(ws.root, 'two.html');
-    const outcome = await cliInProcess(['report', '--out', html, '--references', REFERENCES, '--condition', 'wine', '--condition', 'co2'], ws.root);
+    const outcome = await cliInProcess(
+      ['report', '--out', html, '--references', REFERENCES, '--condition', 'wine', '--condition', 'co2'],
+      ws.root,
+    );
     expect(outcome.code).toBe(0);
     expect(reportConditions(readFileSync(html, 'utf8'))).toEqual(['wine', 'co2']);
     expect(reportConditions('<html></html>')).toBeUndefined();

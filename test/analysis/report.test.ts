@@ -11,8 +11,10 @@ import { writeSurfaceCatalog } from '../support/fixtures.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { currentSettings } from '../support/workspace.ts';
 
-const dir = mkdtempSync(join(tmpdir(), 'wwref-report-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const root = mkdtempSync(join(tmpdir(), 'wwref-report-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+// the reference folder, and beside it (never inside: only wwref writes there) the page
+const dir = join(root, 'references');
 const widths = { alpha_d4: 4, beta_d6: 6, gamma_d4: 4, delta_d6: 6 };
 // Effects of both signs (C reverses with A), a main effect per option and a condition-specific offset.
 // Condition n of the list: retrieval when n is even, clustering when odd, offset by 0.02n.
@@ -30,7 +32,7 @@ writeSurfaceCatalog(
   })),
   { gitCommit: 'abcdef0123456789' },
 );
-const html = join(dir, 'report.html');
+const html = join(root, 'report.html');
 const summary = writeReport(currentSettings({ references: dir }), html, []);
 const text = readFileSync(html, 'utf8');
 
@@ -81,7 +83,7 @@ const browserTitle = hasChromium
 
 describe('HTML report in headless Chromium', () => {
   it.skipIf(!hasChromium)(browserTitle, async () => {
-    const result = await checkReport({ html, png: join(dir, 'report.png'), conditions: Object.keys(widths) });
+    const result = await checkReport({ html, png: join(root, 'report.png'), conditions: Object.keys(widths) });
     expect(result.problems).toEqual([]);
     expect(result.ok).toBe(true);
     expect(result.sections.sort()).toEqual(Object.keys(widths).sort());
@@ -90,12 +92,12 @@ describe('HTML report in headless Chromium', () => {
   });
 
   it.skipIf(!hasChromium)('the check fails when a condition section is missing or the page is blank', async () => {
-    const missing = await checkReport({ html, png: join(dir, 'missing.png'), conditions: [...Object.keys(widths), 'epsilon_d4'] });
+    const missing = await checkReport({ html, png: join(root, 'missing.png'), conditions: [...Object.keys(widths), 'epsilon_d4'] });
     expect(missing.ok).toBe(false);
     expect(missing.problems).toContain("condition section 'epsilon_d4' is missing from the rendered DOM");
-    const blank = join(dir, 'blank.html');
+    const blank = join(root, 'blank.html');
     writeFileSync(blank, '<!DOCTYPE html><html><body></body></html>');
-    const empty = await checkReport({ html: blank, png: join(dir, 'blank.png'), conditions: ['alpha_d4'] });
+    const empty = await checkReport({ html: blank, png: join(root, 'blank.png'), conditions: ['alpha_d4'] });
     expect(empty.ok).toBe(false);
     expect(empty.problems.join('\n')).toMatch(/distinct colours|coloured|bytes/);
   });
@@ -104,7 +106,11 @@ describe('HTML report in headless Chromium', () => {
     const cwd = ROOT;
     const out = `${dir}-cli-report.html`; // outputs may not go inside a reference folder
     await execa('node', ['bin/wwref.mjs', 'report', '--references', dir, '--out', out], { cwd });
-    const { stdout, exitCode } = await execa('npx', ['tsx', 'scripts/check-report.ts', out], { cwd, env: { WWREF_REFERENCES_DIR: dir }, reject: false });
+    const { stdout, exitCode } = await execa('npx', ['tsx', 'scripts/check-report.ts', out], {
+      cwd,
+      env: { WWREF_REFERENCES_DIR: dir },
+      reject: false,
+    });
     expect(stdout).toContain('4 condition section(s) in the DOM, 4 expected');
     expect(exitCode).toBe(0);
   });

@@ -2,7 +2,7 @@ import { loadCatalog } from '../../pipelines/references/store.ts';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Catalog, loadPlanFile } from '../../pipelines/catalog/catalog.ts';
+import { loadPlanFile } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { allMasks } from '../../pipelines/catalog/masks.ts';
 import { parsePlan } from '../../pipelines/catalog/plan.ts';
@@ -35,8 +35,12 @@ describe('construction plans', () => {
 
   it('rejects invalid plans with the file, the field and what was expected', () => {
     expect(invalid((p) => (p.family = 'astrology'))).toMatch(/sources\/bad\.plan\.json[\s\S]*family/);
-    expect(invalid((p) => (p.conditions[1].equivalences = [{ option: 'G', inactive_when: { A: 0 } }]))).toMatch(/conditions\.1\.equivalences\.0\.option/);
-    expect(invalid((p) => (p.conditions[0].equivalences = [{ option: 'E', inactive_when: { A: 0 } }]))).toMatch(/unknown option E: a 4-option condition has ABCD/);
+    expect(invalid((p) => (p.conditions[1].equivalences = [{ option: 'G', inactive_when: { A: 0 } }]))).toMatch(
+      /conditions\.1\.equivalences\.0\.option/,
+    );
+    expect(invalid((p) => (p.conditions[0].equivalences = [{ option: 'E', inactive_when: { A: 0 } }]))).toMatch(
+      /unknown option E: a 4-option condition has ABCD/,
+    );
     expect(invalid((p) => (p.conditions[0].dimensions = 5))).toMatch(/conditions\.0\.dimensions/);
     expect(invalid((p) => (p.raw_files[0].sha256 = 'abc'))).toMatch(/raw_files\.0\.sha256: expected a lowercase hex sha256/);
     expect(invalid((p) => delete p.licence)).toMatch(/licence/);

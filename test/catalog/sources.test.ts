@@ -18,9 +18,27 @@ const published = settings.paths.published;
 
 /** The 21 sources whose recipe is confirmed: they must be byte-identical. */
 const CONFIRMED = [
-  'co2', 'elnino', 'nile', 'sunspots', 'astronaut', 'coffee', 'hubble_deep_field', 'rocket',
-  'mitdb_100', 'mitdb_101', 'mitdb_102', 'mitdb_103', 'wine', 'seeds', 'glass',
-  'banknote', 'spambase', 'ionosphere', 'breast_diagnostic', 'airfoil', 'yacht',
+  'co2',
+  'elnino',
+  'nile',
+  'sunspots',
+  'astronaut',
+  'coffee',
+  'hubble_deep_field',
+  'rocket',
+  'mitdb_100',
+  'mitdb_101',
+  'mitdb_102',
+  'mitdb_103',
+  'wine',
+  'seeds',
+  'glass',
+  'banknote',
+  'spambase',
+  'ionosphere',
+  'breast_diagnostic',
+  'airfoil',
+  'yacht',
 ];
 
 describe.skipIf(!haveRaw)('prepared inputs (needs the raw mirror ../shared/raw)', () => {

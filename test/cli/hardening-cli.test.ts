@@ -14,7 +14,18 @@
 // of every batch also runs as a real process and must print the same line.
 import { readReferenceManifest, writeReferenceManifest } from '../support/raw-references.ts';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { tableFromIPC, type DataType } from 'apache-arrow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -95,7 +106,10 @@ describe('--workers and --workers-max', () => {
   it('--workers-max outside 1..256 is refused; within it, a larger --workers passes the check', async () => {
     const range = /^wwref: --workers-max takes a whole number from 1 to 256$/;
     await refusedAll([
-      ...['0', '257', '1e9', 'x'].map((max): [string[], RegExp] => [['rebuild', '--condition', 'nile', '--workers', '3', '--workers-max', max], range]),
+      ...['0', '257', '1e9', 'x'].map((max): [string[], RegExp] => [
+        ['rebuild', '--condition', 'nile', '--workers', '3', '--workers-max', max],
+        range,
+      ]),
       // validation passed: the unknown condition is what stops the run
       [['rebuild', '--condition', 'no_such_condition', '--workers', '3', '--workers-max', '3'], /unknown condition 'no_such_condition'/],
     ]);
@@ -109,7 +123,15 @@ describe('output paths inside the references folder are refused, however they ar
     symlinkSync(refs, join(cwd, 'refs-link'));
     symlinkSync(join(refs, 'manifest.json'), join(cwd, 'manifest-link.json'));
     mkdirSync(join(cwd, 'sub'));
-    const spellings = ['../references/manifest.json', 'sub/../../references/report.json', './../references/x', 'refs-link/manifest.json', 'refs-link/new/x.json', 'manifest-link.json', refs];
+    const spellings = [
+      '../references/manifest.json',
+      'sub/../../references/report.json',
+      './../references/x',
+      'refs-link/manifest.json',
+      'refs-link/new/x.json',
+      'manifest-link.json',
+      refs,
+    ];
     const commands = [
       (path: string) => ['replay', '--report', path],
       (path: string) => ['export', '--out', path],
@@ -129,7 +151,10 @@ describe('output paths inside the references folder are refused, however they ar
     mkdirSync(other);
     copyFileSync(join(refs, 'manifest.json'), join(other, 'manifest.json'));
     copyFileSync(join(refs, 'nile.arrow'), join(other, 'nile.arrow'));
-    cases.push([['export', '--references', '../other-refs', '--out', '../other-refs/all.csv'], /other-refs, which only wwref itself writes/]);
+    cases.push([
+      ['export', '--references', '../other-refs', '--out', '../other-refs/all.csv'],
+      /other-refs, which only wwref itself writes/,
+    ]);
     // and so are the prepared and source-manifest folders
     cases.push([['plan-schema', '--out', '../prepared/x.json'], /is inside .*\/prepared, which only wwref itself writes/]);
     cases.push([['export', '--out', '../manifests/nile.json'], /is inside .*\/manifests, which only wwref itself writes/]);
@@ -214,7 +239,6 @@ describe('output paths that cannot be written are refused with one line', () => 
     expect(lstatSync(join(cwd, 'a-link')).isSymbolicLink()).toBe(true);
     expect(readFileSync(join(cwd, 'target.txt'), 'utf8')).toBe('keep');
   });
-
 });
 
 describe('an empty --condition never selects everything', () => {
@@ -256,7 +280,10 @@ describe('corrupt inputs are one line, not a stack', () => {
     const manifest = readReferenceManifest(ws.references)!;
     manifest.conditions.nile!.table_sha256 = sha256Hex(bytes);
     writeReferenceManifest(manifest, refs);
-    writeFileSync(join(cwd, 'prediction.json'), JSON.stringify(Object.fromEntries([...Array(16).keys()].map((k) => [k.toString(2).padStart(4, '0'), 0.5]))));
+    writeFileSync(
+      join(cwd, 'prediction.json'),
+      JSON.stringify(Object.fromEntries([...Array(16).keys()].map((k) => [k.toString(2).padStart(4, '0'), 0.5]))),
+    );
 
     const corrupt = /reference table .*corrupt-cell\/nile\.arrow, row 3, column warnings: not valid JSON; rebuild the condition$/;
     const at = ['--references', refs];
@@ -277,7 +304,10 @@ describe('corrupt inputs are one line, not a stack', () => {
     const cases: [() => void, RegExp][] = [
       [() => writeFileSync(path, good.subarray(0, 40)), /source manifest .*manifests\/nile\.json is not valid JSON/],
       [() => writeFileSync(path, '[1, 2]'), /source manifest .*manifests\/nile\.json is malformed: .*expected object/],
-      [() => writeFileSync(path, JSON.stringify({ ...JSON.parse(good.toString()), prepared_files: 'none' })), /source manifest .*manifests\/nile\.json is malformed/],
+      [
+        () => writeFileSync(path, JSON.stringify({ ...JSON.parse(good.toString()), prepared_files: 'none' })),
+        /source manifest .*manifests\/nile\.json is malformed/,
+      ],
       [() => mkdirSync(path), /cannot read .*manifests\/nile\.json: it is a directory \(EISDIR\)$/],
       [() => {}, /source manifest not found: .*manifests\/nile\.json; run 'wwref prepare --source nile'$/],
     ];
@@ -299,7 +329,12 @@ describe('corrupt inputs are one line, not a stack', () => {
     const good = readFileSync(npz);
     try {
       writeFileSync(npz, Buffer.concat([good, Buffer.from('x')]));
-      await refusedAll([[['export', '--format', 'wwb', '--out', 'pack'], /prepared input changed: .*prepared\/nile\/arrays\.npz .*run 'wwref prepare --source nile'$/]]);
+      await refusedAll([
+        [
+          ['export', '--format', 'wwb', '--out', 'pack'],
+          /prepared input changed: .*prepared\/nile\/arrays\.npz .*run 'wwref prepare --source nile'$/,
+        ],
+      ]);
       expect(existsSync(join(cwd, 'pack')), 'no partial pack').toBe(false);
     } finally {
       writeFileSync(npz, good);
@@ -307,6 +342,8 @@ describe('corrupt inputs are one line, not a stack', () => {
     // control: the untouched inputs export as a sealed pack
     const ok = await cliProcess(['export', '--format', 'wwb', '--out', 'pack'], cwd);
     expect(ok.code, ok.stderr).toBe(0);
-    expect(JSON.parse(readFileSync(join(cwd, 'pack', 'manifest.json'), 'utf8')).files_sha256['inputs/nile/arrays.npz']).toBe(sha256Hex(good));
+    expect(JSON.parse(readFileSync(join(cwd, 'pack', 'manifest.json'), 'utf8')).files_sha256['inputs/nile/arrays.npz']).toBe(
+      sha256Hex(good),
+    );
   });
 });

@@ -35,7 +35,6 @@ let repository: () => string[];
 let savedEnv: Record<string, string | undefined>;
 let known: Set<string>;
 
-
 beforeAll(async () => {
   guard = guardRepository();
   // the generated folders of the repository that a misdirected write would land in
@@ -92,8 +91,30 @@ afterAll(() => {
 const LONG = 'l'.repeat(200);
 const TOO_LONG = 'L'.repeat(300);
 const NAMES = [
-  'out', 'x.csv', 'report.html', 'a b', 'ünïcödé', '日本語', 'emoji💥', 'tab\tname', 'new\nline', 'back\\slash', 'quote"s', "apo'strophe",
-  '$HOME', '~', '*', '%s', 'manifest.json', 'nile.arrow', '.wwref.lock', '.hidden', 'name.', 'CON', LONG, TOO_LONG,
+  'out',
+  'x.csv',
+  'report.html',
+  'a b',
+  'ünïcödé',
+  '日本語',
+  'emoji💥',
+  'tab\tname',
+  'new\nline',
+  'back\\slash',
+  'quote"s',
+  "apo'strophe",
+  '$HOME',
+  '~',
+  '*',
+  '%s',
+  'manifest.json',
+  'nile.arrow',
+  '.wwref.lock',
+  '.hidden',
+  'name.',
+  'CON',
+  LONG,
+  TOO_LONG,
 ];
 const UNWRITABLE = ['/proc/wwref-property-nowhere/out.csv', '/dev/null/out.csv', '/proc/wwref-property-nowhere'];
 
@@ -144,15 +165,57 @@ function randomPath(r: Random): string {
  */
 function randomName(r: Random, nul = false): string {
   const name = r.pick([
-    'no_such_condition', 'ünï', '日本', '', ' ', '.', '..', '../x', '../../etc/passwd', '/abs/name', 'a/b', 'NILE', 'nile ', ' nile', 'nile\n',
-    'wine__d7', `a${'b'.repeat(63)}`, `a${'b'.repeat(64)}`, `a${'b'.repeat(299)}`, 'a b', 'x.y', '💥', '$(touch pwned)', '`id`', 'diabetes_',
+    'no_such_condition',
+    'ünï',
+    '日本',
+    '',
+    ' ',
+    '.',
+    '..',
+    '../x',
+    '../../etc/passwd',
+    '/abs/name',
+    'a/b',
+    'NILE',
+    'nile ',
+    ' nile',
+    'nile\n',
+    'wine__d7',
+    `a${'b'.repeat(63)}`,
+    `a${'b'.repeat(64)}`,
+    `a${'b'.repeat(299)}`,
+    'a b',
+    'x.y',
+    '💥',
+    '$(touch pwned)',
+    '`id`',
+    'diabetes_',
     ...(nul ? ['name\u0000nul'] : []),
   ]);
   return known.has(name) ? `${name}_unknown` : name;
 }
 
 function randomWorkers(r: Random): string {
-  return r.pick(['0', '-1', '1', '2', '3', 'abc', '1.5', '1e3', '0x2', 'Infinity', 'NaN', '', ' 2 ', '100000', '-0', '2.0', '٣', '9007199254740993']);
+  return r.pick([
+    '0',
+    '-1',
+    '1',
+    '2',
+    '3',
+    'abc',
+    '1.5',
+    '1e3',
+    '0x2',
+    'Infinity',
+    'NaN',
+    '',
+    ' 2 ',
+    '100000',
+    '-0',
+    '2.0',
+    '٣',
+    '9007199254740993',
+  ]);
 }
 
 /** A construction plan (from the camera example) with random ids, paths and record names. */
@@ -172,12 +235,29 @@ function randomPlan(r: Random): unknown {
   plan.conditions[1].id = r.next() < 0.5 ? `${plan.conditions[0].id}__d6` : randomName(r, true);
   plan.conditions[1].paired_with = r.next() < 0.7 ? plan.conditions[0].id : randomName(r, true);
   const file = plan.raw_files[0];
-  if (r.next() < 0.4) file.mirror_path = r.pick(['../../etc/passwd', '/etc/passwd', 'a/../../b', 'ok/path.png', '', 'a//b', './x', 'x/./y', 'name\u0000nul', TOO_LONG]);
-  if (r.next() < 0.3) file.package.path = r.pick(['../../../etc/passwd', '/etc/passwd', 'skimage/data/camera.png', '..', 'skimage/../../x']);
+  if (r.next() < 0.4)
+    file.mirror_path = r.pick([
+      '../../etc/passwd',
+      '/etc/passwd',
+      'a/../../b',
+      'ok/path.png',
+      '',
+      'a//b',
+      './x',
+      'x/./y',
+      'name\u0000nul',
+      TOO_LONG,
+    ]);
+  if (r.next() < 0.3)
+    file.package.path = r.pick(['../../../etc/passwd', '/etc/passwd', 'skimage/data/camera.png', '..', 'skimage/../../x']);
   if (r.next() < 0.3) file.name = r.pick(['../x.png', '/abs.png', 'x/y.png', '.', '..', '', TOO_LONG, 'ok.png']);
   if (r.next() < 0.2) file.bytes = r.pick([0, -1, 1.5, 1e15, 2 ** 53, '10']);
   if (r.next() < 0.2) plan.preparation.params.file = r.pick(['../camera.png', '/etc/passwd', 'camera.png', '']);
-  if (r.next() < 0.2) plan.preparation = { recipe: 'mitdb_ecg', params: { record: r.pick(['100', '../100', '/tmp/x', '..', 'a/b', '']), channels: ['MLII'], samples: 10, qrs_codes: [1] } };
+  if (r.next() < 0.2)
+    plan.preparation = {
+      recipe: 'mitdb_ecg',
+      params: { record: r.pick(['100', '../100', '/tmp/x', '..', 'a/b', '']), channels: ['MLII'], samples: 10, qrs_codes: [1] },
+    };
   return plan;
 }
 
@@ -200,7 +280,20 @@ function randomCase(r: Random, index: number): Case {
   };
   const maybe = (p: number, make: () => string[]) => (r.next() < p ? make() : []);
   const references = () => maybe(0.25, () => flag(r, 'references', r.next() < 0.5 ? path() : dirs.references));
-  const command = r.pick(['add-source', 'add-source', 'replay', 'export', 'export', 'plan-schema', 'report', 'effects', 'list', 'rebuild', 'rebuild', 'grade']);
+  const command = r.pick([
+    'add-source',
+    'add-source',
+    'replay',
+    'export',
+    'export',
+    'plan-schema',
+    'report',
+    'effects',
+    'list',
+    'rebuild',
+    'rebuild',
+    'grade',
+  ]);
   switch (command) {
     case 'add-source': {
       const name = r.next() < 0.7 ? `plan-${index}.plan.json` : r.pick(NAMES);
@@ -211,25 +304,52 @@ function randomCase(r: Random, index: number): Case {
         // a name the file system refuses: the command gets a path that does not exist
       }
       const planArg = r.next() < 0.8 ? file : path();
-      return { args: ['add-source', planArg, '--dry-run', ...maybe(0.3, () => ['--force']), ...references(), ...maybe(0.2, () => flag(r, 'workers', randomWorkers(r)))], paths };
+      return {
+        args: [
+          'add-source',
+          planArg,
+          '--dry-run',
+          ...maybe(0.3, () => ['--force']),
+          ...references(),
+          ...maybe(0.2, () => flag(r, 'workers', randomWorkers(r))),
+        ],
+        paths,
+      };
     }
     case 'replay':
       // an unknown condition: the report path is checked, nothing is replayed
       return { args: ['replay', ...flag(r, 'report', path()), ...flag(r, 'condition', randomName(r)), ...references()], paths };
     case 'export':
       return {
-        args: ['export', ...flag(r, 'out', path()), ...maybe(0.4, () => ['--format', r.pick(['csv', 'wwb', 'xml', ''])]), ...maybe(0.3, () => flag(r, 'condition', r.next() < 0.5 ? 'nile' : randomName(r))), ...references()],
+        args: [
+          'export',
+          ...flag(r, 'out', path()),
+          ...maybe(0.4, () => ['--format', r.pick(['csv', 'wwb', 'xml', ''])]),
+          ...maybe(0.3, () => flag(r, 'condition', r.next() < 0.5 ? 'nile' : randomName(r))),
+          ...references(),
+        ],
         paths,
       };
     case 'plan-schema':
       return { args: ['plan-schema', ...flag(r, 'out', path())], paths };
     case 'report':
     case 'effects':
-      return { args: [command, ...flag(r, 'out', path()), ...maybe(0.3, () => flag(r, 'condition', r.next() < 0.5 ? 'nile' : randomName(r))), ...references()], paths };
+      return {
+        args: [
+          command,
+          ...flag(r, 'out', path()),
+          ...maybe(0.3, () => flag(r, 'condition', r.next() < 0.5 ? 'nile' : randomName(r))),
+          ...references(),
+        ],
+        paths,
+      };
     case 'list':
       return { args: ['list', ...references(), ...maybe(0.2, () => ['--bogus', path()])], paths };
     case 'grade':
-      return { args: ['grade', ...flag(r, 'condition', r.next() < 0.5 ? 'nile' : randomName(r)), ...flag(r, 'table', path()), ...references()], paths };
+      return {
+        args: ['grade', ...flag(r, 'condition', r.next() < 0.5 ? 'nile' : randomName(r)), ...flag(r, 'table', path()), ...references()],
+        paths,
+      };
     default: {
       // always at least one unknown condition, so nothing is prepared or executed
       const conditions = [randomName(r), ...maybe(0.3, () => ['nile'])];
@@ -273,7 +393,7 @@ describe('random names, paths and flag values', () => {
         // one line, `wwref: <message>`; an input with several problems (a plan, a prediction table) lists them below it as `  - ...`
         const [first, ...more] = outcome.stderr.trimEnd().split('\n');
         expect(first, label).toMatch(/^wwref: \S/);
-        for (const line of more) expect(line, label).toMatch(/^  - \S/);
+        for (const line of more) expect(line, label).toMatch(/^ {2}- \S/);
       }
       if (i % SAMPLE === 0) {
         const result = await cliProcess(c.args, cwd);
@@ -284,7 +404,9 @@ describe('random names, paths and flag values', () => {
       }
       expect(protectedState(), `${label}\nthe protected folders changed`).toEqual(protectedBefore);
       expect(readdirSync(outer), `${label}\nsomething was created next to the root`).toEqual(['root']);
-      underRepo.forEach((p, k) => expect(existsSync(p), `${label}\ncreated ${p} in the repository`).toBe(existedInRepo[k]));
+      underRepo.forEach((p, k) => {
+        expect(existsSync(p), `${label}\ncreated ${p} in the repository`).toBe(existedInRepo[k]);
+      });
     }
     repository();
     expect(sampled).toBe(Math.ceil(CASES / SAMPLE));
@@ -292,7 +414,9 @@ describe('random names, paths and flag values', () => {
     const count = (pattern: RegExp) => [...seen].filter(([key]) => pattern.test(key)).reduce((sum, [, n]) => sum + n, 0);
     expect(count(/ 0$/), `cases that succeeded: ${JSON.stringify([...seen])}`).toBeGreaterThan(20);
     expect(count(/ 2$/), 'cases refused as user errors').toBeGreaterThan(CASES / 3);
-    for (const command of ['add-source', 'export', 'plan-schema', 'report', 'effects', 'list']) expect(seen.get(`${command} 0`) ?? 0, `${command} succeeded at least once`).toBeGreaterThan(0);
-    for (const command of ['add-source', 'replay', 'export', 'plan-schema', 'report', 'effects', 'rebuild', 'grade']) expect(seen.get(`${command} 2`) ?? 0, `${command} refused at least once`).toBeGreaterThan(0);
+    for (const command of ['add-source', 'export', 'plan-schema', 'report', 'effects', 'list'])
+      expect(seen.get(`${command} 0`) ?? 0, `${command} succeeded at least once`).toBeGreaterThan(0);
+    for (const command of ['add-source', 'replay', 'export', 'plan-schema', 'report', 'effects', 'rebuild', 'grade'])
+      expect(seen.get(`${command} 2`) ?? 0, `${command} refused at least once`).toBeGreaterThan(0);
   });
 });

@@ -21,7 +21,7 @@ const NAMES: { cases: { name: unknown; file_name: boolean; relative_path: boolea
 const RECIPE_CASES: { cases: { recipe: string; params: unknown; problem: string | null }[] } = vectors('recipes');
 
 // What the Python side loads and how it applies it, printed as JSON.
-const PY_SCRIPT = String.raw`
+const PY_SCRIPT = `
 import json, sys
 from workflows import identity, records
 from workflows.contracts import load
@@ -133,7 +133,9 @@ beforeAll(async () => {
 describe('family registry (contracts/families.json)', () => {
   it('the workers report the orchestrator’s families, in its order, with the same widths and hash rules, each its own module', () => {
     expect(Object.keys(py.families)).toEqual([...FAMILY_NAMES]);
-    expect(py.families).toEqual(Object.fromEntries(FAMILY_NAMES.map((n) => [n, { dimensions: [...FAMILIES[n].dimensions], hash_rule: FAMILIES[n].hashRule }])));
+    expect(py.families).toEqual(
+      Object.fromEntries(FAMILY_NAMES.map((n) => [n, { dimensions: [...FAMILIES[n].dimensions], hash_rule: FAMILIES[n].hashRule }])),
+    );
     expect(py.modules).toEqual(Object.fromEntries(FAMILY_NAMES.map((n) => [n, `workflows.families.${n}`])));
     expect(FAMILIES.beat_detection.dimensions).toEqual([6]);
     expect(FAMILIES.retrieval.hashRule).toBe('json');
@@ -200,7 +202,9 @@ describe('runtime identity (contracts/identity.json)', () => {
     const files = workflowFiles();
     expect(py.code_files).toEqual(files);
     expect(py.code_sha256).toBe(workflowsSha256());
-    const contracts = Object.keys(files).filter((f) => f.startsWith('contracts/')).sort();
+    const contracts = Object.keys(files)
+      .filter((f) => f.startsWith('contracts/'))
+      .sort();
     expect(contracts).toEqual(['contracts/families.json', 'contracts/identity.json', 'contracts/naming.json', 'contracts/recipes.json']);
     expect(Object.keys(files)).toContain('workflows/families/retrieval.py');
     expect(Object.keys(files).some((f) => f.includes('__pycache__'))).toBe(false);

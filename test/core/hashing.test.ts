@@ -34,11 +34,59 @@ function randomDoubleAnyExponent(): number {
 // ---------------------------------------------------------------------------------------------
 // Float corpus for repr.
 const specialFloats: number[] = [
-  0, -0, 1, -1, 0.1, 0.2, 0.30000000000000004, 1 / 3, 2 / 3, 0.5, 1e16, 1e-5, 1e-4, 9.999999999999999e-5,
-  0.0001, 0.00011, 1e15, 1e16 - 2, 9999999999999998, 1e17, 1.5e16, 1.2345678901234567e16, 123456789012345.6,
-  1e21, 1e22, 1e23, 1e-7, 5e-324, -5e-324, 2.2250738585072014e-308, 2.225073858507201e-308, 1.7976931348623157e308,
-  -1.7976931348623157e308, 2 ** 53, 2 ** 53 + 2, 2 ** 63, 2 ** 64, 2 ** -1074, 2 ** -1022, 100, 1234.5, 1e100, 1e-100,
-  123e-20, 4.35, 0.07967757221330436, 0.7319358955511462, 7.8219679422271575, 21.3575, Math.PI, Math.E, 1e300 * 1.7,
+  0,
+  -0,
+  1,
+  -1,
+  0.1,
+  0.2,
+  0.30000000000000004,
+  1 / 3,
+  2 / 3,
+  0.5,
+  1e16,
+  1e-5,
+  1e-4,
+  9.999999999999999e-5,
+  0.0001,
+  0.00011,
+  1e15,
+  1e16 - 2,
+  9999999999999998,
+  1e17,
+  1.5e16,
+  // biome-ignore lint/correctness/noPrecisionLoss: a literal Python and JavaScript must round alike
+  1.2345678901234567e16,
+  123456789012345.6,
+  1e21,
+  1e22,
+  1e23,
+  1e-7,
+  5e-324,
+  -5e-324,
+  2.2250738585072014e-308,
+  2.225073858507201e-308,
+  1.7976931348623157e308,
+  -1.7976931348623157e308,
+  2 ** 53,
+  2 ** 53 + 2,
+  2 ** 63,
+  2 ** 64,
+  2 ** -1074,
+  2 ** -1022,
+  100,
+  1234.5,
+  1e100,
+  1e-100,
+  123e-20,
+  4.35,
+  0.07967757221330436,
+  0.7319358955511462,
+  7.8219679422271575,
+  21.3575,
+  Math.PI,
+  Math.E,
+  1e300 * 1.7,
 ];
 for (let e = -330; e <= 310; e++) {
   specialFloats.push(Number(`1e${e}`), Number(`9.5e${e}`), Number(`1.2345e${e}`));
@@ -62,9 +110,46 @@ type Node =
   | { t: 'd'; v: [string, Node][] };
 
 const charPool = [
-  'a', 'b', 'Z', '0', ' ', '"', '\\', '/', '\n', '\r', '\t', '\b', '\f', '\u0000', '\u0001', '\u001f', '\u007f',
-  '\u0080', 'é', 'ß', 'ø', '\u2028', '\u2029', '中', '文', '\ud7ff', '\ue000', '\uffff', '\ufeff', '😀', '𝄞',
-  '\u{10000}', '\u{10ffff}', '\u{1f600}', 'ａ', 'Ω', '<', '>', '&', "'",
+  'a',
+  'b',
+  'Z',
+  '0',
+  ' ',
+  '"',
+  '\\',
+  '/',
+  '\n',
+  '\r',
+  '\t',
+  '\b',
+  '\f',
+  '\u0000',
+  '\u0001',
+  '\u001f',
+  '\u007f',
+  '\u0080',
+  'é',
+  'ß',
+  'ø',
+  '\u2028',
+  '\u2029',
+  '中',
+  '文',
+  '\ud7ff',
+  '\ue000',
+  '\uffff',
+  '\ufeff',
+  '😀',
+  '𝄞',
+  '\u{10000}',
+  '\u{10ffff}',
+  '\u{1f600}',
+  'ａ',
+  'Ω',
+  '<',
+  '>',
+  '&',
+  "'",
 ];
 function randomString(maxLen: number): string {
   let s = '';
@@ -141,7 +226,17 @@ trees.push({ t: 'l', v: [1, 2, 0, -0, 1e16, 1e-5, 0.1].map((x) => ({ t: 'f', v: 
 trees.push({
   t: 'd',
   v: ['\uffff', '\u{10000}', '\ue000', '\ud7ff', 'a', 'A', 'é', '', '😀', '\u{1f600}x', 'ｚ', '中'].map(
-    (k, i) => [k, { t: 'd', v: [[`${k}${k}`, { t: 'i', v: String(i) }], ['\u0001\n', { t: 's', v: `v\u001f${k}` }]] }] as [string, Node],
+    (k, i) =>
+      [
+        k,
+        {
+          t: 'd',
+          v: [
+            [`${k}${k}`, { t: 'i', v: String(i) }],
+            ['\u0001\n', { t: 's', v: `v\u001f${k}` }],
+          ],
+        },
+      ] as [string, Node],
   ),
 });
 
@@ -150,7 +245,7 @@ const byteArrays = [new Uint8Array(0), new Uint8Array([0, 1, 2, 255]), Uint8Arra
 
 // ---------------------------------------------------------------------------------------------
 // One Python process for the whole file.
-const PY_SCRIPT = String.raw`
+const PY_SCRIPT = `
 import hashlib, json, struct, sys
 from workflows.hashing import canonical_json as dumps, digest
 req = json.load(sys.stdin)
@@ -255,9 +350,7 @@ describe('canonicalJson / digest', () => {
   });
 
   it('escapes like Python json with ensure_ascii=False', () => {
-    expect(canonicalJson('"\\\n\r\t\b\f\u0000\u001f\u007fé😀\u2028')).toBe(
-      '"\\"\\\\\\n\\r\\t\\b\\f\\u0000\\u001f\u007fé😀\u2028"',
-    );
+    expect(canonicalJson('"\\\n\r\t\b\f\u0000\u001f\u007fé😀\u2028')).toBe('"\\"\\\\\\n\\r\\t\\b\\f\\u0000\\u001f\u007fé😀\u2028"');
   });
 
   it('writes the int/float rule', () => {
@@ -297,7 +390,9 @@ describe('canonicalJson / digest', () => {
       expect(digest(Buffer.from(b))).toBe(py.bytes[i]);
       expect(sha256Hex(b)).toBe(py.bytes[i]);
     });
-    strings.forEach((s, i) => expect(sha256Hex(s)).toBe(py.strings[i]));
+    strings.forEach((s, i) => {
+      expect(sha256Hex(s)).toBe(py.strings[i]);
+    });
     expect(sha256Hex('')).toMatch(/^[0-9a-f]{64}$/);
   });
 });

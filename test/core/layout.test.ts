@@ -16,7 +16,9 @@ function folderTree(folder: string): string[] {
 
 describe('pipelines/ layout', () => {
   it('has exactly the stage folders; every folder (subfolders too) has a README and at most 12 source files', () => {
-    const folders = readdirSync(PIPELINES, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+    const folders = readdirSync(PIPELINES, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name);
     expect(folders.sort()).toEqual([...ORDER].sort());
     for (const folder of ORDER.flatMap((stage) => folderTree(join(PIPELINES, stage)))) {
       const files = readdirSync(folder);
@@ -33,7 +35,8 @@ describe('pipelines/ layout', () => {
           const text = readFileSync(join(folder, file), 'utf8');
           for (const match of text.matchAll(/from '(\.\.?\/[^']+)'/g)) {
             const target = relative(PIPELINES, resolve(folder, match[1]!)).split('/')[0]!;
-            if (ORDER.indexOf(target) > ORDER.indexOf(stage)) backwards.push(`${relative(PIPELINES, join(folder, file))} imports ${target}/`);
+            if (ORDER.indexOf(target) > ORDER.indexOf(stage))
+              backwards.push(`${relative(PIPELINES, join(folder, file))} imports ${target}/`);
           }
         }
       }

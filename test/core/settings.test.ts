@@ -61,7 +61,10 @@ describe('loadSettings: defaults', () => {
   });
 
   it('empty or blank variables count as unset', () => {
-    const s = settingsOf({}, { WWREF_RUNTIME: ' ', WWREF_PYTHON: '', WWREF_PREPARED_DIR: '', WWREF_DOWNLOAD_TIMEOUT_SECONDS: ' ', WWREF_NUMERICAL_PROFILE: '' });
+    const s = settingsOf(
+      {},
+      { WWREF_RUNTIME: ' ', WWREF_PYTHON: '', WWREF_PREPARED_DIR: '', WWREF_DOWNLOAD_TIMEOUT_SECONDS: ' ', WWREF_NUMERICAL_PROFILE: '' },
+    );
     expect(s.runtime.name).toBe('pinned');
     expect(s.python.explicit).toBe(false);
     expect(s.paths.prepared).toBe(join(ROOT, 'prepared'));
@@ -86,7 +89,18 @@ describe('loadSettings: precedence, flags > wwref.config.json > environment > de
       manifests: '/tmp/env/manifests',
       published: '/tmp/env/published',
     });
-    const flagged = settingsOf({ paths: { prepared: '/tmp/flag/prepared', cache: '/tmp/flag/cache', manifests: '/tmp/flag/manifests', published: '/tmp/flag/published', references: '/tmp/flag/references-path' } }, env).paths;
+    const flagged = settingsOf(
+      {
+        paths: {
+          prepared: '/tmp/flag/prepared',
+          cache: '/tmp/flag/cache',
+          manifests: '/tmp/flag/manifests',
+          published: '/tmp/flag/published',
+          references: '/tmp/flag/references-path',
+        },
+      },
+      env,
+    ).paths;
     expect(flagged).toMatchObject({
       prepared: '/tmp/flag/prepared',
       cache: '/tmp/flag/cache',
@@ -95,7 +109,9 @@ describe('loadSettings: precedence, flags > wwref.config.json > environment > de
       references: '/tmp/flag/references-path',
     });
     // --references beats both the paths override and WWREF_REFERENCES_DIR
-    expect(settingsOf({ references: 'refs', paths: { references: '/tmp/flag/references-path' } }, env).paths.references).toBe(resolve('refs'));
+    expect(settingsOf({ references: 'refs', paths: { references: '/tmp/flag/references-path' } }, env).paths.references).toBe(
+      resolve('refs'),
+    );
     expect(settingsOf({ references: '' }, env).paths.references).toBe('/tmp/env/references');
     // the project's own folders are never read from the environment
     expect(flagged.root).toBe(ROOT);
@@ -116,7 +132,9 @@ describe('loadSettings: precedence, flags > wwref.config.json > environment > de
     expect(settingsOf({}, { WWREF_DOWNLOAD_TIMEOUT_SECONDS: '2.5' }).downloads.readTimeoutSeconds).toBe(2.5);
     expect(settingsOf({ readTimeoutSeconds: 1 }, { WWREF_DOWNLOAD_TIMEOUT_SECONDS: '30' }).downloads.readTimeoutSeconds).toBe(1);
     for (const bad of ['0', '-1', 'soon', 'Infinity']) {
-      expect(refusal(() => settingsOf({}, { WWREF_DOWNLOAD_TIMEOUT_SECONDS: bad })).message).toMatch(/download read timeout must be a positive number of seconds.*WWREF_DOWNLOAD_TIMEOUT_SECONDS/);
+      expect(refusal(() => settingsOf({}, { WWREF_DOWNLOAD_TIMEOUT_SECONDS: bad })).message).toMatch(
+        /download read timeout must be a positive number of seconds.*WWREF_DOWNLOAD_TIMEOUT_SECONDS/,
+      );
     }
     expect(refusal(() => settingsOf({ readTimeoutSeconds: 0 })).message).toMatch(/positive number of seconds, not '0'/);
   });
@@ -127,11 +145,14 @@ describe('loadSettings: precedence, flags > wwref.config.json > environment > de
     const s = settingsOf({ mirrors: ['/tmp/flag-a', 'flag-b'] }, env);
     expect(s.mirrors).toEqual(['/tmp/flag-a', resolve('flag-b'), ...CONFIG_MIRRORS, '/tmp/env-a', '/tmp/env-b']);
     // a folder named twice keeps its first (highest) place
-    const twice = settingsOf({ mirrors: ['/tmp/env-b'] }, { WWREF_MIRROR: ['/tmp/env-a', '/tmp/env-b', CONFIG_MIRRORS[0]!].join(delimiter) });
+    const twice = settingsOf(
+      { mirrors: ['/tmp/env-b'] },
+      { WWREF_MIRROR: ['/tmp/env-a', '/tmp/env-b', CONFIG_MIRRORS[0]!].join(delimiter) },
+    );
     expect(twice.mirrors).toEqual(['/tmp/env-b', ...CONFIG_MIRRORS, '/tmp/env-a']);
   });
 
-  it('the numerical profile is the file\'s; the same value in WWREF_NUMERICAL_PROFILE is accepted', () => {
+  it("the numerical profile is the file's; the same value in WWREF_NUMERICAL_PROFILE is accepted", () => {
     const name = config.numerical_profile;
     expect(name).toBe('x86-64-v3');
     const s = settingsOf({}, { WWREF_NUMERICAL_PROFILE: name });
@@ -139,7 +160,7 @@ describe('loadSettings: precedence, flags > wwref.config.json > environment > de
     expect(s.profile).toEqual(profileByName(name!));
   });
 
-  it('withFlags puts a command\'s own reference folder and mirrors on top of settings already built', () => {
+  it("withFlags puts a command's own reference folder and mirrors on top of settings already built", () => {
     const s = settingsOf({ mirrors: ['/tmp/flag-a'] }, { WWREF_MIRROR: '/tmp/env-a' });
     const t = withFlags(s, { references: 'other-refs', mirrors: ['/tmp/own', '/tmp/env-a'] });
     expect(t.paths.references).toBe(resolve('other-refs'));
@@ -157,7 +178,9 @@ describe('loadSettings: refusals and switches', () => {
     );
     expect(error.message).not.toMatch(/\n/);
     // an unknown name is refused the same way (the file decides), not looked up
-    expect(refusal(() => settingsOf({}, { WWREF_NUMERICAL_PROFILE: 'avx9000' })).message).toMatch(/^WWREF_NUMERICAL_PROFILE=avx9000 contradicts numerical_profile/);
+    expect(refusal(() => settingsOf({}, { WWREF_NUMERICAL_PROFILE: 'avx9000' })).message).toMatch(
+      /^WWREF_NUMERICAL_PROFILE=avx9000 contradicts numerical_profile/,
+    );
   });
 
   it('the command line reports that contradiction as one line on stderr, exit status 2, whatever the command', async () => {
@@ -170,15 +193,22 @@ describe('loadSettings: refusals and switches', () => {
       spy.mockRestore();
     }
     expect(code).toBe(2);
-    expect(written.join('')).toBe(`wwref: WWREF_NUMERICAL_PROFILE=native contradicts numerical_profile '${config.numerical_profile}' of wwref.config.json, which decides it; unset the variable or edit the file\n`);
+    expect(written.join('')).toBe(
+      `wwref: WWREF_NUMERICAL_PROFILE=native contradicts numerical_profile '${config.numerical_profile}' of wwref.config.json, which decides it; unset the variable or edit the file\n`,
+    );
   });
 
   it('WWREF_PYTHON names an explicit interpreter (checked, never created); a flag beats it', () => {
     const s = settingsOf({}, { WWREF_PYTHON: '/opt/python/bin/python3' });
     expect(s.python).toEqual({ executable: '/opt/python/bin/python3', explicit: 'WWREF_PYTHON' });
-    expect(settingsOf({ python: '/usr/bin/python3' }, { WWREF_PYTHON: '/opt/python/bin/python3' }).python).toEqual({ executable: '/usr/bin/python3', explicit: 'a flag' });
+    expect(settingsOf({ python: '/usr/bin/python3' }, { WWREF_PYTHON: '/opt/python/bin/python3' }).python).toEqual({
+      executable: '/usr/bin/python3',
+      explicit: 'a flag',
+    });
     // the runtime does not change an explicit interpreter
-    expect(settingsOf({ runtime: 'current' }, { WWREF_PYTHON: '/opt/python/bin/python3' }).python.executable).toBe('/opt/python/bin/python3');
+    expect(settingsOf({ runtime: 'current' }, { WWREF_PYTHON: '/opt/python/bin/python3' }).python.executable).toBe(
+      '/opt/python/bin/python3',
+    );
   });
 
   it('WWREF_OFFLINE=1 forbids downloads; any other value does not; the flag beats it', () => {
@@ -190,10 +220,18 @@ describe('loadSettings: refusals and switches', () => {
   });
 
   it('an undeclared runtime is refused, from the flag or WWREF_RUNTIME, naming the declared ones', () => {
-    const declared = declaredRuntimes().map((r) => r.name).join(', ');
+    const declared = declaredRuntimes()
+      .map((r) => r.name)
+      .join(', ');
     expect(declared).toBe('pinned, current');
-    expect(refusal(() => settingsOf({ runtime: 'nosuch' })).message).toBe(`runtime 'nosuch' is not declared in wwref.config.json (declared: ${declared})`);
-    expect(refusal(() => settingsOf({}, { WWREF_RUNTIME: 'nosuch' })).message).toBe(`runtime 'nosuch' is not declared in wwref.config.json (declared: ${declared})`);
-    expect(refusal(() => settingsOf({ runtime: '../pinned' })).message).toBe(`runtime '../pinned' is not a runtime name (declared: ${declared})`);
+    expect(refusal(() => settingsOf({ runtime: 'nosuch' })).message).toBe(
+      `runtime 'nosuch' is not declared in wwref.config.json (declared: ${declared})`,
+    );
+    expect(refusal(() => settingsOf({}, { WWREF_RUNTIME: 'nosuch' })).message).toBe(
+      `runtime 'nosuch' is not declared in wwref.config.json (declared: ${declared})`,
+    );
+    expect(refusal(() => settingsOf({ runtime: '../pinned' })).message).toBe(
+      `runtime '../pinned' is not a runtime name (declared: ${declared})`,
+    );
   });
 });

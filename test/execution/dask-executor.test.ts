@@ -4,7 +4,7 @@
 // refused, a lost scheduler stopping the job with its journal kept for the resume.
 import { loadCatalog } from '../../pipelines/references/store.ts';
 import { readReferenceManifest, readReferenceTable } from '../support/raw-references.ts';
-import { execa, execaSync, type ResultPromise } from 'execa';
+import { execa, execaSync } from 'execa';
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,7 @@ import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { replay, replayTargets, storedFromReference } from '../../pipelines/jobs/replay.ts';
 
 import { readManifest } from '../../pipelines/sources/prepare.ts';
+import { registered } from '../support/dask.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { executorContract } from './executor-contract.ts';
 import { currentSettings } from '../support/workspace.ts';
@@ -26,19 +27,6 @@ import { currentSettings } from '../support/workspace.ts';
 const catalog = loadCatalog(currentSettings());
 const committed = (id: string) => readReferenceTable(join(ROOT, 'outputs', 'references', `${id}.arrow`)).records;
 const essentials = (records: ReturnType<typeof committed>) => records.map((r) => [r.mask, r.status, r.prediction_sha256, r.utility]);
-
-/** Resolves once a worker process started here has registered with its scheduler. */
-function registered(worker: ResultPromise): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the worker did not register within 60 s')), 60_000);
-    worker.stderr!.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('Registered to')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
-}
 
 /** Each worker process's PYTHONHASHSEED and MALLOC_TRIM_THRESHOLD_ (null: unset), read through Dask's client. */
 function workerVariables(scheduler: string): Record<string, [string | null, string | null]> {
@@ -49,20 +37,24 @@ function workerVariables(scheduler: string): Record<string, [string | null, stri
     "print(json.dumps(client.run(lambda: [os.environ.get('PYTHONHASHSEED'), os.environ.get('MALLOC_TRIM_THRESHOLD_')])))",
     'client.close()',
   ].join('\n');
-  return JSON.parse(execaSync(ensurePythonRuntime(currentSettings()), ['-c', script, scheduler], { cwd: ROOT, env: workerEnvironment(currentSettings()) }).stdout) as Record<string, [string | null, string | null]>;
+  return JSON.parse(
+    execaSync(ensurePythonRuntime(currentSettings()), ['-c', script, scheduler], { cwd: ROOT, env: workerEnvironment(currentSettings()) })
+      .stdout,
+  ) as Record<string, [string | null, string | null]>;
 }
 
 /** Committed prepared inputs are used as they are (prepared/ is set up before the tests run). */
 let ws: Workspace;
 beforeAll(() => {
-  ws = useTempWorkspace();
-  delete process.env.WWREF_PREPARED_DIR;
-  delete process.env.WWREF_MANIFESTS_DIR;
+  ws = useTempWorkspace({ inputs: 'committed' });
 });
 afterAll(() => ws.dispose());
 
 describe('Dask executor: the executor contract, each case on a cluster of its own (dask-local)', () => {
-  executorContract((options) => openExecutor({ kind: 'dask-local' }, options), () => ({ source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files }));
+  executorContract(
+    (options) => openExecutor({ kind: 'dask-local' }, options),
+    () => ({ source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files }),
+  );
 });
 
 describe('Dask executor on a two-worker cluster', () => {
@@ -73,18 +65,26 @@ describe('Dask executor on a two-worker cluster', () => {
     workers = startWorkers(currentSettings(), { scheduler: scheduler.address, nworkers: 2 });
   });
   afterAll(async () => {
-    workers.kill('SIGTERM');
-    await workers;
+    await workers.stop();
     await scheduler.stop();
   });
 
-  it('rebuilds conditions of four families into tables identical to the local pool\'s, and records the executor', async () => {
+  it("rebuilds conditions of four families into tables identical to the local pool's, and records the executor", async () => {
     const conditions = ['nile', 'wine__d6', 'graph_lesmis__d6', 'mitdb_100__d6'];
     // `workers` sizes only a local pool: the summary counts the cluster's admitted workers.
-    const summary = await rebuild(catalog, { settings: currentSettings(), conditions, workers: 1, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
+    const summary = await rebuild(catalog, {
+      settings: currentSettings(),
+      conditions,
+      workers: 1,
+      fresh: true,
+      quiet: true,
+      log: () => {},
+      executor: { kind: 'dask', scheduler: scheduler.address },
+    });
     expect(summary.failed).toBe(0);
     expect(summary.workers).toBe(2);
-    for (const id of conditions) expect(essentials(readReferenceTable(join(ws.references, `${id}.arrow`)).records), id).toEqual(essentials(committed(id)));
+    for (const id of conditions)
+      expect(essentials(readReferenceTable(join(ws.references, `${id}.arrow`)).records), id).toEqual(essentials(committed(id)));
     const manifest = readReferenceManifest(ws.references)!;
     expect(manifest.executor?.kind).toBe('dask');
     expect(manifest.executor?.workers.length).toBeGreaterThanOrEqual(2);
@@ -92,7 +92,13 @@ describe('Dask executor on a two-worker cluster', () => {
   });
 
   it('replays through Dask with every check, reporting timing per worker host', async () => {
-    const report = await replay({ settings: currentSettings(), conditions: ['nile', 'graph_dolphins__d6'], referencesDir: join(ROOT, 'outputs', 'references'), quiet: true, executor: { kind: 'dask', scheduler: scheduler.address } });
+    const report = await replay({
+      settings: currentSettings(),
+      conditions: ['nile', 'graph_dolphins__d6'],
+      referencesDir: join(ROOT, 'outputs', 'references'),
+      quiet: true,
+      executor: { kind: 'dask', scheduler: scheduler.address },
+    });
     expect(report.all_passed).toBe(true);
     expect(report.passed).toBe(80);
     expect(report.workers).toBe(2);
@@ -100,7 +106,16 @@ describe('Dask executor on a two-worker cluster', () => {
     expect(report.hosts[0]!.records).toBe(80);
     // The checks are the same ones: a changed utility fails through Dask too.
     const tampered = await replayTargets(
-      [{ condition: 'nile', family: 'forecasting', input: { source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files }, records: committed('nile').map(storedFromReference).map((r, i) => (i === 3 ? { ...r, utility: r.utility! + 1e-12 } : r)) }],
+      [
+        {
+          condition: 'nile',
+          family: 'forecasting',
+          input: { source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files },
+          records: committed('nile')
+            .map(storedFromReference)
+            .map((r, i) => (i === 3 ? { ...r, utility: r.utility! + 1e-12 } : r)),
+        },
+      ],
       { versions: readReferenceManifest(join(ROOT, 'outputs', 'references'))!.versions, numerics: 'unrecorded' },
       { settings: currentSettings(), quiet: true, executor: { kind: 'dask', scheduler: scheduler.address } },
     );
@@ -114,7 +129,15 @@ describe('Dask executor on a two-worker cluster', () => {
     const executor = new DaskExecutor({ settings: currentSettings(), scheduler: scheduler.address });
     const [victim] = await executor.describe();
     await executor.close();
-    const run = rebuild(catalog, { settings: currentSettings(), conditions: [id], workers: 2, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
+    const run = rebuild(catalog, {
+      settings: currentSettings(),
+      conditions: [id],
+      workers: 2,
+      fresh: true,
+      quiet: true,
+      log: () => {},
+      executor: { kind: 'dask', scheduler: scheduler.address },
+    });
     // Kill one worker process (its nanny starts a new one) once some records are in the journal.
     const lines = () => (existsSync(journal) ? readFileSync(journal, 'utf8').split('\n').filter(Boolean).length : 0);
     while (lines() < 8) await new Promise((resolve) => setTimeout(resolve, 50));
@@ -129,7 +152,7 @@ describe('Dask executor on a two-worker cluster', () => {
   it('refuses and names a worker of another runtime, retires it, and computes on the others', async () => {
     const odd = startWorkers(currentSettings(), { scheduler: scheduler.address, nworkers: 1, env: { OPENBLAS_CORETYPE: 'Prescott' } });
     try {
-      await registered(odd);
+      await registered(odd.process);
       const notes: string[] = [];
       const executor = new DaskExecutor({ settings: currentSettings(), scheduler: scheduler.address, log: (line) => notes.push(line) });
       try {
@@ -147,18 +170,32 @@ describe('Dask executor on a two-worker cluster', () => {
         await executor.close();
       }
       // Retired: the odd worker's processes end.
-      const ended = await Promise.race([odd.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 30_000))]);
+      const ended = await Promise.race([odd.process.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 30_000))]);
       expect(ended).toBe(true);
     } finally {
-      odd.kill('SIGKILL');
+      odd.kill();
     }
   });
 
   it("refuses a worker that Dask's nanny started with its own hash seed and malloc trimming (no nanny preload)", async () => {
     // `dask worker` as a job script might start it: wwref's environment and worker preload, but not
     // the nanny preload, so Dask's nanny replaces PYTHONHASHSEED=0 with a seed of its own.
-    const plain = execa(ensurePythonRuntime(currentSettings()), ['-m', 'distributed.cli.dask_worker', scheduler.address, '--nthreads', '1', '--host', '127.0.0.1',
-      '--preload', 'workflows.cluster.preload', '--no-dashboard'], { cwd: ROOT, env: workerEnvironment(currentSettings()), stdio: 'pipe', buffer: false, reject: false, cleanup: true });
+    const plain = execa(
+      ensurePythonRuntime(currentSettings()),
+      [
+        '-m',
+        'distributed.cli.dask_worker',
+        scheduler.address,
+        '--nthreads',
+        '1',
+        '--host',
+        '127.0.0.1',
+        '--preload',
+        'workflows.cluster.preload',
+        '--no-dashboard',
+      ],
+      { cwd: ROOT, env: workerEnvironment(currentSettings()), stdio: 'pipe', buffer: false, reject: false, cleanup: true },
+    );
     try {
       await registered(plain);
       // What the nanny preload changes: wwref's workers keep its seed and no malloc trimming.
@@ -170,7 +207,9 @@ describe('Dask executor on a two-worker cluster', () => {
       try {
         expect((await executor.describe()).length).toBe(2);
         expect(executor.refused.size).toBe(1);
-        expect([...executor.refused.values()][0]).toMatch(/string hashing is randomized \(PYTHONHASHSEED was not 0 when it started; a Dask worker started without '--preload-nanny workflows\.cluster\.nanny' gets Dask's own seed\)/);
+        expect([...executor.refused.values()][0]).toMatch(
+          /string hashing is randomized \(PYTHONHASHSEED was not 0 when it started; a Dask worker started without '--preload-nanny workflows\.cluster\.nanny' gets Dask's own seed\)/,
+        );
       } finally {
         await executor.close();
       }
@@ -187,11 +226,22 @@ describe('Dask executor: a lost scheduler', () => {
     const scheduler = await startScheduler(currentSettings());
     const workers = startWorkers(currentSettings(), { scheduler: scheduler.address, nworkers: 1 });
     try {
-      const run = rebuild(catalog, { settings: currentSettings(), conditions: [id], workers: 1, fresh: true, quiet: true, log: () => {}, executor: { kind: 'dask', scheduler: scheduler.address } });
+      const run = rebuild(catalog, {
+        settings: currentSettings(),
+        conditions: [id],
+        workers: 1,
+        fresh: true,
+        quiet: true,
+        log: () => {},
+        executor: { kind: 'dask', scheduler: scheduler.address },
+      });
       const lines = () => (existsSync(journal) ? readFileSync(journal, 'utf8').split('\n').filter(Boolean).length : 0);
       while (lines() < 8) await new Promise((resolve) => setTimeout(resolve, 50));
       scheduler.process.kill('SIGKILL');
-      const error = await run.then(() => undefined, (e: unknown) => e);
+      const error = await run.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(ExecutorLost);
       expect((error as Error).message).toMatch(/scheduler .* (lost|unreachable).*journal.*resumes/);
       const kept = lines();
@@ -200,7 +250,7 @@ describe('Dask executor: a lost scheduler', () => {
       expect(resumed.resumed).toBe(kept);
       expect(essentials(readReferenceTable(join(ws.references, `${id}.arrow`)).records)).toEqual(essentials(committed(id)));
     } finally {
-      workers.kill('SIGKILL');
+      workers.kill();
       await scheduler.stop();
     }
   });

@@ -42,7 +42,9 @@ export function executorContract(make: ExecutorFactory, input: () => PreparedInp
       const hellos = await executor.describe();
       expect(hellos.length).toBeGreaterThanOrEqual(1);
       for (const hello of hellos) {
-        expect(hello.versions).toMatchObject(Object.fromEntries(Object.entries(pinnedVersions(currentSettings().runtime)).filter(([p]) => p in hello.versions)));
+        expect(hello.versions).toMatchObject(
+          Object.fromEntries(Object.entries(pinnedVersions(currentSettings().runtime)).filter(([p]) => p in hello.versions)),
+        );
         expect(profileProblems(executor.profile, hello.numerics)).toEqual([]);
         expect(hello.hash_randomization).toBe(false);
       }
@@ -54,7 +56,16 @@ export function executorContract(make: ExecutorFactory, input: () => PreparedInp
     await using(make, { settings: currentSettings(), workers: 1 }, async (executor) => {
       const truth = await executor.truth({ family: 'forecasting', input: input() }, { timeoutSeconds: TRUTH_TIMEOUT_SECONDS });
       for (const stored of committed.slice(0, 6)) {
-        const task = { condition: 'nile', source: 'nile', family: 'forecasting' as const, dimensions: 4, mask: stored.mask, planSha256: stored.plan_sha256, input: input(), timeoutSeconds: 60 };
+        const task = {
+          condition: 'nile',
+          source: 'nile',
+          family: 'forecasting' as const,
+          dimensions: 4,
+          mask: stored.mask,
+          planSha256: stored.plan_sha256,
+          input: input(),
+          timeoutSeconds: 60,
+        };
         const asRebuild = await executeRecord(executor, task, truth);
         const asReplay = await executeRecord(executor, { ...task, isolation: `replay ${stored.mask}` }, truth);
         expect(asRebuild.status, asRebuild.error ?? '').toBe('ok');
@@ -95,7 +106,9 @@ export function executorContract(make: ExecutorFactory, input: () => PreparedInp
       await expect(executor.run(request('0000'), { timeoutSeconds: 60 })).rejects.toThrow(/numpy: expected 0\.0\.0, installed 2\.2\.6/);
     });
     await using(make, { settings: currentSettings(), workers: 1, env: { OPENBLAS_CORETYPE: 'Prescott' } }, async (executor) => {
-      await expect(executor.run(request('0000'), { timeoutSeconds: 60 })).rejects.toThrow(/runs Katmai kernels, the profile requires Haswell/);
+      await expect(executor.run(request('0000'), { timeoutSeconds: 60 })).rejects.toThrow(
+        /runs Katmai kernels, the profile requires Haswell/,
+      );
     });
     await using(make, { settings: currentSettings(), workers: 1, env: { PYTHONHASHSEED: 'random' } }, async (executor) => {
       await expect(executor.run(request('0000'), { timeoutSeconds: 60 })).rejects.toThrow(/string hashing is randomized/);
@@ -105,7 +118,9 @@ export function executorContract(make: ExecutorFactory, input: () => PreparedInp
   it('refuses a prepared input whose files differ from the requested hashes', async () => {
     await using(make, { settings: currentSettings(), workers: 1 }, async (executor) => {
       const wrong = { ...input(), files: { ...input().files, 'arrays.npz': '0'.repeat(64) } };
-      const error = await executor.run({ family: 'forecasting', input: wrong, mask: '0000' }, { timeoutSeconds: 60 }).catch((e: unknown) => e);
+      const error = await executor
+        .run({ family: 'forecasting', input: wrong, mask: '0000' }, { timeoutSeconds: 60 })
+        .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(UserError);
       expect((error as Error).message).toMatch(/prepared input changed: .*arrays\.npz/);
     });

@@ -33,7 +33,10 @@ describe('no state crosses records', () => {
 
   it.each(CONDITIONS)('%s: a record alone, after the other masks, or after them in reverse gives the same bytes', async (id) => {
     const condition = catalog.condition(id);
-    const input: PreparedInput = { source: condition.source, files: readManifest(currentSettings().paths, condition.source).prepared_files };
+    const input: PreparedInput = {
+      source: condition.source,
+      files: readManifest(currentSettings().paths, condition.source).prepared_files,
+    };
     const masks = allMasks(condition.dimensions);
     const run = async (mask: string, isolation: string) =>
       bytesOf((await executor.run({ family: condition.family, input, mask, isolation }, { timeoutSeconds: 120 })).prediction);
@@ -55,7 +58,10 @@ describe('no state crosses records', () => {
   it('an executor refuses input bytes other than the requested ones, naming the file', async () => {
     const condition = catalog.condition('nile');
     const files = { ...readManifest(currentSettings().paths, 'nile').prepared_files, 'arrays.npz': 'f'.repeat(64) };
-    const attempt = executor.run({ family: condition.family, input: { source: 'nile', files }, mask: '0000', isolation: 'swapped' }, { timeoutSeconds: 60 });
+    const attempt = executor.run(
+      { family: condition.family, input: { source: 'nile', files }, mask: '0000', isolation: 'swapped' },
+      { timeoutSeconds: 60 },
+    );
     await expect(attempt).rejects.toThrow(/arrays\.npz/);
   });
 
@@ -73,11 +79,14 @@ describe('no state crosses records', () => {
       'print(",".join(refused))',
     ].join('\n');
     const files = Object.entries(readManifest(currentSettings().paths, 'nile').prepared_files).map(([name, sha]) => `${name}=${sha}`);
-    const { stdout } = await execa(currentSettings().python.executable, ['-c', script, preparedFolder('nile'), ...files], { cwd: ROOT, env: pythonEnvironment(currentSettings()) });
+    const { stdout } = await execa(currentSettings().python.executable, ['-c', script, preparedFolder('nile'), ...files], {
+      cwd: ROOT,
+      env: pythonEnvironment(currentSettings()),
+    });
     expect(stdout.trim()).toBe('ValueError,TypeError,TypeError');
   });
 
-  it('the worker side alone refuses bytes other than the requested ones (the check after the orchestrator\'s)', async () => {
+  it("the worker side alone refuses bytes other than the requested ones (the check after the orchestrator's)", async () => {
     const script = [
       'import sys',
       'from workflows.container import load_prepared',
@@ -86,7 +95,10 @@ describe('no state crosses records', () => {
       'except ValueError as error:',
       '    print(error)',
     ].join('\n');
-    const { stdout } = await execa(currentSettings().python.executable, ['-c', script, preparedFolder('nile')], { cwd: ROOT, env: pythonEnvironment(currentSettings()) });
+    const { stdout } = await execa(currentSettings().python.executable, ['-c', script, preparedFolder('nile')], {
+      cwd: ROOT,
+      env: pythonEnvironment(currentSettings()),
+    });
     expect(stdout).toMatch(/nile\/(arrays\.npz|metadata\.json\.gz) has sha256 [0-9a-f]{64}, not the requested 0{64}/);
   });
 });

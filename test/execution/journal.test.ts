@@ -24,7 +24,12 @@ const CONDITIONS = ['banknote', 'yacht', 'seeds', 'nile', 'astronaut', 'scifact'
 const catalog = loadCatalog(currentSettings());
 // read before the temporary workspace points the generated folders elsewhere
 const PREPARED = currentSettings().paths.prepared;
-const INPUTS = new Map<string, PreparedInput>(CONDITIONS.map((id) => [id, { source: catalog.condition(id).source, files: readManifest(currentSettings().paths, catalog.condition(id).source).prepared_files }]));
+const INPUTS = new Map<string, PreparedInput>(
+  CONDITIONS.map((id) => [
+    id,
+    { source: catalog.condition(id).source, files: readManifest(currentSettings().paths, catalog.condition(id).source).prepared_files },
+  ]),
+);
 
 let ws: Workspace;
 beforeAll(() => {
@@ -32,7 +37,15 @@ beforeAll(() => {
 });
 afterAll(() => ws.dispose());
 
-const identity: JournalIdentity = { condition: 'c', plan: 'p', prepared: { 'arrays.npz': 'a'.repeat(64) }, runtime: 'pinned', code: 'x', versions: { numpy: '2.2.6' }, numerics: 'n' };
+const identity: JournalIdentity = {
+  condition: 'c',
+  plan: 'p',
+  prepared: { 'arrays.npz': 'a'.repeat(64) },
+  runtime: 'pinned',
+  code: 'x',
+  versions: { numpy: '2.2.6' },
+  numerics: 'n',
+};
 
 /** A forecasting-like run whose prediction is `values` as little-endian float64. */
 function run(values: number[], utility = 0.5): RunResult {
@@ -40,9 +53,15 @@ function run(values: number[], utility = 0.5): RunResult {
   return {
     prediction: { ndarray: { dtype: '<f8', shape: [values.length], bytes } },
     prediction_sha256: digest(bytes),
-    native_metric: 'one_step_MAE', native_value: 1, utility, normalization_scale: 1, extras: {},
+    native_metric: 'one_step_MAE',
+    native_value: 1,
+    utility,
+    normalization_scale: 1,
+    extras: {},
     warnings: [{ category: 'UserWarning', message: 'kept as reported' }],
-    prediction_wall_seconds: 0.05, metric_wall_seconds: 0.01, wall_seconds: 0.1,
+    prediction_wall_seconds: 0.05,
+    metric_wall_seconds: 0.01,
+    wall_seconds: 0.1,
   };
 }
 
@@ -65,9 +84,18 @@ describe('journal', () => {
     journal.append('0001', run([2]));
     expect([...journal.resume().keys()]).toEqual(['0000', '0001']);
     const others: Partial<JournalIdentity>[] = [
-      { plan: 'q' }, { prepared: { 'arrays.npz': 'b'.repeat(64) } }, { runtime: 'current' }, { code: 'y' }, { versions: { numpy: '2.5.5' } }, { numerics: 'native' },
+      { plan: 'q' },
+      { prepared: { 'arrays.npz': 'b'.repeat(64) } },
+      { runtime: 'current' },
+      { code: 'y' },
+      { versions: { numpy: '2.5.5' } },
+      { numerics: 'native' },
     ];
-    for (const other of others) expect([...new Journal(currentSettings().paths.cache, 'c', { ...identity, ...other }).resume().keys()], JSON.stringify(other)).toEqual([]);
+    for (const other of others)
+      expect(
+        [...new Journal(currentSettings().paths.cache, 'c', { ...identity, ...other }).resume().keys()],
+        JSON.stringify(other),
+      ).toEqual([]);
   });
 
   it('a torn last line, a damaged line and a line of another shape are run again', () => {
@@ -117,7 +145,10 @@ describe('reverifyRun on real runs of every family', () => {
       truths.set(id, await executor.truth({ family, input }, { timeoutSeconds: 120 }));
       // retrieval's records take seconds: its first mask only
       const masks = family === 'retrieval' ? [allMasks(dimensions)[0]!] : [allMasks(dimensions)[0]!, allMasks(dimensions).at(-1)!];
-      runs.set(id, await Promise.all(masks.map(async (mask) => ({ mask, run: await executor.run({ family, input, mask }, { timeoutSeconds: 120 }) }))));
+      runs.set(
+        id,
+        await Promise.all(masks.map(async (mask) => ({ mask, run: await executor.run({ family, input, mask }, { timeoutSeconds: 120 }) }))),
+      );
     }
   });
   afterAll(() => executor.close());

@@ -11,18 +11,34 @@ import { currentSettings } from '../support/workspace.ts';
 let ws: Workspace;
 beforeAll(async () => {
   ws = useTempWorkspace();
-  const [outcome] = await prepareSources([loadCatalog(currentSettings()).source('nile')], { settings: currentSettings(), workers: 1, online: false });
+  const [outcome] = await prepareSources([loadCatalog(currentSettings()).source('nile')], {
+    settings: currentSettings(),
+    workers: 1,
+    online: false,
+  });
   expect(outcome!.ok).toBe(true);
 });
 afterAll(() => ws.dispose());
 
 describe('local executor', () => {
-  executorContract((options) => new LocalExecutor(options), () => ({ source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files }));
+  executorContract(
+    (options) => new LocalExecutor(options),
+    () => ({ source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files }),
+  );
 
   it('runs requests of another isolation key in a fresh worker process, and those of the same key in one', async () => {
     const executor = new LocalExecutor({ settings: currentSettings(), workers: 1 });
     try {
-      const run = (mask: string, isolation: string) => executor.run({ family: 'forecasting', input: { source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files }, mask, isolation }, { timeoutSeconds: 60 });
+      const run = (mask: string, isolation: string) =>
+        executor.run(
+          {
+            family: 'forecasting',
+            input: { source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files },
+            mask,
+            isolation,
+          },
+          { timeoutSeconds: 60 },
+        );
       await run('0000', 'a');
       const afterA = (await executor.describe()).length;
       await run('0001', 'a');

@@ -241,7 +241,7 @@ for (let c = 0; c < 120; c++) {
 
 // ---------------------------------------------------------------------------------------------
 // One Python process for the whole file.
-const PY_SCRIPT = String.raw`
+const PY_SCRIPT = `
 import json, math, struct, sys, warnings
 warnings.simplefilter('ignore')
 import numpy as np
@@ -459,7 +459,9 @@ describe('ndcgAt10', () => {
     expect(ndcgAt10({ q: docs }, { q: {} })).toBe(0);
     expect(ndcgAt10({ q: docs }, {})).toBe(0);
     expect(ndcgAt10({ q: docs }, { q: { d1: 1 } })).toBe(1 / Math.log2(3));
-    expect(ndcgAt10({ q: docs, r: docs }, { q: { d1: 1 }, r: { d0: 1, zz: 1 } })).toBe(fsum([1 / Math.log2(3), 1 / (1 + 1 / Math.log2(3))]) / 2);
+    expect(ndcgAt10({ q: docs, r: docs }, { q: { d1: 1 }, r: { d0: 1, zz: 1 } })).toBe(
+      fsum([1 / Math.log2(3), 1 / (1 + 1 / Math.log2(3))]) / 2,
+    );
     expect(() => ndcgAt10({ q: docs.slice(0, 9) }, {})).toThrow();
     expect(() => ndcgAt10({ q: [...docs.slice(0, 9), 'd0'] }, {})).toThrow();
     expect(() => ndcgAt10({}, {})).toThrow();
@@ -541,7 +543,12 @@ describe('eventF1', () => {
   it('hand-checked edge cases', () => {
     const empty = eventF1([], [], 3600, 360);
     expect(empty.tolerances['100']).toEqual({
-      true_positive: 0, predicted_events: 0, reference_events: 0, precision: 0, recall: 0, f1: 1,
+      true_positive: 0,
+      predicted_events: 0,
+      reference_events: 0,
+      precision: 0,
+      recall: 0,
+      f1: 1,
     });
     expect(empty.native).toBe(1);
     // no predictions, some references
@@ -559,7 +566,10 @@ describe('eventF1', () => {
     expect(m).toMatchObject({ true_positive: 2, precision: 1, recall: 1, f1: 1 });
     // one prediction cannot match two references
     expect(eventF1([1000], [990, 1010], 3600, 360).tolerances['100']).toMatchObject({
-      true_positive: 1, precision: 1, recall: 0.5, f1: 2 / 3,
+      true_positive: 1,
+      precision: 1,
+      recall: 0.5,
+      f1: 2 / 3,
     });
     expect(maxToleranceMatching([5, 5, 5], [4, 6], 1)).toBe(2);
     expect(maxToleranceMatching([0, 10, 20], [9, 11, 30], 1)).toBe(1);

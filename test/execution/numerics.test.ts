@@ -2,9 +2,14 @@
 // records most sensitive to BLAS kernels and SIMD loops reproduce the committed tables on this CPU,
 // whatever x86-64 CPU it is; references of another profile are refused by replay and rebuild.
 import { loadCatalog } from '../../pipelines/references/store.ts';
-import { readReferenceManifest, readReferenceTable, tablePath, writeReferenceManifest, writeReferenceTable } from '../support/raw-references.ts';
+import {
+  readReferenceManifest,
+  readReferenceTable,
+  tablePath,
+  writeReferenceManifest,
+  writeReferenceTable,
+} from '../support/raw-references.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
-import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -80,8 +85,13 @@ describe('numerical profile of the workers', () => {
   });
 
   it('refuses machines the profile cannot serve: another architecture, a CPU without AVX2/FMA', () => {
-    expect(profileProblems(portable, { ...here, machine: 'aarch64' })).toEqual([expect.stringMatching(/this machine is aarch64, profile 'x86-64-v3' is for x86_64/)]);
-    const old = { ...here, numpy_simd: { ...here.numpy_simd, cpu_features: here.numpy_simd.cpu_features.filter((f) => f !== 'AVX2' && f !== 'FMA3') } };
+    expect(profileProblems(portable, { ...here, machine: 'aarch64' })).toEqual([
+      expect.stringMatching(/this machine is aarch64, profile 'x86-64-v3' is for x86_64/),
+    ]);
+    const old = {
+      ...here,
+      numpy_simd: { ...here.numpy_simd, cpu_features: here.numpy_simd.cpu_features.filter((f) => f !== 'AVX2' && f !== 'FMA3') },
+    };
     expect(profileProblems(portable, old).join('\n')).toMatch(/lacks FMA3, AVX2, which profile 'x86-64-v3' requires/);
     expect(profileProblems(profileByName('native'), { ...here, machine: 'aarch64' })).toEqual([]);
   });
@@ -89,7 +99,9 @@ describe('numerical profile of the workers', () => {
   it('notes, without refusing, a C library other than the one the references were built with', () => {
     const recorded = { profile: DEFAULT_PROFILE, environment: { ...portable.environment }, effective: here };
     expect(platformNotes(recorded, here)).toEqual([]);
-    expect(platformNotes(recorded, { ...here, libc: 'glibc 9.99' })).toEqual([expect.stringMatching(/C library differs .*glibc 9\.99 here.*log1p\/expm1/)]);
+    expect(platformNotes(recorded, { ...here, libc: 'glibc 9.99' })).toEqual([
+      expect.stringMatching(/C library differs .*glibc 9\.99 here.*log1p\/expm1/),
+    ]);
     expect(platformDrift(recorded, portable, { ...here, libc: 'glibc 9.99' })).toEqual([]);
   });
 
@@ -110,13 +122,23 @@ describe('portable bits', () => {
   const sensitive = ['airfoil', 'co2', 'elnino', 'mitdb_100__d6', 'graph_lesmis__d6'];
 
   it('rebuilds the BLAS- and SIMD-sensitive conditions with the committed hashes and utilities', async () => {
-    const summary = await rebuild(loadCatalog(currentSettings()), { settings: currentSettings(), conditions: sensitive, workers: 2, fresh: true, quiet: true, log: () => {} });
+    const summary = await rebuild(loadCatalog(currentSettings()), {
+      settings: currentSettings(),
+      conditions: sensitive,
+      workers: 2,
+      fresh: true,
+      quiet: true,
+      log: () => {},
+    });
     expect(summary.failed).toBe(0);
     let compared = 0;
     for (const id of sensitive) {
       const want = readReferenceTable(tablePath(id, committed)).records;
       const got = readReferenceTable(tablePath(id, ws.references)).records;
-      expect(got.map((r) => [r.mask, r.prediction_sha256, r.utility]), id).toEqual(want.map((r) => [r.mask, r.prediction_sha256, r.utility]));
+      expect(
+        got.map((r) => [r.mask, r.prediction_sha256, r.utility]),
+        id,
+      ).toEqual(want.map((r) => [r.mask, r.prediction_sha256, r.utility]));
       compared += got.length;
     }
     expect(compared).toBe(16 + 16 + 16 + 64 + 64);
@@ -130,13 +152,28 @@ describe('portable bits', () => {
     // the table built under that profile says so in its metadata too: re-sealed into the manifest
     const reprofiled = (profile: string | null) => {
       const { records, metadata } = readReferenceTable(tablePath('airfoil', ws.references));
-      const bytes = writeReferenceTable(tablePath('airfoil', dir), records, { wwref: JSON.stringify({ ...JSON.parse(metadata.wwref!), numerical_profile: profile }) });
+      const bytes = writeReferenceTable(tablePath('airfoil', dir), records, {
+        wwref: JSON.stringify({ ...JSON.parse(metadata.wwref!), numerical_profile: profile }),
+      });
       return { airfoil: { ...conditions.airfoil, table_sha256: sha256Hex(bytes) } };
     };
-    writeReferenceManifest({ ...manifest, conditions: reprofiled('native'), numerics: { profile: 'native', environment: {}, effective: { ...here, blas: here.blas.map((b) => ({ ...b, architecture: 'SkylakeX' })) } } }, dir);
+    writeReferenceManifest(
+      {
+        ...manifest,
+        conditions: reprofiled('native'),
+        numerics: {
+          profile: 'native',
+          environment: {},
+          effective: { ...here, blas: here.blas.map((b) => ({ ...b, architecture: 'SkylakeX' })) },
+        },
+      },
+      dir,
+    );
     const refused = replay({ settings: currentSettings(), referencesDir: dir, quiet: true });
     await expect(refused).rejects.toThrow(UserError);
-    await expect(refused).rejects.toThrow(/built under numerical profile 'native' \(.*SkylakeX.*\); this machine runs 'x86-64-v3'.*--allow-platform-drift/);
+    await expect(refused).rejects.toThrow(
+      /built under numerical profile 'native' \(.*SkylakeX.*\); this machine runs 'x86-64-v3'.*--allow-platform-drift/,
+    );
 
     const tolerant = await replay({ settings: currentSettings(), referencesDir: dir, quiet: true, allowPlatformDrift: true });
     expect(tolerant.all_passed).toBe(true);
@@ -146,15 +183,23 @@ describe('portable bits', () => {
 
     const { numerics: _, ...unrecorded } = manifest;
     writeReferenceManifest({ ...unrecorded, conditions: reprofiled(null) }, dir);
-    await expect(replay({ settings: currentSettings(), referencesDir: dir, quiet: true })).rejects.toThrow(/the references record no numerical profile/);
+    await expect(replay({ settings: currentSettings(), referencesDir: dir, quiet: true })).rejects.toThrow(
+      /the references record no numerical profile/,
+    );
   });
 
   it('rebuild of some conditions refuses to mix another platform into one manifest', async () => {
     const manifest = readReferenceManifest(ws.references)!;
     writeReferenceManifest({ ...manifest, numerics: { ...manifest.numerics!, profile: 'native' } });
-    await expect(rebuild(loadCatalog(currentSettings()), { settings: currentSettings(), conditions: ['airfoil'], workers: 1, quiet: true, log: () => {} })).rejects.toThrow(
-      /built under numerical profile 'native'.*would mix runtimes in one manifest/,
-    );
+    await expect(
+      rebuild(loadCatalog(currentSettings()), {
+        settings: currentSettings(),
+        conditions: ['airfoil'],
+        workers: 1,
+        quiet: true,
+        log: () => {},
+      }),
+    ).rejects.toThrow(/built under numerical profile 'native'.*would mix runtimes in one manifest/);
     expect(platformDrift(readReferenceManifest(ws.references)!.numerics, portable, here)).toHaveLength(1);
   });
 });

@@ -21,7 +21,11 @@ describe('family registry', () => {
   });
 
   it('a disagreeing registry is reported, family by family', () => {
-    const missing: HelloResult['families'] = { ...hello.families, retrieval: { dimensions: [4, 6], hash_rule: 'raw_bytes' }, extra: { dimensions: [4], hash_rule: 'json' } };
+    const missing: HelloResult['families'] = {
+      ...hello.families,
+      retrieval: { dimensions: [4, 6], hash_rule: 'raw_bytes' },
+      extra: { dimensions: [4], hash_rule: 'json' },
+    };
     delete missing.beat_detection;
     expect(registryProblems(missing)).toEqual([
       expect.stringMatching(/^family retrieval: worker .*raw_bytes.*orchestrator .*"json"/),

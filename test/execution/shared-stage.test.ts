@@ -19,7 +19,11 @@ describe.skipIf(!haveRaw)('retrieval shared stage (needs the raw mirror)', () =>
   let ws: Workspace;
   beforeAll(async () => {
     ws = useTempWorkspace();
-    const [outcome] = await prepareSources([loadCatalog(currentSettings()).source('scifact')], { settings: currentSettings(), workers: 1, online: false });
+    const [outcome] = await prepareSources([loadCatalog(currentSettings()).source('scifact')], {
+      settings: currentSettings(),
+      workers: 1,
+      online: false,
+    });
     expect(outcome!.ok).toBe(true);
   });
   afterAll(() => ws.dispose());

@@ -16,18 +16,27 @@ beforeAll(() => {
 afterAll(() => ws.dispose());
 
 async function prepareWith(python: string) {
-  const result = await execa('node', [join(ROOT, 'bin', 'wwref.mjs'), 'prepare', '--source', 'nile'], { cwd: ws.root, env: { WWREF_PYTHON: python }, reject: false, timeout: 60_000 });
+  const result = await execa('node', [join(ROOT, 'bin', 'wwref.mjs'), 'prepare', '--source', 'nile'], {
+    cwd: ws.root,
+    env: { WWREF_PYTHON: python },
+    reject: false,
+    timeout: 60_000,
+  });
   expect(result.timedOut).toBe(false);
   expect(result.exitCode, String(result.stderr)).toBe(2);
   expect(String(result.stderr)).not.toMatch(/internal error|\n\s+at /);
-  const lines = String(result.stderr).split('\n').filter((l) => l.startsWith('wwref:'));
+  const lines = String(result.stderr)
+    .split('\n')
+    .filter((l) => l.startsWith('wwref:'));
   expect(lines).toHaveLength(1);
   return lines[0]!;
 }
 
 describe('a Python runtime that cannot start a worker', () => {
   it('an interpreter that exits at once', async () => {
-    expect(await prepareWith('/bin/false')).toMatch(/the Python runtime \/bin\/false did not start a wwref worker: worker process exited; check WWREF_PYTHON/);
+    expect(await prepareWith('/bin/false')).toMatch(
+      /the Python runtime \/bin\/false did not start a wwref worker: worker process exited; check WWREF_PYTHON/,
+    );
   });
 
   it('an interpreter that answers with something else', async () => {
@@ -42,6 +51,8 @@ describe('a Python runtime that cannot start a worker', () => {
     // the system's python3 with the standard library only (-S: no site-packages)
     writeFileSync(bare, '#!/bin/sh\nexec python3 -S "$@"\n');
     chmodSync(bare, 0o755);
-    expect(await prepareWith(bare)).toMatch(/did not start a wwref worker: worker process exited \(its last words: ModuleNotFoundError: No module named '(?!workflows)/);
+    expect(await prepareWith(bare)).toMatch(
+      /did not start a wwref worker: worker process exited \(its last words: ModuleNotFoundError: No module named '(?!workflows)/,
+    );
   });
 });

@@ -66,11 +66,15 @@ describe('add-source: invalid plans are refused before anything runs, with the f
   });
 
   it('unknown option (in the option set and in a declared equivalence)', async () => {
-    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[0].options = ['A', 'B', 'C', 'G'])))).toMatch(/conditions\.0\.options\.3/);
-    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[1].equivalences[0].option = 'Z')))).toMatch(/conditions\.1\.equivalences\.0\.option/);
-    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[0].equivalences = [{ option: 'E', inactive_when: { B: 0 } }])))).toMatch(
-      /conditions\.0\.equivalences\.0: unknown option E: a 4-option condition has ABCD/,
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[0].options = ['A', 'B', 'C', 'G'])))).toMatch(
+      /conditions\.0\.options\.3/,
     );
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[1].equivalences[0].option = 'Z')))).toMatch(
+      /conditions\.1\.equivalences\.0\.option/,
+    );
+    expect(
+      await refusal(tinyCameraPlan('bad', (p) => (p.conditions[0].equivalences = [{ option: 'E', inactive_when: { B: 0 } }]))),
+    ).toMatch(/conditions\.0\.equivalences\.0: unknown option E: a 4-option condition has ABCD/);
   });
 
   it('wrong mask width or dimensions', async () => {
@@ -78,12 +82,18 @@ describe('add-source: invalid plans are refused before anything runs, with the f
     expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[0].options = ['A', 'B', 'C', 'D', 'E'])))).toMatch(
       /conditions\.0\.options: a 4-option image_restoration condition uses options A, B, C, D \(mask width 4\), not A, B, C, D, E/,
     );
-    expect(await refusal(tinyCameraPlan('bad', (p) => (p.family = 'graph_link_prediction')))).toMatch(/conditions\.0\.dimensions: family graph_link_prediction has 6 options, not 4/);
-    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[1].paired_with = 'nowhere')))).toMatch(/conditions\.1\.paired_with: 'nowhere' is not a 4-option condition of this plan/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.family = 'graph_link_prediction')))).toMatch(
+      /conditions\.0\.dimensions: family graph_link_prediction has 6 options, not 4/,
+    );
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.conditions[1].paired_with = 'nowhere')))).toMatch(
+      /conditions\.1\.paired_with: 'nowhere' is not a 4-option condition of this plan/,
+    );
   });
 
   it('malformed sha256, missing licence or citation, a raw file the recipe does not have', async () => {
-    expect(await refusal(tinyCameraPlan('bad', (p) => (p.raw_files[0].sha256 = 'B0793D2A')))).toMatch(/raw_files\.0\.sha256: expected a lowercase hex sha256/);
+    expect(await refusal(tinyCameraPlan('bad', (p) => (p.raw_files[0].sha256 = 'B0793D2A')))).toMatch(
+      /raw_files\.0\.sha256: expected a lowercase hex sha256/,
+    );
     expect(await refusal(tinyCameraPlan('bad', (p) => delete p.licence))).toMatch(/licence/);
     expect(await refusal(tinyCameraPlan('bad', (p) => (p.licence = '')))).toMatch(/licence: a licence is required/);
     expect(await refusal(tinyCameraPlan('bad', (p) => (p.citation = '')))).toMatch(/citation: a citation is required/);
@@ -97,17 +107,28 @@ describe('add-source: invalid plans are refused before anything runs, with the f
     expect(ambiguousNumbers('{"a": 1.0, "b": 0.5, "c": "2.0", "d": 3e2, "e": 7}')).toEqual(['1.0', '3e2']);
     const file = writePlan(tinyCameraPlan('bad'), 'candidate');
     writeFileSync(file, readFileSync(file, 'utf8').replace('"timeout_seconds": 180', '"timeout_seconds": 180.0'));
-    await expect(addSource(file, { settings: currentSettings(), ...quiet })).rejects.toThrow(/number\(s\) 180\.0 are integral but written as floats/);
+    await expect(addSource(file, { settings: currentSettings(), ...quiet })).rejects.toThrow(
+      /number\(s\) 180\.0 are integral but written as floats/,
+    );
   });
 
   it('a source or condition of the published catalog', async () => {
-    expect(await refusal(tinyCameraPlan('nile'))).toMatch(/source 'nile' is already in the published catalog \(sources\/nile\.plan\.json\)/);
-    expect(await refusal(tinyCameraPlan('fresh', (p) => (p.conditions[0].id = p.conditions[1].paired_with = 'co2')))).toMatch(/condition 'co2' is already declared by the published catalog/);
-    await expect(addSource(join(SOURCES_DIR, 'wine.plan.json'), { settings: currentSettings(), ...quiet })).rejects.toThrow(/source 'wine' is a plan of the published catalog/);
+    expect(await refusal(tinyCameraPlan('nile'))).toMatch(
+      /source 'nile' is already in the published catalog \(sources\/nile\.plan\.json\)/,
+    );
+    expect(await refusal(tinyCameraPlan('fresh', (p) => (p.conditions[0].id = p.conditions[1].paired_with = 'co2')))).toMatch(
+      /condition 'co2' is already declared by the published catalog/,
+    );
+    await expect(addSource(join(SOURCES_DIR, 'wine.plan.json'), { settings: currentSettings(), ...quiet })).rejects.toThrow(
+      /source 'wine' is a plan of the published catalog/,
+    );
   });
 
   it('a well-formed but wrong sha256 fails acquisition: nothing is written', async () => {
-    const result = await addSource(writePlan(tinyCameraPlan('wrong_sha', (p) => (p.raw_files[0].sha256 = '0'.repeat(64)))), { settings: currentSettings(), ...quiet });
+    const result = await addSource(writePlan(tinyCameraPlan('wrong_sha', (p) => (p.raw_files[0].sha256 = '0'.repeat(64)))), {
+      settings: currentSettings(),
+      ...quiet,
+    });
     expect(result.written).toBe(false);
     expect(result.problems.join('\n')).toMatch(/sha256 mismatch for camera\.png from .*camera\.png: expected 0{64}, got b0793d2a/);
     expect(readReferenceManifest()?.conditions.wrong_sha).toBeUndefined();
@@ -134,7 +155,10 @@ describe('add-source: a new source end to end (real workers)', () => {
     firstSha = expected;
 
     const manifest = readReferenceManifest()!;
-    for (const [id, width] of [['tiny_camera', 4], ['tiny_camera__d6', 6]] as const) {
+    for (const [id, width] of [
+      ['tiny_camera', 4],
+      ['tiny_camera__d6', 6],
+    ] as const) {
       const entry = manifest.conditions[id]!;
       expect(entry.source).toBe('tiny_camera');
       expect(entry.plan_sha256).toBe(expected);
@@ -172,15 +196,19 @@ describe('add-source: a new source end to end (real workers)', () => {
   });
 
   it('re-adding the same plan is refused', async () => {
-    await expect(addSource(file, { settings: currentSettings(), ...quiet })).rejects.toThrow(/source 'tiny_camera' was already added: .*tiny_camera, tiny_camera__d6.*refusing to re-add it/);
+    await expect(addSource(file, { settings: currentSettings(), ...quiet })).rejects.toThrow(
+      /source 'tiny_camera' was already added: .*tiny_camera, tiny_camera__d6.*refusing to re-add it/,
+    );
   });
 
   it('a changed plan is refused without --force, and recorded as superseded with --force', async () => {
     const before = readFileSync(join(ws.references, 'manifest.json'), 'utf8');
-    writePlan(tinyCameraPlan('tiny_camera', (p) => {
-      p.title = 'tiny camera, revised';
-      p.conditions = [p.conditions[0]]; // the six-option condition is dropped
-    }));
+    writePlan(
+      tinyCameraPlan('tiny_camera', (p) => {
+        p.title = 'tiny camera, revised';
+        p.conditions = [p.conditions[0]]; // the six-option condition is dropped
+      }),
+    );
     const changed = pythonPlanSha256(file);
     expect(changed).not.toBe(firstSha);
     await expect(addSource(file, { settings: currentSettings(), ...quiet })).rejects.toThrow(
@@ -201,10 +229,19 @@ describe('add-source: a new source end to end (real workers)', () => {
 
   it('a false equivalence declaration fails the run (non-zero exit), names the masks and writes nothing', async () => {
     const plan = tinyCameraPlan('tiny_false', (p) => {
-      p.conditions = [{ id: 'tiny_false__d6', dimensions: 6, equivalences: [{ option: 'F', inactive_when: { B: 0 }, reason: 'false on purpose: F is the median window' }] }];
+      p.conditions = [
+        {
+          id: 'tiny_false__d6',
+          dimensions: 6,
+          equivalences: [{ option: 'F', inactive_when: { B: 0 }, reason: 'false on purpose: F is the median window' }],
+        },
+      ];
     });
     const planFile = writePlan(plan);
-    const child = await execa('node', [join(ROOT, 'bin', 'wwref.mjs'), 'add-source', planFile, '--workers', '2'], { reject: false, env: { WWREF_OFFLINE: '1' } });
+    const child = await execa('node', [join(ROOT, 'bin', 'wwref.mjs'), 'add-source', planFile, '--workers', '2'], {
+      reject: false,
+      env: { WWREF_OFFLINE: '1' },
+    });
     expect(child.exitCode).toBe(1);
     expect(child.stdout).toMatch(/declared equivalence violated: option F inactive when B=0: 100000 vs 100001/);
     expect(child.stdout).toMatch(/source tiny_false NOT added/);
@@ -219,7 +256,13 @@ describe('add-source: a new source end to end (real workers)', () => {
   it('undeclared identical hashes are reported as discovered classes', () => {
     const condition = { id: 'x', dimensions: 4 as const, equivalences: [{ option: 'D' as const, inactive_when: { C: 0 as const } }] };
     const record = (mask: string, sha: string) => ({ mask, prediction_sha256: sha }) as never;
-    const classes = discoveredClasses(condition, [record('0000', 'a'), record('0001', 'a'), record('0010', 'b'), record('0011', 'c'), record('1000', 'c')]);
+    const classes = discoveredClasses(condition, [
+      record('0000', 'a'),
+      record('0001', 'a'),
+      record('0010', 'b'),
+      record('0011', 'c'),
+      record('1000', 'c'),
+    ]);
     expect(classes).toEqual([
       { masks: ['0000', '0001'], declared: true },
       { masks: ['0011', '1000'], declared: false },
@@ -228,13 +271,18 @@ describe('add-source: a new source end to end (real workers)', () => {
 });
 
 describe('worked examples (sources/examples/)', () => {
-  const files = readdirSync(EXAMPLES).filter((f) => f.endsWith('.plan.json')).sort();
+  const files = readdirSync(EXAMPLES)
+    .filter((f) => f.endsWith('.plan.json'))
+    .sort();
 
   it('at least three valid plans, each with a 4-option condition, on files shipped inside the pinned packages', async () => {
     expect(files.length).toBeGreaterThanOrEqual(3);
     for (const f of files) {
       const { plan } = loadPlanFile(join(EXAMPLES, f));
-      expect(plan.conditions.some((c) => c.dimensions === 4), f).toBe(true);
+      expect(
+        plan.conditions.some((c) => c.dimensions === 4),
+        f,
+      ).toBe(true);
       expect(plan.licence.length, f).toBeGreaterThan(10);
       for (const raw of plan.raw_files) {
         expect(raw.package, `${f} ${raw.name}`).toBeDefined();
@@ -249,10 +297,16 @@ describe('worked examples (sources/examples/)', () => {
     const outcomes = await prepareSources(plans, { settings: currentSettings(), workers: 2, online: false, mirrors: [] });
     for (const outcome of outcomes) {
       expect(outcome.ok, `${outcome.source}: ${outcome.error}`).toBe(true);
-      expect(readFileSync(manifestPath(currentSettings().paths, outcome.source), 'utf8'), outcome.source).toBe(readFileSync(join(MANIFESTS_DIR, `${outcome.source}.json`), 'utf8'));
+      expect(readFileSync(manifestPath(currentSettings().paths, outcome.source), 'utf8'), outcome.source).toBe(
+        readFileSync(join(MANIFESTS_DIR, `${outcome.source}.json`), 'utf8'),
+      );
     }
     const diabetes = readManifest(currentSettings().paths, 'diabetes');
-    expect(diabetes.facts).toMatchObject({ raw_rows: 442, features: ['age', 'sex', 'bmi', 'bp', 's1', 's2', 's3', 's4', 's5', 's6'], target: 'progression' });
+    expect(diabetes.facts).toMatchObject({
+      raw_rows: 442,
+      features: ['age', 'sex', 'bmi', 'bp', 's1', 's2', 's3', 's4', 's5', 's6'],
+      target: 'progression',
+    });
     expect(readManifest(currentSettings().paths, 'digits').facts).toMatchObject({ raw_rows: 1797, n_clusters: 10 });
   });
 

@@ -19,7 +19,9 @@ describe('wwref doctor', () => {
     expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^profile\\s+${currentSettings().profile.name}: `)));
     expect(lines).toContain('            effective state matches the profile');
     expect(reproduces).toBe(true);
-    expect(lines.at(-1)).toBe(`reproduces outputs/references bit for bit: same numerical profile (${currentSettings().profile.name}) and pinned versions`);
+    expect(lines.at(-1)).toBe(
+      `reproduces outputs/references bit for bit: same numerical profile (${currentSettings().profile.name}) and pinned versions`,
+    );
   }, 60_000);
 
   it('names the versions that differ from references built under another runtime', async () => {

@@ -15,11 +15,11 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSyn
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addSource, checkAddSource } from '../../pipelines/jobs/add-source.ts';
-import { Catalog, loadPlanFile } from '../../pipelines/catalog/catalog.ts';
+import { loadPlanFile } from '../../pipelines/catalog/catalog.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { MANIFESTS_DIR, ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
-import { type ConditionEntry } from '../../pipelines/references/manifest.ts';
+import type { ConditionEntry } from '../../pipelines/references/manifest.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { tinyCameraPlan } from '../support/fixtures.ts';
 import { deadPid, filesUnder, guardRepository, placeholderManifest, victim } from '../sources/hardening-support.ts';
@@ -47,7 +47,10 @@ function writePlan(plan: unknown, name: string): string {
 }
 
 /** A reference manifest in `dir` holding the given entries (what earlier add-source runs would have left). */
-function writeTarget(dir: string, entries: Record<string, { source: string; table: string; plan_file: string; plan_sha256?: string }>): void {
+function writeTarget(
+  dir: string,
+  entries: Record<string, { source: string; table: string; plan_file: string; plan_sha256?: string }>,
+): void {
   const conditions: Record<string, ConditionEntry> = {};
   for (const [id, e] of Object.entries(entries)) {
     conditions[id] = {
@@ -98,9 +101,16 @@ describe('one name rule for source and condition ids', () => {
   it('a 300-character id is invalid in the dry run, in the real run, and on the command line (exit 2, one message, no stack)', async () => {
     const long = `a${'b'.repeat(299)}`;
     const file = writePlan(tinyCameraPlan(long), 'long_source');
-    expect(refused(() => checkAddSource(file, { settings: currentSettings() }))).toMatch(/source: expected at most 64 characters \(lower-case letters, digits and _, starting with a letter/);
-    const condition = writePlan(tinyCameraPlan('tiny_ok', (p) => (p.conditions[0].id = p.conditions[1].paired_with = long)), 'long_condition');
-    expect(refused(() => checkAddSource(condition, { settings: currentSettings() }))).toMatch(/conditions\.0\.id: expected at most 64 characters/);
+    expect(refused(() => checkAddSource(file, { settings: currentSettings() }))).toMatch(
+      /source: expected at most 64 characters \(lower-case letters, digits and _, starting with a letter/,
+    );
+    const condition = writePlan(
+      tinyCameraPlan('tiny_ok', (p) => (p.conditions[0].id = p.conditions[1].paired_with = long)),
+      'long_condition',
+    );
+    expect(refused(() => checkAddSource(condition, { settings: currentSettings() }))).toMatch(
+      /conditions\.0\.id: expected at most 64 characters/,
+    );
     expect(await refusedRun(addSource(file, { settings: currentSettings(), ...quiet }))).toMatch(/source: expected at most 64 characters/);
     expect(filesUnder(ws.cache)).toEqual([]); // refused before the plan was frozen or anything acquired
 
@@ -112,7 +122,10 @@ describe('one name rule for source and condition ids', () => {
 
     // the limit itself is valid, and so is a double underscore
     const limit = `a${'b'.repeat(63)}`;
-    const ok = writePlan(tinyCameraPlan(limit, (p) => (p.conditions = [{ ...p.conditions[0], id: 'tiny_limit__x4' }])), 'limit');
+    const ok = writePlan(
+      tinyCameraPlan(limit, (p) => (p.conditions = [{ ...p.conditions[0], id: 'tiny_limit__x4' }])),
+      'limit',
+    );
     expect(checkAddSource(ok, { settings: currentSettings() })[0]).toMatch(new RegExp(`is valid: source ${limit} `));
   });
 });
@@ -134,25 +147,39 @@ describe('namespaces of add-source', () => {
 
   it('a source id held by another plan file in a known reference manifest (the target or the default folder) is refused, even with --force', () => {
     const original = writePlan(tinyCameraPlan('tiny_taken'), 'original');
-    const impostor = writePlan(tinyCameraPlan('tiny_taken', (p) => (p.title = 'someone else')), 'impostor');
+    const impostor = writePlan(
+      tinyCameraPlan('tiny_taken', (p) => (p.title = 'someone else')),
+      'impostor',
+    );
     const target = join(ws.root, 'target-taken');
-    writeTarget(target, { tiny_taken: { source: 'tiny_taken', table: 'tiny_taken.arrow', plan_file: original, plan_sha256: loadPlanFile(original).sha256 } });
-    const expected = new RegExp(`source 'tiny_taken' is already taken by the reference manifest .*target-taken/manifest\\.json \\(plan ${original}\\)`);
+    writeTarget(target, {
+      tiny_taken: { source: 'tiny_taken', table: 'tiny_taken.arrow', plan_file: original, plan_sha256: loadPlanFile(original).sha256 },
+    });
+    const expected = new RegExp(
+      `source 'tiny_taken' is already taken by the reference manifest .*target-taken/manifest\\.json \\(plan ${original}\\)`,
+    );
     expect(refused(() => checkAddSource(impostor, { settings: currentSettings(), referencesDir: target }))).toMatch(expected);
     expect(refused(() => checkAddSource(impostor, { settings: currentSettings(), referencesDir: target, force: true }))).toMatch(expected);
     // the same plan file: refused without --force, accepted with it
-    expect(refused(() => checkAddSource(original, { settings: currentSettings(), referencesDir: target }))).toMatch(/source 'tiny_taken' was already added/);
-    expect(checkAddSource(original, { settings: currentSettings(), referencesDir: target, force: true })[0]).toMatch(/is valid: source tiny_taken/);
+    expect(refused(() => checkAddSource(original, { settings: currentSettings(), referencesDir: target }))).toMatch(
+      /source 'tiny_taken' was already added/,
+    );
+    expect(checkAddSource(original, { settings: currentSettings(), referencesDir: target, force: true })[0]).toMatch(
+      /is valid: source tiny_taken/,
+    );
 
     // held in the default reference folder (WWREF_REFERENCES_DIR), adding to another target
     const other = writePlan(tinyCameraPlan('tiny_default'), 'other');
     writeTarget(ws.references, { tiny_default: { source: 'tiny_default', table: 'tiny_default.arrow', plan_file: other } });
     const second = writePlan(tinyCameraPlan('tiny_default'), 'second');
-    expect(refused(() => checkAddSource(second, { settings: currentSettings(), referencesDir: join(ws.root, 'fresh'), force: true }))).toMatch(
-      /source 'tiny_default' is already taken by the reference manifest .*references\/manifest\.json/,
-    );
+    expect(
+      refused(() => checkAddSource(second, { settings: currentSettings(), referencesDir: join(ws.root, 'fresh'), force: true })),
+    ).toMatch(/source 'tiny_default' is already taken by the reference manifest .*references\/manifest\.json/);
     // a condition id in use by another source there is refused too
-    const clash = writePlan(tinyCameraPlan('tiny_clash', (p) => (p.conditions[0].id = p.conditions[1].paired_with = 'tiny_default')), 'clash');
+    const clash = writePlan(
+      tinyCameraPlan('tiny_clash', (p) => (p.conditions[0].id = p.conditions[1].paired_with = 'tiny_default')),
+      'clash',
+    );
     expect(refused(() => checkAddSource(clash, { settings: currentSettings(), referencesDir: join(ws.root, 'fresh') }))).toMatch(
       /condition 'tiny_default' is already used by source 'tiny_default' in the reference manifest/,
     );
@@ -162,8 +189,12 @@ describe('namespaces of add-source', () => {
   it('the committed worked example itself is added to another folder only with --force (it shares prepared input and source manifest)', () => {
     const plan = join(EXAMPLES, 'diabetes.plan.json');
     const elsewhere = join(ws.root, 'elsewhere');
-    expect(refused(() => checkAddSource(plan, { settings: currentSettings(), referencesDir: elsewhere }))).toMatch(/source 'diabetes' was already added to .*outputs\/examples from this plan .*pass --force/);
-    expect(checkAddSource(plan, { settings: currentSettings(), referencesDir: elsewhere, force: true })[0]).toMatch(/plan sources\/examples\/diabetes\.plan\.json is valid/);
+    expect(refused(() => checkAddSource(plan, { settings: currentSettings(), referencesDir: elsewhere }))).toMatch(
+      /source 'diabetes' was already added to .*outputs\/examples from this plan .*pass --force/,
+    );
+    expect(checkAddSource(plan, { settings: currentSettings(), referencesDir: elsewhere, force: true })[0]).toMatch(
+      /plan sources\/examples\/diabetes\.plan\.json is valid/,
+    );
   });
 });
 
@@ -181,12 +212,18 @@ describe('--force deletes only inside the target folder', () => {
     const cases: [string, string, RegExp][] = [
       ['../victim.txt', 'tiny_victim_gone', /condition 'tiny_victim_gone': table '\.\.\/victim\.txt' is not tiny_victim_gone\.arrow/],
       [absolute.path, 'tiny_victim_abs', /condition 'tiny_victim_abs': table '.*victim2\.txt' is not tiny_victim_abs\.arrow/],
-      ['tiny_victim_link.arrow', 'tiny_victim_link', /table of condition 'tiny_victim_link' 'tiny_victim_link\.arrow' resolves to .*linked\/victim3\.txt, outside .*target-victim; refused: add-source replaces or deletes only files inside .*target-victim/],
+      [
+        'tiny_victim_link.arrow',
+        'tiny_victim_link',
+        /table of condition 'tiny_victim_link' 'tiny_victim_link\.arrow' resolves to .*linked\/victim3\.txt, outside .*target-victim; refused: add-source replaces or deletes only files inside .*target-victim/,
+      ],
     ];
     for (const [table, id, expected] of cases) {
       writeTarget(target, { [id]: { source: 'tiny_victim', table, plan_file: file, plan_sha256: sha } });
       expect(refused(() => checkAddSource(file, { settings: currentSettings(), referencesDir: target, force: true }))).toMatch(expected);
-      expect(await refusedRun(addSource(file, { settings: currentSettings(), ...quiet, referencesDir: target, force: true }))).toMatch(expected);
+      expect(await refusedRun(addSource(file, { settings: currentSettings(), ...quiet, referencesDir: target, force: true }))).toMatch(
+        expected,
+      );
     }
     climbing.intact();
     absolute.intact();
@@ -200,7 +237,9 @@ describe('--force deletes only inside the target folder', () => {
     const target = join(ws.root, 'target-clean');
     mkdirSync(target, { recursive: true });
     writeFileSync(join(target, 'tiny_clean_gone.arrow'), 'an old table');
-    writeTarget(target, { tiny_clean_gone: { source: 'tiny_clean', table: 'tiny_clean_gone.arrow', plan_file: file, plan_sha256: loadPlanFile(file).sha256 } });
+    writeTarget(target, {
+      tiny_clean_gone: { source: 'tiny_clean', table: 'tiny_clean_gone.arrow', plan_file: file, plan_sha256: loadPlanFile(file).sha256 },
+    });
     // staging folders a killed add-source left, one holding a link out, one being a link
     const outside = victim(join(ws.root, 'outside-clean', 'keep.txt'));
     const stagingRoot = join(ws.cache, 'add-source');

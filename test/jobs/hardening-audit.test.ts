@@ -58,8 +58,16 @@ async function audit(...extra: string[]) {
   const ws = workspace();
   const outcome = await cliInProcess(['audit', '--source', SOURCE, '--references', ws.references, '--workers', '1', ...extra], ws.root);
   const lines = outcome.stdout.split('\n');
-  const header = lines.find((l) => l.startsWith('source '))?.trim().split(/\s+/) ?? [];
-  const row = lines.find((l) => l.startsWith(`${SOURCE} `))?.trim().split(/\s+/) ?? [];
+  const header =
+    lines
+      .find((l) => l.startsWith('source '))
+      ?.trim()
+      .split(/\s+/) ?? [];
+  const row =
+    lines
+      .find((l) => l.startsWith(`${SOURCE} `))
+      ?.trim()
+      .split(/\s+/) ?? [];
   const column = Object.fromEntries(header.map((h, i) => [h, row[i]]));
   return { ...outcome, column, problems: lines.filter((l) => l.startsWith('    ! ')) };
 }
@@ -177,12 +185,21 @@ describe('audit re-prepares an added source from its raw files and plan', () => 
     file.mirror_path = 'nowhere/camera.png';
     rmSync(rawCachePath(currentSettings(), file.sha256));
     const lines: string[] = [];
-    const outcome = (await reprepareSources([loaded], { settings: currentSettings(), mirrors: [], online: false, log: (line) => lines.push(line) })).get(SOURCE)!;
+    const outcome = (
+      await reprepareSources([loaded], { settings: currentSettings(), mirrors: [], online: false, log: (line) => lines.push(line) })
+    ).get(SOURCE)!;
     expect(outcome.state).toBe('missing');
     expect(outcome.problems).toHaveLength(1);
-    expect(outcome.problems[0]).toMatch(new RegExp(`not re-prepared, its raw files cannot be acquired: raw file ${file.name} \\(sha256 ${file.sha256}\\) could not be acquired`));
+    expect(outcome.problems[0]).toMatch(
+      new RegExp(
+        `not re-prepared, its raw files cannot be acquired: raw file ${file.name} \\(sha256 ${file.sha256}\\) could not be acquired`,
+      ),
+    );
     expect(outcome.problems[0]).toContain(`run 'wwref acquire --source ${SOURCE}'`);
-    expect(lines).toEqual([expect.stringContaining('re-preparing 1 source(s)'), expect.stringMatching(new RegExp(`^re-prepared ${SOURCE} \\(1/1\\): missing: 1 problem\\(s\\) \\(\\d+\\.\\d s\\)$`))]);
+    expect(lines).toEqual([
+      expect.stringContaining('re-preparing 1 source(s)'),
+      expect.stringMatching(new RegExp(`^re-prepared ${SOURCE} \\(1/1\\): missing: 1 problem\\(s\\) \\(\\d+\\.\\d s\\)$`)),
+    ]);
     expect(existsSync(rawCachePath(currentSettings(), file.sha256))).toBe(false);
     expect(readdirSync(join(workspace().cache, 'audit'))).toEqual([]);
   });

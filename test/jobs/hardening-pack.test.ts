@@ -37,13 +37,26 @@ const TABLES: Record<string, unknown> = {
   // 4a four-option: family and source only in manifest.source
   wine: { manifest: { source: { instance: 'wine', family: 'clustering' } }, identity_sha256: hex('b'), outcomes: outcomes(4) },
   // 4b paired six-option: reads its base source's folder
-  spambase__d6: { instance: 'spambase', family: 'classification', plan_sha256: hex('c'), source: {}, outcomes: outcomes(6), manifest: { source: { instance: 'spambase', family: 'classification' } } },
+  spambase__d6: {
+    instance: 'spambase',
+    family: 'classification',
+    plan_sha256: hex('c'),
+    source: {},
+    outcomes: outcomes(6),
+    manifest: { source: { instance: 'spambase', family: 'classification' } },
+  },
   // 4c beat: the tolerance table is kept
   mitdb_100__d6: {
     instance: 'mitdb_100',
     family: 'beat_detection',
     dimensions: 6,
-    outcomes: { '000000': { ...outcome(0.9), matching_tolerance_sensitivity: { '50': { true_positive: 3, f1: 0.75, precision: 1 } }, wall_seconds: 0.1 } },
+    outcomes: {
+      '000000': {
+        ...outcome(0.9),
+        matching_tolerance_sensitivity: { '50': { true_positive: 3, f1: 0.75, precision: 1 } },
+        wall_seconds: 0.1,
+      },
+    },
     manifest: { source: { instance: 'mitdb_100', family: 'beat_detection' } },
   },
 };
@@ -63,7 +76,8 @@ function filesUnder(dir: string, base = dir): string[] {
  */
 function seal(pack: string, change: (files: Record<string, string>) => void = () => {}): void {
   const files: Record<string, string> = {};
-  for (const name of filesUnder(pack)) if (name !== 'manifest.json' && statSync(join(pack, name)).isFile()) files[name] = sha256Hex(readFileSync(join(pack, name)));
+  for (const name of filesUnder(pack))
+    if (name !== 'manifest.json' && statSync(join(pack, name)).isFile()) files[name] = sha256Hex(readFileSync(join(pack, name)));
   change(files);
   writeFileSync(join(pack, 'manifest.json'), JSON.stringify({ files_sha256: files, replay_versions: { numpy: '2.2.6' } }));
 }
@@ -127,7 +141,10 @@ describe('a good pack', () => {
       ['spambase__d6', 'classification', 'spambase', 2],
       ['wine', 'clustering', 'wine', 2],
     ]);
-    expect(targets[2]!.input.files).toEqual({ 'arrays.npz': sha256Hex('arrays of wine'), 'metadata.json.gz': sha256Hex('metadata of wine') });
+    expect(targets[2]!.input.files).toEqual({
+      'arrays.npz': sha256Hex('arrays of wine'),
+      'metadata.json.gz': sha256Hex('metadata of wine'),
+    });
     expect(targets[0]!.records[0]!.tolerances).toEqual({ '50': { true_positive: 3, f1: 0.75, precision: 1 } });
     expect(targets[0]!.records[0]!.wall_seconds).toBe(0.1);
     expect(expected).toEqual({ versions: { numpy: '2.2.6' }, numerics: 'unrecorded' });
@@ -139,23 +156,38 @@ describe('a good pack', () => {
 
 describe('paths a pack names are contained', () => {
   it("a files_sha256 key '../../../../dev/zero', an absolute key, a key to a file outside", () => {
-    bothRefuse(goodPack(undefined, (files) => (files['../../../../dev/zero'] = hex('0'))), /files_sha256: "\.\.\/\.\.\/\.\.\/\.\.\/dev\/zero" climbs out with '\.\.'; refused$/);
-    bothRefuse(goodPack(undefined, (files) => (files['/dev/zero'] = hex('0'))), /files_sha256: "\/dev\/zero" is absolute; refused$/);
+    bothRefuse(
+      goodPack(undefined, (files) => (files['../../../../dev/zero'] = hex('0'))),
+      /files_sha256: "\.\.\/\.\.\/\.\.\/\.\.\/dev\/zero" climbs out with '\.\.'; refused$/,
+    );
+    bothRefuse(
+      goodPack(undefined, (files) => (files['/dev/zero'] = hex('0'))),
+      /files_sha256: "\/dev\/zero" is absolute; refused$/,
+    );
     const outside = outsideFile('table.json', JSON.stringify(TABLES.wine));
-    bothRefuse(goodPack(undefined, (files) => (files['../outside/table.json'] = sha256Hex(readFileSync(outside)))), /"\.\.\/outside\/table\.json" climbs out with '\.\.'/);
+    bothRefuse(
+      goodPack(undefined, (files) => (files['../outside/table.json'] = sha256Hex(readFileSync(outside)))),
+      /"\.\.\/outside\/table\.json" climbs out with '\.\.'/,
+    );
   });
 
   it('a key naming a FIFO (as an extra file and as a table)', () => {
     const fifo = (path: string) => execFileSync('mkfifo', [path]);
     bothRefuse(
-      goodPack((pack) => fifo(join(pack, 'inputs', 'wine', 'extra')), (files) => (files['inputs/wine/extra'] = hex('0'))),
+      goodPack(
+        (pack) => fifo(join(pack, 'inputs', 'wine', 'extra')),
+        (files) => (files['inputs/wine/extra'] = hex('0')),
+      ),
       /pack file .*inputs\/wine\/extra is a FIFO, not a regular file; refused/,
     );
     bothRefuse(
-      goodPack((pack) => {
-        rmSync(join(pack, 'references', 'wine.json'));
-        fifo(join(pack, 'references', 'wine.json'));
-      }, (files) => (files['references/wine.json'] = hex('0'))),
+      goodPack(
+        (pack) => {
+          rmSync(join(pack, 'references', 'wine.json'));
+          fifo(join(pack, 'references', 'wine.json'));
+        },
+        (files) => (files['references/wine.json'] = hex('0')),
+      ),
       /pack file .*references\/wine\.json is a FIFO, not a regular file; refused/,
     );
   });
@@ -188,7 +220,9 @@ describe('paths a pack names are contained', () => {
           rmSync(join(pack, 'inputs', 'wine'), { recursive: true });
           symlinkSync(join(pack, 'elsewhere'), join(pack, 'inputs', 'wine'));
         },
-        (files) => names.forEach((name) => (files[`inputs/wine/${name}`] = sha256Hex(`${name} elsewhere`))),
+        (files) => {
+          for (const name of names) files[`inputs/wine/${name}`] = sha256Hex(`${name} elsewhere`);
+        },
       ),
       /pack input folder 'wine' resolves to .*elsewhere, outside .*inputs; refused/,
     );
@@ -215,10 +249,15 @@ describe('paths a pack names are contained', () => {
   it('a manifest larger than the limit is refused unread', () => {
     const pack = goodPack();
     truncateSync(join(pack, 'manifest.json'), PACK_JSON_MAX_BYTES + 1); // sparse: nothing is written
-    bothRefuse(pack, new RegExp(`pack manifest .*manifest\\.json is ${PACK_JSON_MAX_BYTES + 1} bytes, more than the ${PACK_JSON_MAX_BYTES} allowed; refused`));
+    bothRefuse(
+      pack,
+      new RegExp(
+        `pack manifest .*manifest\\.json is ${PACK_JSON_MAX_BYTES + 1} bytes, more than the ${PACK_JSON_MAX_BYTES} allowed; refused`,
+      ),
+    );
   });
 
-  it("a condition that is not one name, an unknown condition", () => {
+  it('a condition that is not one name, an unknown condition', () => {
     bothRefuse(goodPack(), /condition "\.\.\/outside" is not a single name/, ['../outside']);
     bothRefuse(goodPack(), /unknown instance 'nope': .*references\/nope\.json does not exist/, ['nope']);
   });
@@ -226,19 +265,28 @@ describe('paths a pack names are contained', () => {
 
 describe('every file used is listed and checked', () => {
   it('a references/*.json that files_sha256 does not list (read whole or named)', () => {
-    const unlisted = goodPack((pack) => writeTable(pack, 'extra', TABLES.wine), (files) => delete files['references/extra.json']);
-    bothRefuse(unlisted, /pack table references\/extra\.json is not listed in .*manifest\.json files_sha256, so it cannot be checked; refused/);
+    const unlisted = goodPack(
+      (pack) => writeTable(pack, 'extra', TABLES.wine),
+      (files) => delete files['references/extra.json'],
+    );
+    bothRefuse(
+      unlisted,
+      /pack table references\/extra\.json is not listed in .*manifest\.json files_sha256, so it cannot be checked; refused/,
+    );
     bothRefuse(unlisted, /pack table references\/extra\.json is not listed/, ['extra']);
     expect(readPack(unlisted, ['wine']).targets).toHaveLength(1);
   });
 
   it('an input that files_sha256 does not list', () => {
-    bothRefuse(goodPack(undefined, (files) => delete files['inputs/wine/arrays.npz']), /pack input inputs\/wine\/arrays\.npz \(of wine\) is not listed in .*files_sha256/);
+    bothRefuse(
+      goodPack(undefined, (files) => delete files['inputs/wine/arrays.npz']),
+      /pack input inputs\/wine\/arrays\.npz \(of wine\) is not listed in .*files_sha256/,
+    );
   });
 
   it('a listed file whose bytes changed: a table, an input, a file no table uses; a listed file missing', () => {
     const table = goodPack();
-    writeFileSync(join(table, 'references', 'wine.json'), JSON.stringify({ ...(TABLES.wine as object), outcomes: outcomes(4) }) + ' ');
+    writeFileSync(join(table, 'references', 'wine.json'), `${JSON.stringify({ ...(TABLES.wine as object), outcomes: outcomes(4) })} `);
     bothRefuse(table, /pack file changed: .*references\/wine\.json \(recorded [0-9a-f]{64}, file [0-9a-f]{64}\)$/);
     const input = goodPack();
     writeFileSync(join(input, 'inputs', 'wine', 'arrays.npz'), 'other arrays');
@@ -253,42 +301,77 @@ describe('every file used is listed and checked', () => {
   it('a folder without manifest.json, or without references/', () => {
     const pack = goodPack();
     rmSync(join(pack, 'manifest.json'));
-    bothRefuse(pack, /is not a WhatWorkedBench pack: no manifest\.json \(a pack holds manifest\.json \(files_sha256: the sha256 of every file/);
+    bothRefuse(
+      pack,
+      /is not a WhatWorkedBench pack: no manifest\.json \(a pack holds manifest\.json \(files_sha256: the sha256 of every file/,
+    );
     const bare = join(ws.root, 'bare');
     mkdirSync(join(bare, 'references'), { recursive: true });
     bothRefuse(bare, /is not a WhatWorkedBench pack: no manifest\.json/);
     mkdirSync(join(ws.root, 'empty'));
     refusedQuickly(() => readPack(join(ws.root, 'empty')), /empty is not a WhatWorkedBench pack: no manifest\.json/);
     // to diff, a folder without references/ is not a pack; it is no reference folder either
-    refusedQuickly(() => loadDiffSide(currentSettings().paths, join(ws.root, 'empty')), /empty is neither a reference folder \(no manifest\.json\) nor a WhatWorkedBench pack/);
+    refusedQuickly(
+      () => loadDiffSide(currentSettings().paths, join(ws.root, 'empty')),
+      /empty is neither a reference folder \(no manifest\.json\) nor a WhatWorkedBench pack/,
+    );
   });
 });
 
 describe('tables and manifests are schema-checked', () => {
   it("an instance '../outside', at the top or in manifest.source", () => {
-    bothRefuse(goodPack((pack) => writeTable(pack, 'spambase__d6', { ...(TABLES.spambase__d6 as object), instance: '../outside', manifest: {} })), /pack table .*spambase__d6\.json is malformed: instance: "\.\.\/outside" is not a single file name; refused/);
-    bothRefuse(goodPack((pack) => writeTable(pack, 'wine', { manifest: { source: { instance: '../outside', family: 'clustering' } }, outcomes: outcomes(4) })), /manifest\.source\.instance: "\.\.\/outside" is not a single file name/);
+    bothRefuse(
+      goodPack((pack) => writeTable(pack, 'spambase__d6', { ...(TABLES.spambase__d6 as object), instance: '../outside', manifest: {} })),
+      /pack table .*spambase__d6\.json is malformed: instance: "\.\.\/outside" is not a single file name; refused/,
+    );
+    bothRefuse(
+      goodPack((pack) =>
+        writeTable(pack, 'wine', { manifest: { source: { instance: '../outside', family: 'clustering' } }, outcomes: outcomes(4) }),
+      ),
+      /manifest\.source\.instance: "\.\.\/outside" is not a single file name/,
+    );
   });
 
   it('instance or family that disagree, an unknown family', () => {
-    bothRefuse(goodPack((pack) => writeTable(pack, 'spambase__d6', { ...(TABLES.spambase__d6 as object), instance: 'wine' })), /instance 'wine' and manifest\.source\.instance 'spambase' differ; refused/);
-    bothRefuse(goodPack((pack) => writeTable(pack, 'wine', { manifest: { source: { instance: 'wine', family: 'astrology' } }, outcomes: outcomes(4) })), /unknown or missing family 'astrology'/);
+    bothRefuse(
+      goodPack((pack) => writeTable(pack, 'spambase__d6', { ...(TABLES.spambase__d6 as object), instance: 'wine' })),
+      /instance 'wine' and manifest\.source\.instance 'spambase' differ; refused/,
+    );
+    bothRefuse(
+      goodPack((pack) =>
+        writeTable(pack, 'wine', { manifest: { source: { instance: 'wine', family: 'astrology' } }, outcomes: outcomes(4) }),
+      ),
+      /unknown or missing family 'astrology'/,
+    );
   });
 
   it('masks of mixed widths, a mask that is not 0/1, no outcomes, a malformed record or sha256', () => {
-    const table = (outcomesOf: unknown) => (pack: string) => writeTable(pack, 'wine', { manifest: { source: { instance: 'wine', family: 'clustering' } }, outcomes: outcomesOf });
+    const table = (outcomesOf: unknown) => (pack: string) =>
+      writeTable(pack, 'wine', { manifest: { source: { instance: 'wine', family: 'clustering' } }, outcomes: outcomesOf });
     bothRefuse(goodPack(table({ ...outcomes(4), ...outcomes(6) })), /outcomes: masks of different widths \(4 and 6\)/);
     bothRefuse(goodPack(table({ '01x1': outcome(1) })), /outcomes: "01x1" is not a mask \(4 or 6 characters 0\/1\)/);
     bothRefuse(goodPack(table({})), /outcomes: no outcomes/);
     bothRefuse(goodPack(table({ '0000': { ...outcome(1), utility: 'high' } })), /outcomes\.0000\.utility: /);
-    bothRefuse(goodPack(undefined, (files) => (files['references/wine.json'] = 'WINE')), /files_sha256\.references\/wine\.json: is not a sha256/);
-    bothRefuse(goodPack((pack) => writeFileSync(join(pack, 'references', 'wine.json'), '{"outcomes": ')), /pack table .*wine\.json is not JSON: /);
+    bothRefuse(
+      goodPack(undefined, (files) => (files['references/wine.json'] = 'WINE')),
+      /files_sha256\.references\/wine\.json: is not a sha256/,
+    );
+    bothRefuse(
+      goodPack((pack) => writeFileSync(join(pack, 'references', 'wine.json'), '{"outcomes": ')),
+      /pack table .*wine\.json is not JSON: /,
+    );
   });
 });
 
 describe('exportPack writes only a pack folder of its own', () => {
   it('refuses an output folder inside the reference folder or prepared/, before reading anything', () => {
-    refusedQuickly(() => exportPack(currentSettings(), join(ws.references, 'pack')), /pack folder .*references\/pack is inside .*references, which only wwref itself writes; choose another folder/);
-    refusedQuickly(() => exportPack(currentSettings(), join(ws.prepared, 'wine', '..', 'pack')), /pack folder .*is inside .*prepared, which only wwref itself writes/);
+    refusedQuickly(
+      () => exportPack(currentSettings(), join(ws.references, 'pack')),
+      /pack folder .*references\/pack is inside .*references, which only wwref itself writes; choose another path/,
+    );
+    refusedQuickly(
+      () => exportPack(currentSettings(), join(ws.prepared, 'wine', '..', 'pack')),
+      /pack folder .*is inside .*prepared, which only wwref itself writes/,
+    );
   });
 });

@@ -14,11 +14,9 @@ import { execa, type Result, type ResultPromise } from 'execa';
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
-import { type ReferenceManifest } from '../../pipelines/references/manifest.ts';
-import { deadPid, placeholderManifest, useGuardedWorkspace } from '../sources/hardening-support.ts';
+import { useGuardedWorkspace } from '../sources/hardening-support.ts';
 import { exitOnMask, FAIL_WRITE_PRELOAD, failWrite } from '../support/doubles.ts';
 
 const BIN = join(ROOT, 'bin', 'wwref.mjs');
@@ -32,10 +30,22 @@ function wwref(args: string[], env: Record<string, string> = {}): ResultPromise<
   return execa('node', ['--import', FAIL_WRITE_PRELOAD, BIN, ...args], { cwd: workspace().root, env, reject: false });
 }
 
-const rebuildArgs = (refs: string, condition: string, ...extra: string[]) => ['rebuild', '--condition', condition, '--workers', '1', '--references', refs, ...extra];
+const rebuildArgs = (refs: string, condition: string, ...extra: string[]) => [
+  'rebuild',
+  '--condition',
+  condition,
+  '--workers',
+  '1',
+  '--references',
+  refs,
+  ...extra,
+];
 
 /** The lines of stderr that are wwref's own messages (progress and preparation lines aside). */
-const messages = (result: Result): string[] => String(result.stderr).split('\n').filter((l) => l.startsWith('wwref:'));
+const messages = (result: Result): string[] =>
+  String(result.stderr)
+    .split('\n')
+    .filter((l) => l.startsWith('wwref:'));
 
 function noStack(result: Result): void {
   expect(String(result.stderr)).not.toMatch(/\n\s+at /);

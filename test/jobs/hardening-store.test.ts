@@ -29,7 +29,9 @@ function wwref(args: string[], env: Record<string, string> = {}) {
 /** A user error: exit 2, one wwref line, no stack. */
 function userError(result: Result, message: RegExp): void {
   expect(result.exitCode, `${result.stdout}\n${result.stderr}`).toBe(2);
-  const lines = String(result.stderr).split('\n').filter((l) => l.startsWith('wwref:'));
+  const lines = String(result.stderr)
+    .split('\n')
+    .filter((l) => l.startsWith('wwref:'));
   expect(lines).toHaveLength(1);
   expect(lines[0]).toMatch(message);
   expect(String(result.stderr)).not.toMatch(/\n\s+at |internal error/);
@@ -69,7 +71,13 @@ describe('replay of re-sealed references', () => {
     ['a dropped row', (t) => t.records.pop(), /15 rows, but the manifest records 16/],
     ['0101 replaced by a second 0100', (t) => (t.records[5] = { ...t.records[4]! }), /mask appears twice.*no record for mask\(s\) 0101/],
     ['a failed record', (t) => (t.records[0] = { ...t.records[0]!, status: 'failed', error: 'x' }), /status failed/],
-    ['a zeroed plan_sha256 column', (t) => t.records.forEach((r) => (r.plan_sha256 = '0'.repeat(64))), /plan_sha256 is "0+"/],
+    [
+      'a zeroed plan_sha256 column',
+      (t) => {
+        for (const r of t.records) r.plan_sha256 = '0'.repeat(64);
+      },
+      /plan_sha256 is "0+"/,
+    ],
     ['cleared schema metadata', (t) => (t.metadata = {}), /lacks the wwref context/],
   ];
   for (const [what, edit, message] of cases) {
@@ -109,7 +117,10 @@ describe('replay of re-sealed references', () => {
     const manifest = readReferenceManifest(dir)!;
     manifest.conditions.nile!.plan_file = 'sources/does_not_exist.plan.json';
     writeReferenceManifest(manifest, dir);
-    userError(await wwref(['replay', '--references', dir, '--report', join(workspace().root, 'r.json')]), /its plan sources\/does_not_exist\.plan\.json \(named by the manifest\) does not exist/);
+    userError(
+      await wwref(['replay', '--references', dir, '--report', join(workspace().root, 'r.json')]),
+      /its plan sources\/does_not_exist\.plan\.json \(named by the manifest\) does not exist/,
+    );
   });
 
   it('a pack exported from a folder replays from the command line (--format wwb --references PACK)', async () => {
@@ -127,10 +138,16 @@ describe('replay of re-sealed references', () => {
     const manifest = readReferenceManifest(dir)!;
     manifest.code.workflows_sha256 = 'a'.repeat(64);
     writeReferenceManifest(manifest, dir);
-    userError(await wwref(['replay', '--references', dir, '--report', join(workspace().root, 'r.json')]), /metadata workflows_sha256 is .*, the manifest says "a{64}"/);
+    userError(
+      await wwref(['replay', '--references', dir, '--report', join(workspace().root, 'r.json')]),
+      /metadata workflows_sha256 is .*, the manifest says "a{64}"/,
+    );
     // table and manifest re-sealed together: the checkout's code is what refuses
     reseal(dir, (t) => (t.metadata = { wwref: JSON.stringify({ ...JSON.parse(t.metadata.wwref!), workflows_sha256: 'a'.repeat(64) }) }));
-    userError(await wwref(['replay', '--references', dir, '--report', join(workspace().root, 'r.json')]), /workflow code: the references were built with workflows_sha256 a{64}, this checkout has [0-9a-f]{64}; refusing to replay/);
+    userError(
+      await wwref(['replay', '--references', dir, '--report', join(workspace().root, 'r.json')]),
+      /workflow code: the references were built with workflows_sha256 a{64}, this checkout has [0-9a-f]{64}; refusing to replay/,
+    );
   });
 });
 
@@ -144,7 +161,10 @@ describe('every reader refuses a table that is /dev/zero or a FIFO, within secon
     execFileSync('mkfifo', [join(fifo, 'nile.arrow')]);
     const out = join(workspace().root, 'reader-out');
     mkdirSync(out, { recursive: true });
-    writeFileSync(join(out, 'table.csv'), `mask,utility\n${[...Array(16).keys()].map((k) => `${k.toString(2).padStart(4, '0')},0.5`).join('\n')}\n`);
+    writeFileSync(
+      join(out, 'table.csv'),
+      `mask,utility\n${[...Array(16).keys()].map((k) => `${k.toString(2).padStart(4, '0')},0.5`).join('\n')}\n`,
+    );
     const readers = (dir: string): [string, string[]][] => [
       ['replay', ['replay', '--references', dir, '--report', join(out, 'r.json')]],
       ['export', ['export', '--format', 'csv', '--references', dir, '--out', join(out, 'all.csv')]],
@@ -168,19 +188,40 @@ describe('guards', () => {
   it('--references inside prepared/ (or the source manifests) is refused with exit 2, and nothing is deleted', async () => {
     await nileCopy('prepared-guard'); // nile is prepared now
     const prepared = join(workspace().prepared, 'nile');
-    const before = readdirSync(prepared).sort().map((f) => `${f} ${sha256Hex(readFileSync(join(prepared, f)))}`);
-    userError(await wwref(['rebuild', '--condition', 'nile', '--references', prepared]), /reference folder .* is inside the prepared inputs/);
-    userError(await wwref(['replay', '--references', join(workspace().root, 'prepared', '..', 'prepared', 'nile')]), /is inside the prepared inputs/);
+    const before = readdirSync(prepared)
+      .sort()
+      .map((f) => `${f} ${sha256Hex(readFileSync(join(prepared, f)))}`);
+    userError(
+      await wwref(['rebuild', '--condition', 'nile', '--references', prepared]),
+      /reference folder .* is inside the prepared inputs/,
+    );
+    userError(
+      await wwref(['replay', '--references', join(workspace().root, 'prepared', '..', 'prepared', 'nile')]),
+      /is inside the prepared inputs/,
+    );
     userError(await wwref(['list'], { WWREF_REFERENCES_DIR: join(workspace().manifests, 'refs') }), /is inside the source manifests/);
     const prep = await wwref(['prepare', '--source', 'nile']);
     expect(prep.exitCode, String(prep.stderr)).toBe(0);
-    expect(readdirSync(prepared).sort().map((f) => `${f} ${sha256Hex(readFileSync(join(prepared, f)))}`)).toEqual(before);
+    expect(
+      readdirSync(prepared)
+        .sort()
+        .map((f) => `${f} ${sha256Hex(readFileSync(join(prepared, f)))}`),
+    ).toEqual(before);
   });
 
   it('--condition given many times is one condition', async () => {
     const dir = await nileCopy('repeated');
     const args = Array.from({ length: 300 }, () => ['--condition', 'nile']).flat();
-    const result = await wwref(['export', '--format', 'csv', '--references', dir, '--out', join(workspace().root, 'repeated.csv'), ...args]);
+    const result = await wwref([
+      'export',
+      '--format',
+      'csv',
+      '--references',
+      dir,
+      '--out',
+      join(workspace().root, 'repeated.csv'),
+      ...args,
+    ]);
     expect(result.exitCode, String(result.stderr)).toBe(0);
     expect(readFileSync(join(workspace().root, 'repeated.csv'), 'utf8').trim().split('\n')).toHaveLength(17);
   });
@@ -221,12 +262,36 @@ describe('writers on one folder', () => {
     const added = await wwref(['add-source', file, '--references', refs, '--workers', '1']);
     expect(added.exitCode, String(added.stderr)).toBe(0);
     const old = readReferenceManifest(refs)!.conditions.tiny_changed!.plan_sha256;
-    writeFileSync(file, `${JSON.stringify(tinyCameraPlan('tiny_changed', (p) => (p.title = 'a changed title')), null, 2)}\n`);
+    writeFileSync(
+      file,
+      `${JSON.stringify(
+        tinyCameraPlan('tiny_changed', (p) => (p.title = 'a changed title')),
+        null,
+        2,
+      )}\n`,
+    );
     const before = readFileSync(join(refs, 'manifest.json'));
-    userError(await wwref(['rebuild', '--references', refs, '--condition', 'tiny_changed']), /plan of condition 'tiny_changed' changed after its references were written .*pass --force/);
-    userError(await wwref(['rebuild', '--references', refs, '--condition', 'tiny_changed', '--force']), /condition 'tiny_changed__d6' of source 'tiny_changed' was built from another plan .*rebuild it together/);
+    userError(
+      await wwref(['rebuild', '--references', refs, '--condition', 'tiny_changed']),
+      /plan of condition 'tiny_changed' changed after its references were written .*pass --force/,
+    );
+    userError(
+      await wwref(['rebuild', '--references', refs, '--condition', 'tiny_changed', '--force']),
+      /condition 'tiny_changed__d6' of source 'tiny_changed' was built from another plan .*rebuild it together/,
+    );
     expect(readFileSync(join(refs, 'manifest.json')).equals(before)).toBe(true);
-    const forced = await wwref(['rebuild', '--references', refs, '--condition', 'tiny_changed', '--condition', 'tiny_changed__d6', '--force', '--workers', '1']);
+    const forced = await wwref([
+      'rebuild',
+      '--references',
+      refs,
+      '--condition',
+      'tiny_changed',
+      '--condition',
+      'tiny_changed__d6',
+      '--force',
+      '--workers',
+      '1',
+    ]);
     expect(forced.exitCode, String(forced.stderr)).toBe(0);
     const entries = readReferenceManifest(refs)!.conditions;
     for (const id of ['tiny_changed', 'tiny_changed__d6']) {

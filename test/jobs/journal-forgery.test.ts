@@ -40,7 +40,14 @@ async function rebuildNile(options: Partial<RebuildOptions> = {}, env: Record<st
   const logged: string[] = [];
   Object.assign(process.env, env);
   try {
-    const summary = await rebuild(catalog, { settings: currentSettings(), conditions: ['nile'], workers: 1, quiet: true, log: (line) => logged.push(line), ...options });
+    const summary = await rebuild(catalog, {
+      settings: currentSettings(),
+      conditions: ['nile'],
+      workers: 1,
+      quiet: true,
+      log: (line) => logged.push(line),
+      ...options,
+    });
     return { summary, refusals: logged.filter((line) => line.startsWith('journal:')) };
   } finally {
     for (const key of Object.keys(env)) delete process.env[key];
@@ -48,7 +55,17 @@ async function rebuildNile(options: Partial<RebuildOptions> = {}, env: Record<st
 }
 
 const essentials = (records: ReferenceRecord[]) =>
-  records.map((r) => [r.mask, r.status, r.utility, r.native_value, r.independent_value, r.normalization_scale, r.prediction_sha256, r.native_metric, r.extras]);
+  records.map((r) => [
+    r.mask,
+    r.status,
+    r.utility,
+    r.native_value,
+    r.independent_value,
+    r.normalization_scale,
+    r.prediction_sha256,
+    r.native_metric,
+    r.extras,
+  ]);
 
 function table(): ReferenceRecord[] {
   const path = join(workspace().references, 'nile.arrow');
@@ -57,7 +74,10 @@ function table(): ReferenceRecord[] {
 
 /** `journal` with the run of each named mask edited, and its checksum recomputed as the journal computes it. */
 function forge(journal: string, masks: string[], edit: (run: Line['run']) => void): string {
-  const lines = journal.trim().split('\n').map((l) => JSON.parse(l) as Line);
+  const lines = journal
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Line);
   expect(masks.every((m) => lines.some((l) => l.mask === m))).toBe(true);
   return `${lines
     .map((line) => {
@@ -96,11 +116,17 @@ beforeAll(async () => {
   const first = await rebuildNile({ fresh: true }, exitOnMask('0011'));
   expect(first.summary.failed).toBe(1);
   interrupted = readFileSync(journalPath(), 'utf8');
-  const masks = interrupted.trim().split('\n').map((l) => (JSON.parse(l) as Line).mask);
+  const masks = interrupted
+    .trim()
+    .split('\n')
+    .map((l) => (JSON.parse(l) as Line).mask);
   expect(masks).toHaveLength(15);
   expect(masks).not.toContain('0011');
   await rebuildNile({ fresh: true }, exitOnMask('0100'));
-  const line0011 = readFileSync(journalPath(), 'utf8').trim().split('\n').find((l) => (JSON.parse(l) as Line).mask === '0011')!;
+  const line0011 = readFileSync(journalPath(), 'utf8')
+    .trim()
+    .split('\n')
+    .find((l) => (JSON.parse(l) as Line).mask === '0011')!;
   complete = `${interrupted}${line0011}\n`;
 });
 

@@ -24,7 +24,8 @@ beforeAll(() => {
 });
 afterAll(() => ws.dispose());
 
-const preparedHashes = () => Object.fromEntries(Object.keys(wine.prepared_files).map((f) => [f, sha256Hex(readFileSync(join(ws.prepared, 'wine', f)))]));
+const preparedHashes = () =>
+  Object.fromEntries(Object.keys(wine.prepared_files).map((f) => [f, sha256Hex(readFileSync(join(ws.prepared, 'wine', f)))]));
 
 describe('replay and audit prepare a missing input and verify it before use', () => {
   it('replay --condition wine with no prepared folder passes (the input is made and checked first)', async () => {
@@ -54,16 +55,24 @@ describe('replay and audit prepare a missing input and verify it before use', ()
   it('a prepared input that differs from the manifest is refused and not kept', async () => {
     rmSync(join(ws.prepared, 'wine'), { recursive: true });
     const wrong = { ...wine.prepared_files, 'arrays.npz': '0'.repeat(64) };
-    const error = await prepareMissing([{ source: 'wine', planFile: wine.plan_file, planSha256: wine.plan_sha256, files: wrong }], { settings: currentSettings(), log: () => {} }).catch((e: unknown) => e);
+    const error = await prepareMissing([{ source: 'wine', planFile: wine.plan_file, planSha256: wine.plan_sha256, files: wrong }], {
+      settings: currentSettings(),
+      log: () => {},
+    }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UserError);
-    expect((error as Error).message).toMatch(/cannot prepare wine: the prepared input of wine made here differs from the one the manifest records \(arrays\.npz: [0-9a-f]{64}, expected 0{64}\); nothing was kept/);
+    expect((error as Error).message).toMatch(
+      /cannot prepare wine: the prepared input of wine made here differs from the one the manifest records \(arrays\.npz: [0-9a-f]{64}, expected 0{64}\); nothing was kept/,
+    );
     expect(existsSync(join(ws.prepared, 'wine'))).toBe(false);
     // the committed source manifest was never the one written
     expect(existsSync(join(MANIFESTS_DIR, 'wine.json'))).toBe(true);
   });
 
   it('a plan changed since the manifest was written is refused, not prepared around', async () => {
-    const error = await prepareMissing([{ source: 'wine', planFile: wine.plan_file, planSha256: 'f'.repeat(64), files: wine.prepared_files }], { settings: currentSettings(), log: () => {} }).catch((e: unknown) => e);
+    const error = await prepareMissing(
+      [{ source: 'wine', planFile: wine.plan_file, planSha256: 'f'.repeat(64), files: wine.prepared_files }],
+      { settings: currentSettings(), log: () => {} },
+    ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UserError);
     expect((error as Error).message).toMatch(/plan sources\/wine\.plan\.json changed since the manifest was written/);
   });

@@ -8,11 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { UserError } from '../../pipelines/core/errors.ts';
 import { sha256Hex } from '../../pipelines/core/hashing.ts';
-import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 
-import { RecordTimeout, WorkerCrash, WorkerError } from '../../pipelines/execution/executor.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { currentSettings } from '../support/workspace.ts';
 import { slowRecords } from '../support/doubles.ts';
@@ -26,7 +24,6 @@ beforeAll(() => {
 afterAll(() => ws.dispose());
 
 describe('rebuild', () => {
-
   it('prepares the missing input, executes all 16 masks and writes a verified table and manifest', async () => {
     const summary = await rebuild(catalog, { settings: currentSettings(), conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
     expect(summary.records).toBe(16);
@@ -73,7 +70,11 @@ describe('rebuild', () => {
   });
 
   it('rejects an unknown condition with a message', async () => {
-    await expect(rebuild(catalog, { settings: currentSettings(), conditions: ['no_such_condition'], quiet: true })).rejects.toThrow(UserError);
-    await expect(rebuild(catalog, { settings: currentSettings(), conditions: ['no_such_condition'], quiet: true })).rejects.toThrow(/unknown condition 'no_such_condition'/);
+    await expect(rebuild(catalog, { settings: currentSettings(), conditions: ['no_such_condition'], quiet: true })).rejects.toThrow(
+      UserError,
+    );
+    await expect(rebuild(catalog, { settings: currentSettings(), conditions: ['no_such_condition'], quiet: true })).rejects.toThrow(
+      /unknown condition 'no_such_condition'/,
+    );
   });
 });

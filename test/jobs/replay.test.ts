@@ -19,7 +19,13 @@ let ws: Workspace;
 
 beforeAll(async () => {
   ws = useTempWorkspace();
-  await rebuild(loadCatalog(currentSettings()), { settings: currentSettings(), conditions: ['nile'], workers: 2, quiet: true, log: () => {} });
+  await rebuild(loadCatalog(currentSettings()), {
+    settings: currentSettings(),
+    conditions: ['nile'],
+    workers: 2,
+    quiet: true,
+    log: () => {},
+  });
 });
 afterAll(() => ws.dispose());
 
@@ -53,8 +59,15 @@ describe('replay', () => {
     const two = await replay({ settings: currentSettings(), quiet: true, workers: 2 });
     expect(two.workers).toBe(2);
     expect(two.all_passed).toBe(true);
-    expect(two.records.map((r) => [r.mask, r.prediction_sha256, r.utility])).toEqual(one.records.map((r) => [r.mask, r.prediction_sha256, r.utility]));
-    const tampered = await replay({ settings: currentSettings(), quiet: true, workers: 2, referencesDir: tamperedCopy('two-workers', (r) => (r.utility = r.utility! + 1e-12)) });
+    expect(two.records.map((r) => [r.mask, r.prediction_sha256, r.utility])).toEqual(
+      one.records.map((r) => [r.mask, r.prediction_sha256, r.utility]),
+    );
+    const tampered = await replay({
+      settings: currentSettings(),
+      quiet: true,
+      workers: 2,
+      referencesDir: tamperedCopy('two-workers', (r) => (r.utility = r.utility! + 1e-12)),
+    });
     expect(tampered.passed).toBe(15);
     expect(tampered.records.find((r) => !r.passed)!.failures.map((f) => f.check)).toEqual(['utility']);
   });
@@ -85,7 +98,9 @@ describe('replay', () => {
     const bytes = readFileSync(join(dir, 'nile.arrow'));
     bytes[bytes.length - 20] = bytes[bytes.length - 20]! ^ 1;
     writeFileSync(join(dir, 'nile.arrow'), bytes);
-    await expect(replay({ settings: currentSettings(), referencesDir: dir, quiet: true })).rejects.toThrow(/reference table changed: .*nile\.arrow/);
+    await expect(replay({ settings: currentSettings(), referencesDir: dir, quiet: true })).rejects.toThrow(
+      /reference table changed: .*nile\.arrow/,
+    );
   });
 
   it('refuses a tampered prepared input, naming the file', async () => {
@@ -115,7 +130,9 @@ describe('replay', () => {
     writeFileSync(join(dir, 'nile.arrow'), bytes);
     manifest.conditions.nile!.table_sha256 = sha256Hex(bytes);
     writeReferenceManifest(manifest, dir);
-    await expect(replay({ settings: currentSettings(), referencesDir: dir, quiet: true })).rejects.toThrow(/numpy: expected 1\.26\.4, installed 2\.2\.6/);
+    await expect(replay({ settings: currentSettings(), referencesDir: dir, quiet: true })).rejects.toThrow(
+      /numpy: expected 1\.26\.4, installed 2\.2\.6/,
+    );
     const report = await replay({ settings: currentSettings(), referencesDir: dir, quiet: true, allowVersionDrift: true });
     expect(report.version_drift).toEqual(['numpy: expected 1.26.4, installed 2.2.6']);
     expect(report.allow_version_drift).toBe(true);
@@ -132,7 +149,13 @@ describe('replay', () => {
   it('reports a declared equivalence that the replayed hashes contradict', async () => {
     const stored = readReferenceTable(tablePath('nile')).records.map(storedFromReference);
     // A false declaration: option A (the time-trend feature) has an effect whatever B is.
-    const target = { condition: 'nile', family: 'forecasting' as const, input: { source: 'nile', files: readReferenceManifest()!.conditions.nile!.prepared_files }, records: stored, equivalences: [{ option: 'A' as const, inactive_when: { B: 0 as const } }] };
+    const target = {
+      condition: 'nile',
+      family: 'forecasting' as const,
+      input: { source: 'nile', files: readReferenceManifest()!.conditions.nile!.prepared_files },
+      records: stored,
+      equivalences: [{ option: 'A' as const, inactive_when: { B: 0 as const } }],
+    };
     const report = await replayTargets([target], readReferenceManifest()!, { settings: currentSettings(), quiet: true });
     expect(report.passed).toBe(16);
     expect(report.all_passed).toBe(false);

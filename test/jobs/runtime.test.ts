@@ -43,7 +43,9 @@ describe('runtime declarations', () => {
     expect(byName.current!.venv).toBe(join(ROOT, '.venv-current'));
     for (const r of declaredRuntimes()) {
       // every requirement is an exact pin, and the bit-deciding marks name the packages the worker reports
-      const lines = readFileSync(r.requirements, 'utf8').split('\n').filter((l) => l.trim() && !l.trim().startsWith('#'));
+      const lines = readFileSync(r.requirements, 'utf8')
+        .split('\n')
+        .filter((l) => l.trim() && !l.trim().startsWith('#'));
       for (const line of lines) expect(line, `${r.name}: ${line}`).toMatch(/^[A-Za-z0-9_.-]+==[^\s#]+/);
       expect(marked(r.requirements), r.name).toEqual([...REPLAY_PACKAGES]);
     }
@@ -57,7 +59,9 @@ describe('runtime declarations', () => {
     expect(() => loadSettings({ runtime: 'nope' }, {})).toThrow(UserError);
     const bad = await cliInProcess(['rebuild', '--runtime', 'nope', '--condition', 'nile'], ROOT);
     expect(bad.code).toBe(2);
-    expect(bad.stderr.trim().split('\n')).toEqual([expect.stringMatching(/runtime 'nope' is not declared in wwref\.config\.json \(declared: pinned, current\)/)]);
+    expect(bad.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/runtime 'nope' is not declared in wwref\.config\.json \(declared: pinned, current\)/),
+    ]);
     const listed = await cliInProcess(['list'], ROOT);
     expect(listed.code).toBe(0);
     expect(process.env.WWREF_RUNTIME).toBeUndefined();
@@ -66,11 +70,13 @@ describe('runtime declarations', () => {
   it('a rebuild under another runtime into the pinned references is refused before any work', async () => {
     const refused = await cliInProcess(['rebuild', '--runtime', 'current', '--condition', 'nile'], ROOT);
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toMatch(/outputs\/references holds references of runtime 'pinned'; runtime 'current' writes its references into a folder of its own/);
+    expect(refused.stderr).toMatch(
+      /outputs\/references holds references of runtime 'pinned'; runtime 'current' writes its references into a folder of its own/,
+    );
     expect(process.env.WWREF_RUNTIME).toBeUndefined();
   });
 
-  it('the portable profile is spelled in the target names of each runtime\'s NumPy, and refuses a NumPy it does not know', () => {
+  it("the portable profile is spelled in the target names of each runtime's NumPy, and refuses a NumPy it does not know", () => {
     const byName = Object.fromEntries(declaredRuntimes().map((r) => [r.name, r]));
     const pinned = profileByName('x86-64-v3', pinnedVersions(byName.pinned!).numpy);
     const current = profileByName('x86-64-v3', pinnedVersions(byName.current!).numpy);
@@ -93,14 +99,19 @@ describe('a sample under the current runtime', () => {
   beforeAll(async () => {
     ws = useTempWorkspace();
     // the input is prepared by the pinned runtime, as the committed references' inputs are
-    const [prepared] = await prepareSources([loadCatalog(currentSettings()).source('nile')], { settings: currentSettings(), log: () => {} });
+    const [prepared] = await prepareSources([loadCatalog(currentSettings()).source('nile')], {
+      settings: currentSettings(),
+      log: () => {},
+    });
     expect(prepared!.ok).toBe(true);
     await underRuntime('current', (settings) => ensurePythonRuntime(settings));
   });
   afterAll(() => ws?.dispose());
 
   it('rebuilds nile in .venv-current: the manifest records the current pins and the effective NumPy/OpenBLAS state', async () => {
-    const summary = await underRuntime('current', (settings) => rebuild(loadCatalog(settings), { settings, conditions: ['nile'], workers: 2, quiet: true, log: () => {} }));
+    const summary = await underRuntime('current', (settings) =>
+      rebuild(loadCatalog(settings), { settings, conditions: ['nile'], workers: 2, quiet: true, log: () => {} }),
+    );
     expect(summary.conditions.map((c) => [c.condition, c.records, c.failed, c.error])).toEqual([['nile', 16, 0, undefined]]);
     const manifest = readReferenceManifest(ws.references)!;
     expect(runtimeOfVersions(manifest.versions)).toBe('current');
@@ -115,7 +126,9 @@ describe('a sample under the current runtime', () => {
   });
 
   it('replay under the pinned runtime refuses them and names the runtime; told to use it, every record replays exactly', async () => {
-    await expect(replay({ settings: currentSettings(), referencesDir: ws.references, quiet: true })).rejects.toThrow(/pass --runtime current/);
+    await expect(replay({ settings: currentSettings(), referencesDir: ws.references, quiet: true })).rejects.toThrow(
+      /pass --runtime current/,
+    );
     const report = await underRuntime('current', (settings) => replay({ settings, referencesDir: ws.references, quiet: true }));
     expect(report.version_drift).toEqual([]);
     expect([report.passed, report.total, report.all_passed]).toEqual([16, 16, true]);

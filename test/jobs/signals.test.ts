@@ -35,7 +35,10 @@ const journalLines = (condition: string) => {
 };
 
 describe('a signal stops a job and everything it started', () => {
-  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const) {
     it(`add-source under ${signal}: exit ${code}, no worker left, nothing of the source left behind`, async () => {
       const source = `tiny_${signal.toLowerCase()}`;
       const planFile = join(ws.root, 'plans', `${source}.plan.json`);
@@ -52,7 +55,10 @@ describe('a signal stops a job and everything it started', () => {
       expect(alive(started), 'processes the command started').toEqual([]);
       expect(existsSync(join(ws.manifests, `${source}.json`)), 'source manifest').toBe(false);
       expect(existsSync(join(ws.prepared, source)), 'prepared input').toBe(false);
-      expect(readdirSync(join(ws.cache, 'add-source')).filter((name) => name.startsWith(source)), 'staging and frozen plan').toEqual([]);
+      expect(
+        readdirSync(join(ws.cache, 'add-source')).filter((name) => name.startsWith(source)),
+        'staging and frozen plan',
+      ).toEqual([]);
       // the source id is free: the dry run accepts the plan again
       const again = await execa('node', [BIN, 'add-source', planFile, '--dry-run'], { cwd: ws.root, reject: false });
       expect(again.exitCode, String(again.stderr)).toBe(0);

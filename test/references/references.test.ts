@@ -36,7 +36,7 @@ const comparable = [...catalog.conditions.values()].filter(
 );
 
 describe('committed reference tables', () => {
-  it('every committed folder passes the store and was built by this checkout\'s workflow code (rebuild them after changing workflows/)', () => {
+  it("every committed folder passes the store and was built by this checkout's workflow code (rebuild them after changing workflows/)", () => {
     for (const folder of ['references', 'examples', 'current']) {
       const store = new ReferenceStore(join(ROOT, 'outputs', folder), settings.paths);
       const committed = store.requireManifest();
@@ -52,7 +52,10 @@ describe('committed reference tables', () => {
     for (const [id, entry] of Object.entries(manifest!.conditions)) {
       expect(sha256Hex(readFileSync(join(dir, entry.table))), id).toBe(entry.table_sha256);
       const rows = tables.get(id)!;
-      expect(rows.map((r) => r.mask), id).toEqual(allMasks(entry.dimensions));
+      expect(
+        rows.map((r) => r.mask),
+        id,
+      ).toEqual(allMasks(entry.dimensions));
       for (const r of rows) {
         expect(r.status, `${id} ${r.mask}: ${r.error}`).toBe('ok');
         expect(metricsAgree(r.independent_value!, r.native_value!), `${id} ${r.mask}`).toBe(true);
@@ -84,7 +87,10 @@ describe('committed reference tables', () => {
       const rows = tables.get(condition.id)!;
       expect(checkDeclared(condition.id, condition.condition.equivalences, rows), condition.id).toEqual([]);
       if (condition.condition.paired_with) {
-        expect(checkPaired(condition.id, condition.condition.paired_with, rows, tables.get(condition.condition.paired_with)!), condition.id).toEqual([]);
+        expect(
+          checkPaired(condition.id, condition.condition.paired_with, rows, tables.get(condition.condition.paired_with)!),
+          condition.id,
+        ).toEqual([]);
         subcube += 16;
       }
     }
@@ -115,7 +121,8 @@ describe.skipIf(!hasPublished(PUBLISHED))('conformance with the published catalo
         const ours = rows.get(p.mask)!;
         // A declared platform deviation may differ in prediction bytes, never in the utility.
         if (!deviating.has(p.mask)) expect(ours.prediction_sha256, `${condition.id} ${p.mask} hash`).toBe(p.prediction_sha256);
-        else if (ours.prediction_sha256 === p.prediction_sha256) console.info(`${condition.id} ${p.mask}: declared deviation reproduced exactly on this platform`);
+        else if (ours.prediction_sha256 === p.prediction_sha256)
+          console.info(`${condition.id} ${p.mask}: declared deviation reproduced exactly on this platform`);
         expect(ours.utility, `${condition.id} ${p.mask} utility`).toBe(p.utility);
         expect(ours.native_metric, `${condition.id} ${p.mask}`).toBe(p.native_metric);
         checked++;

@@ -65,11 +65,25 @@ describe('re-sealed tables are refused, naming what is wrong', () => {
 
   const cases: [string, (t: ReturnType<typeof readReferenceTable>, m: ReferenceManifest) => void, RegExp][] = [
     ['a dropped row', (t) => t.records.splice(15, 1), /has 15 rows, but the manifest records 16 \(one per mask\)/],
-    ['a duplicated mask in place of another', (t) => (t.records[5] = { ...t.records[4]! }), /row 5 \(mask "0100"\): mask appears twice.*no record for mask\(s\) 0101/],
+    [
+      'a duplicated mask in place of another',
+      (t) => (t.records[5] = { ...t.records[4]! }),
+      /row 5 \(mask "0100"\): mask appears twice.*no record for mask\(s\) 0101/,
+    ],
     ['a failed record', (t) => (t.records[2] = { ...t.records[2]!, status: 'failed', error: 'boom' }), /row 2 .*status failed \(boom\)/],
-    ['a zeroed plan_sha256 column', (t) => t.records.forEach((r) => (r.plan_sha256 = '0'.repeat(64))), /plan_sha256 is "0{64}", the manifest says/],
+    [
+      'a zeroed plan_sha256 column',
+      (t) => {
+        for (const r of t.records) r.plan_sha256 = '0'.repeat(64);
+      },
+      /plan_sha256 is "0{64}", the manifest says/,
+    ],
     ['cleared schema metadata', (t) => (t.metadata = {}), /schema metadata lacks the wwref context/],
-    ['a changed code identity in the manifest', (_t, m) => (m.code.workflows_sha256 = 'f'.repeat(64)), /metadata workflows_sha256 is .*, the manifest says "f{64}"/],
+    [
+      'a changed code identity in the manifest',
+      (_t, m) => (m.code.workflows_sha256 = 'f'.repeat(64)),
+      /metadata workflows_sha256 is .*, the manifest says "f{64}"/,
+    ],
     ['rows out of order', (t) => t.records.reverse(), /row 0 \(mask "1111"\): expected mask 0000 here/],
     ['a record of another condition', (t) => (t.records[1] = { ...t.records[1]!, condition: 'beta' }), /row 1 .*condition is "beta"/],
     ['a utility outside [0, 1]', (t) => (t.records[3] = { ...t.records[3]!, utility: 1.5 }), /utility 1.5 is not in \[0, 1\]/],
@@ -136,7 +150,9 @@ describe('reads are contained and bounded', () => {
 
   it('a few bytes of Arrow declaring a hundred million rows are refused before any row is decoded', () => {
     const dir = copy();
-    const columns = Object.fromEntries(TABLE_COLUMNS.map((c) => [c, makeVector(makeData({ type: new Null(), length: 1e8, nullCount: 1e8 }))]));
+    const columns = Object.fromEntries(
+      TABLE_COLUMNS.map((c) => [c, makeVector(makeData({ type: new Null(), length: 1e8, nullCount: 1e8 }))]),
+    );
     const bytes = tableToIPC(new Table(columns), 'file');
     expect(bytes.length).toBeLessThan(4096);
     writeFileSync(join(dir, 'alpha.arrow'), bytes);
@@ -170,7 +186,9 @@ describe('reads are contained and bounded', () => {
   it('no reference folder inside prepared inputs, the raw cache or the source manifests, nor around them', () => {
     expect(() => checkReferenceFolder(join(ws.prepared, 'wine'), ws.settings.paths)).toThrow(/is inside the prepared inputs/);
     expect(() => checkReferenceFolder(join(ws.cache, 'raw', 'x'), ws.settings.paths)).toThrow(/is inside the raw cache/);
-    expect(() => checkReferenceFolder(join(ws.manifests, '..', 'manifests', 'y'), ws.settings.paths)).toThrow(/is inside the source manifests/);
+    expect(() => checkReferenceFolder(join(ws.manifests, '..', 'manifests', 'y'), ws.settings.paths)).toThrow(
+      /is inside the source manifests/,
+    );
     expect(() => checkReferenceFolder(ws.root, ws.settings.paths)).toThrow(/contains the prepared inputs/);
     mkdirSync(ws.prepared, { recursive: true });
     const link = join(ws.root, 'sneaky');
@@ -179,7 +197,9 @@ describe('reads are contained and bounded', () => {
     expect(checkReferenceFolder(join(ws.root, 'mine'), ws.settings.paths)).toBe(join(ws.root, 'mine'));
     writeFileSync(join(ws.root, 'a-file'), 'not a folder');
     expect(() => checkReferenceFolder(join(ws.root, 'a-file'), ws.settings.paths)).toThrow(/cannot be a folder: it is a file/);
-    expect(() => checkReferenceFolder(join(ws.root, 'a-file', 'below'), ws.settings.paths)).toThrow(/cannot be a folder: .*a-file is a file/);
+    expect(() => checkReferenceFolder(join(ws.root, 'a-file', 'below'), ws.settings.paths)).toThrow(
+      /cannot be a folder: .*a-file is a file/,
+    );
   });
 });
 
@@ -214,11 +234,17 @@ describe('commits', () => {
   });
 
   it('a lock that is a folder, a FIFO or a link is refused at once, never read or followed', async () => {
-    for (const make of [(p: string) => mkdirSync(p), (p: string) => execFileSync('mkfifo', [p]), (p: string) => symlinkSync(join(ws.root, 'elsewhere-lock'), p)]) {
+    for (const make of [
+      (p: string) => mkdirSync(p),
+      (p: string) => execFileSync('mkfifo', [p]),
+      (p: string) => symlinkSync(join(ws.root, 'elsewhere-lock'), p),
+    ]) {
       const dir = copy();
       make(lockOf(dir));
       const started = Date.now();
-      await expect(new ReferenceStore(dir, ws.settings.paths).commit(adding('gamma'), { waitSeconds: 5 })).rejects.toThrow(/the lock .*\.wwref\.lock is not a regular file .*remove it/);
+      await expect(new ReferenceStore(dir, ws.settings.paths).commit(adding('gamma'), { waitSeconds: 5 })).rejects.toThrow(
+        /the lock .*\.wwref\.lock is not a regular file .*remove it/,
+      );
       expect(Date.now() - started).toBeLessThan(2000);
       expect(readdirSync(dir).filter((n) => n.endsWith('.tmp'))).toEqual([]);
     }
@@ -246,7 +272,11 @@ describe('commits', () => {
     const before = readFileSync(join(dir, 'manifest.json'));
     const change = (current: ReferenceManifest | undefined) => {
       const planned = adding('gamma')(current);
-      planned.manifest.conditions.gamma = { ...planned.manifest.conditions.gamma!, source: 'src_alpha', plan_sha256: sha256Hex('another plan') };
+      planned.manifest.conditions.gamma = {
+        ...planned.manifest.conditions.gamma!,
+        source: 'src_alpha',
+        plan_sha256: sha256Hex('another plan'),
+      };
       return planned;
     };
     await expect(store.commit(change)).rejects.toThrow(/name two plans of source 'src_alpha'/);

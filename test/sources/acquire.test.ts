@@ -37,7 +37,11 @@ describe.skipIf(!sharedRaw)('acquisition (needs the raw mirror ../shared/raw)', 
     const error = await acquireFile(file, { settings: ws.settings, mirrors: [mirror], online: false }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UserError);
     expect((error as Error).message).toMatch(/sha256 mismatch for co2\.csv/);
-    expect(existsSync(join(ws.cache, 'raw')) ? readdirSync(join(ws.cache, 'raw'), { recursive: true }).filter((f) => !String(f).endsWith('/')).length : 0).toBe(0);
+    expect(
+      existsSync(join(ws.cache, 'raw'))
+        ? readdirSync(join(ws.cache, 'raw'), { recursive: true }).filter((f) => !String(f).endsWith('/')).length
+        : 0,
+    ).toBe(0);
   });
 
   it('says where it looked when a file is nowhere', async () => {

@@ -7,7 +7,6 @@
 // Everything is created under a temporary root; local HTTP servers listen on 127.0.0.1 only.
 import { writeSurfaceCatalog } from '../support/fixtures.ts';
 import { readReferenceManifest, writeReferenceManifest } from '../support/raw-references.ts';
-import { loadCatalog } from '../../pipelines/references/store.ts';
 import { execa } from 'execa';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -70,8 +69,12 @@ describe('plan fields naming paths are contained', () => {
       expect(error.message).toMatch(/mirror_path of raw file data\.csv '.*' (climbs out with '\.\.'|is absolute); refused/);
     }
     symlinkSync(join(ws.root, 'secret'), join(mirror, 'link'));
-    const error = await failure(acquireFile({ ...file, mirror_path: 'link/data.csv' }, { settings: ws.settings, mirrors: [mirror], online: false }));
-    expect(error.message).toMatch(/mirror_path of raw file data\.csv 'link\/data\.csv' resolves to .*secret\/data\.csv, outside .*mirror; refused/);
+    const error = await failure(
+      acquireFile({ ...file, mirror_path: 'link/data.csv' }, { settings: ws.settings, mirrors: [mirror], online: false }),
+    );
+    expect(error.message).toMatch(
+      /mirror_path of raw file data\.csv 'link\/data\.csv' resolves to .*secret\/data\.csv, outside .*mirror; refused/,
+    );
     cacheEmpty();
     secret.intact();
   });
@@ -104,11 +107,17 @@ describe('plan fields naming paths are contained', () => {
       }
       throw new Error('the plan was accepted');
     };
-    expect(invalid((p) => (p.raw_files[0].mirror_path = '../../etc/passwd'))).toMatch(/raw_files\.0\.mirror_path: expected a relative path inside its folder/);
+    expect(invalid((p) => (p.raw_files[0].mirror_path = '../../etc/passwd'))).toMatch(
+      /raw_files\.0\.mirror_path: expected a relative path inside its folder/,
+    );
     expect(invalid((p) => (p.raw_files[0].mirror_path = '/etc/passwd'))).toMatch(/raw_files\.0\.mirror_path: expected a relative path/);
     expect(invalid((p) => (p.raw_files[0].mirror_path = 'a/./b'))).toMatch(/raw_files\.0\.mirror_path/);
-    expect(invalid((p) => (p.raw_files[0].package = { distribution: 'wfdb', version: '4', path: '../../x' }))).toMatch(/raw_files\.0\.package\.path: expected a relative path/);
-    expect(invalid((p) => (p.raw_files[0].package = { distribution: 'wfdb', version: '4', path: '/x' }))).toMatch(/raw_files\.0\.package\.path/);
+    expect(invalid((p) => (p.raw_files[0].package = { distribution: 'wfdb', version: '4', path: '../../x' }))).toMatch(
+      /raw_files\.0\.package\.path: expected a relative path/,
+    );
+    expect(invalid((p) => (p.raw_files[0].package = { distribution: 'wfdb', version: '4', path: '/x' }))).toMatch(
+      /raw_files\.0\.package\.path/,
+    );
     expect(invalid((p) => (p.raw_files[0].name = '../100.hea'))).toMatch(/raw_files\.0\.name: expected a relative path/);
     // the ECG recipe builds file names <record>.hea/.dat/.atr from the record name
     expect(
@@ -117,7 +126,9 @@ describe('plan fields naming paths are contained', () => {
         for (const f of p.raw_files) f.name = f.name.replace('100', 'x/100');
       }),
     ).toMatch(/preparation\.params\.record: '\.\.\/100' is not a plain file name/);
-    expect(invalid((p) => (p.preparation.params.record = '/tmp/100'))).toMatch(/preparation\.params\.record: '\/tmp\/100' is not a plain file name/);
+    expect(invalid((p) => (p.preparation.params.record = '/tmp/100'))).toMatch(
+      /preparation\.params\.record: '\/tmp\/100' is not a plain file name/,
+    );
     expect(invalid((p) => (p.raw_files[0].bytes = 1e15))).toMatch(/raw_files\.0\.bytes: expected at most 2147483648 bytes \(2 GiB\)/);
     // the committed plans (names with '/', e.g. scifact's qrels/train.tsv) stay valid
     expect(() => parsePlan('scifact.plan.json', readFileSync(join(SOURCES_DIR, 'scifact.plan.json'), 'utf8'))).not.toThrow();
@@ -128,7 +139,9 @@ describe('only regular files are read', () => {
   it('a directory named by mirror_path is refused as such, not read', async () => {
     const mirror = join(ws.root, 'mirror');
     mkdirSync(join(mirror, 'adir'), { recursive: true });
-    const error = await failure(acquireFile(rawFile('abc', { mirror_path: 'adir' }), { settings: ws.settings, mirrors: [mirror], online: false }));
+    const error = await failure(
+      acquireFile(rawFile('abc', { mirror_path: 'adir' }), { settings: ws.settings, mirrors: [mirror], online: false }),
+    );
     expect(error.message).toMatch(/mirror file of data\.csv .*adir is a directory, not a regular file; refused/);
     cacheEmpty();
   });

@@ -79,26 +79,36 @@ describe('the Python recipes refuse names that are paths (real worker)', () => {
   });
 
   const prepare = (recipe: string, params: unknown, raw: Record<string, string>, out: string) =>
-    pool.submit((worker) => worker.prepare(recipe, params, raw, out), 60).then(
-      () => 'prepared',
-      (error: Error) => error.message,
-    );
+    pool
+      .submit((worker) => worker.prepare(recipe, params, raw, out), 60)
+      .then(
+        () => 'prepared',
+        (error: Error) => error.message,
+      );
 
   it.skipIf(!mitdb)('mitdb_ecg: a record name with ../ or an absolute path is refused before any link is made', async () => {
     const out = join(workspace().root, 'ecg-out');
     mkdirSync(out, { recursive: true });
-    const files = (record: string) => Object.fromEntries(['hea', 'dat', 'atr'].map((ext) => [`${record}.${ext}`, join(mitdb!, 'mitbih_arrhythmia', `100.${ext}`)]));
+    const files = (record: string) =>
+      Object.fromEntries(['hea', 'dat', 'atr'].map((ext) => [`${record}.${ext}`, join(mitdb!, 'mitbih_arrhythmia', `100.${ext}`)]));
     const params = (record: string) => ({ record, channels: ['MLII'], samples: 1000, qrs_codes: [1] });
 
     const climbing = await prepare('mitdb_ecg', params('../escaped'), files('../escaped'), out);
     expect(climbing).toMatch(/raw file name: '\.\.\/escaped\.(hea|dat|atr)' climbs out of its folder/);
     const absolute = join(workspace().root, 'abs-escaped');
-    expect(await prepare('mitdb_ecg', params(absolute), files(absolute), out)).toMatch(/raw file name: '.*abs-escaped\.(hea|dat|atr)' is an absolute path/);
+    expect(await prepare('mitdb_ecg', params(absolute), files(absolute), out)).toMatch(
+      /raw file name: '.*abs-escaped\.(hea|dat|atr)' is an absolute path/,
+    );
     // the record parameter on its own (raw names that are plain, a record that is not)
     const plain = files('100');
-    expect(await prepare('mitdb_ecg', params('sub/100'), { ...plain, 'sub/100.hea': plain['100.hea']!, 'sub/100.dat': plain['100.dat']!, 'sub/100.atr': plain['100.atr']! }, out)).toMatch(
-      /mitdb_ecg: params\.record: 'sub\/100' holds a path separator; expected a plain file name/,
-    );
+    expect(
+      await prepare(
+        'mitdb_ecg',
+        params('sub/100'),
+        { ...plain, 'sub/100.hea': plain['100.hea']!, 'sub/100.dat': plain['100.dat']!, 'sub/100.atr': plain['100.atr']! },
+        out,
+      ),
+    ).toMatch(/mitdb_ecg: params\.record: 'sub\/100' holds a path separator; expected a plain file name/);
     expect(await prepare('mitdb_ecg', params('..'), plain, out)).toMatch(/mitdb_ecg: params\.record: '\.\.' climbs out of its folder/);
 
     // no link was made next to the temporary folder, or anywhere else under the test root
@@ -115,8 +125,12 @@ describe('the Python recipes refuse names that are paths (real worker)', () => {
     const csv = join(workspace().root, 'table.csv');
     writeFileSync(csv, 'a,b\n1,2\n');
     const params = { file: '../table.csv', columns: ['a'], fill: 'none', cut_fraction: 0.5 };
-    expect(await prepare('statsmodels_series', params, { '../table.csv': csv }, out)).toMatch(/statsmodels_series: raw file name: '\.\.\/table\.csv' climbs out/);
-    expect(await prepare('statsmodels_series', { ...params, file: csv }, { [csv]: csv }, out)).toMatch(/statsmodels_series: raw file name: '.*table\.csv' is an absolute path/);
+    expect(await prepare('statsmodels_series', params, { '../table.csv': csv }, out)).toMatch(
+      /statsmodels_series: raw file name: '\.\.\/table\.csv' climbs out/,
+    );
+    expect(await prepare('statsmodels_series', { ...params, file: csv }, { [csv]: csv }, out)).toMatch(
+      /statsmodels_series: raw file name: '.*table\.csv' is an absolute path/,
+    );
     expect(filesUnder(out)).toEqual([]);
   });
 });
@@ -127,7 +141,10 @@ describe('preparing again', () => {
     expect(first!.ok, first!.error).toBe(true);
     // as if another runtime had prepared it first: other versions, sealed
     const { content_sha256: _, ...body } = JSON.parse(readFileSync(manifestPath(workspace().settings.paths, 'nile'), 'utf8'));
-    writeFileSync(manifestPath(workspace().settings.paths, 'nile'), `${JSON.stringify(sealManifest({ ...body, versions: { ...body.versions, numpy: '9.9.9' } }), null, 2)}\n`);
+    writeFileSync(
+      manifestPath(workspace().settings.paths, 'nile'),
+      `${JSON.stringify(sealManifest({ ...body, versions: { ...body.versions, numpy: '9.9.9' } }), null, 2)}\n`,
+    );
     const before = readFileSync(manifestPath(workspace().settings.paths, 'nile'));
     const [again] = await prepareSources([nile], { settings: workspace().settings });
     expect(again!.ok, again!.error).toBe(true);
@@ -135,6 +152,8 @@ describe('preparing again', () => {
     // a manifest that no longer holds (edited without resealing) is written afresh
     writeFileSync(manifestPath(workspace().settings.paths, 'nile'), before.toString().replace('9.9.9', '9.9.8'));
     await prepareSources([nile], { settings: workspace().settings });
-    expect(JSON.parse(readFileSync(manifestPath(workspace().settings.paths, 'nile'), 'utf8')).versions.numpy).toBe(first!.manifest!.versions.numpy);
+    expect(JSON.parse(readFileSync(manifestPath(workspace().settings.paths, 'nile'), 'utf8')).versions.numpy).toBe(
+      first!.manifest!.versions.numpy,
+    );
   });
 });

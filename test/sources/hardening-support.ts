@@ -61,7 +61,9 @@ export function guardRepository(): { check(): void } {
   const before = GUARDED.map((d) => listing(join(ROOT, d)));
   return {
     check() {
-      GUARDED.forEach((d, i) => expect(listing(join(ROOT, d)), `${d}/ must be unchanged`).toEqual(before[i]));
+      GUARDED.forEach((d, i) => {
+        expect(listing(join(ROOT, d)), `${d}/ must be unchanged`).toEqual(before[i]);
+      });
     },
   };
 }

@@ -8,7 +8,10 @@ const PYTHON_DOUBLE = join(ROOT, 'test', 'support', 'python');
 /** `node --import FAIL_WRITE_PRELOAD bin/wwref.mjs …` with TEST_FAIL_WRITE=<file name>. */
 export const FAIL_WRITE_PRELOAD = join(ROOT, 'test', 'support', 'fail-write.mjs');
 
-const withDouble = (variables: Record<string, string>): Record<string, string> => ({ PYTHONPATH: [ROOT, PYTHON_DOUBLE].join(delimiter), ...variables });
+const withDouble = (variables: Record<string, string>): Record<string, string> => ({
+  PYTHONPATH: [ROOT, PYTHON_DOUBLE].join(delimiter),
+  ...variables,
+});
 
 /** Every record takes `seconds` longer (and says so in its timings). */
 export const slowRecords = (seconds: number) => withDouble({ TEST_DELAY_SECONDS: String(seconds) });

@@ -4,6 +4,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MANIFESTS_DIR, ROOT } from '../../pipelines/core/paths.ts';
 import { loadSettings, type Settings, type SettingsFlags } from '../../pipelines/core/settings.ts';
 
 const VARIABLES = ['WWREF_PREPARED_DIR', 'WWREF_REFERENCES_DIR', 'WWREF_CACHE_DIR', 'WWREF_MANIFESTS_DIR'] as const;
@@ -25,19 +26,29 @@ export function currentSettings(flags: SettingsFlags = {}): Settings {
   return loadSettings(flags, process.env);
 }
 
-export function useTempWorkspace(): Workspace {
+/**
+ * `inputs: 'committed'`: the prepared inputs and source manifests stay the repository's own (prepared/
+ * is set up before the tests run), only references and caches are temporary.
+ */
+export function useTempWorkspace(options: { inputs?: 'temporary' | 'committed' } = {}): Workspace {
   const root = mkdtempSync(join(tmpdir(), 'wwref-test-'));
   const saved = Object.fromEntries(VARIABLES.map((v) => [v, process.env[v]]));
+  const committed = options.inputs === 'committed';
   const dirs = {
-    prepared: join(root, 'prepared'),
+    prepared: committed ? join(ROOT, 'prepared') : join(root, 'prepared'),
     references: join(root, 'references'),
     cache: join(root, 'cache'),
-    manifests: join(root, 'manifests'),
+    manifests: committed ? MANIFESTS_DIR : join(root, 'manifests'),
   };
-  process.env.WWREF_PREPARED_DIR = dirs.prepared;
   process.env.WWREF_REFERENCES_DIR = dirs.references;
   process.env.WWREF_CACHE_DIR = dirs.cache;
-  process.env.WWREF_MANIFESTS_DIR = dirs.manifests;
+  if (committed) {
+    delete process.env.WWREF_PREPARED_DIR;
+    delete process.env.WWREF_MANIFESTS_DIR;
+  } else {
+    process.env.WWREF_PREPARED_DIR = dirs.prepared;
+    process.env.WWREF_MANIFESTS_DIR = dirs.manifests;
+  }
   const settingsWith = (flags: SettingsFlags) => loadSettings({ ...flags, paths: { ...dirs, ...flags.paths } }, process.env);
   return {
     root,
@@ -49,7 +60,7 @@ export function useTempWorkspace(): Workspace {
         if (saved[v] === undefined) delete process.env[v];
         else process.env[v] = saved[v];
       }
-      rmSync(root, { recursive: true, force: true });
+      rmSync(root, { recursive: true, force: true }); // never the committed folders: they are not under root
     },
   };
 }

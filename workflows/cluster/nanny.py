@@ -10,6 +10,7 @@ nanny would otherwise set two variables of its own before spawning them:
 
 (Written for Dask's default ``spawn`` start method, where the worker process starts from the
 environment the nanny sets; checked by test/execution/dask-executor.test.ts.)"""
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 computation thread for every BLAS/OpenMP pool and the workflow libraries imported before the worker
 connects, so that its identity (workflows.records.hello) is complete when the bridge asks for it. The
 thread variables and the numerical profile are set in the environment by the orchestrator."""
+
 from __future__ import annotations
 
 from threadpoolctl import threadpool_limits

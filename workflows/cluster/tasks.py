@@ -7,6 +7,7 @@ process and frozen (workflows/container.py), so records share no state through t
 The bridge imports this module only to name its functions (Dask sends them by reference) and computes
 nothing, so the computing libraries are imported where the functions run: on the workers, where the
 preload has imported them already."""
+
 from __future__ import annotations
 
 import json
@@ -27,6 +28,7 @@ _stages: dict[str, Any] = {}
 def identity(dask_worker) -> dict[str, Any]:
     """This worker's runtime identity (records.hello); client.run passes the worker."""
     from workflows import records
+
     return records.hello()
 
 
@@ -42,6 +44,7 @@ def _require_admission() -> None:
 
 def _data(files: dict[str, str], contents: dict[str, bytes]) -> tuple[str, Any]:
     from workflows.container import load_prepared_bytes
+
     key = json.dumps(files, sort_keys=True)
     if key in _inputs:
         _inputs.move_to_end(key)
@@ -59,6 +62,7 @@ def run(family: str, files: dict[str, str], contents: dict[str, bytes], masks: l
     a record that raises fails alone."""
     from workflows import records
     from workflows.families import FAMILIES
+
     _require_admission()
     key, data = _data(files, contents)
     stage = None
@@ -78,5 +82,6 @@ def run(family: str, files: dict[str, str], contents: dict[str, bytes], masks: l
 
 def truth(family: str, files: dict[str, str], contents: dict[str, bytes]) -> dict[str, Any]:
     from workflows import records
+
     _require_admission()
     return records.truth(family, _data(files, contents)[1])

@@ -1,4 +1,5 @@
 """Helpers shared by the family modules: mask parsing and the guards of docs/families.md"""
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,7 @@ def check_utility(utility: float) -> float:
     return utility
 
 
-def result(utility: float, metric: str, value: float, scale: float | None = None,
-           extras: dict | None = None) -> dict[str, Any]:
+def result(utility: float, metric: str, value: float, scale: float | None = None, extras: dict | None = None) -> dict[str, Any]:
     return {
         "utility": check_utility(float(utility)),
         "native_metric": metric,

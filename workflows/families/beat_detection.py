@@ -1,5 +1,6 @@
 """Beat detection (docs/families.md, six options only): filtered ECG envelope, peak picking,
 alignment to the |signal| maximum, scored by greedy event matching (F1 at 100 ms)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -93,6 +94,8 @@ def evaluate(data: dict, prediction: np.ndarray) -> dict:
 
 
 def truth(data: dict) -> dict:
-    return {"true_events": np.asarray(data["true_events"]),
-            "n_samples": int(np.asarray(data["signal"]).shape[0]),
-            "sample_rate": int(data["sample_rate"])}
+    return {
+        "true_events": np.asarray(data["true_events"]),
+        "n_samples": int(np.asarray(data["signal"]).shape[0]),
+        "sample_rate": int(data["sample_rate"]),
+    }

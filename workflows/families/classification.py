@@ -1,5 +1,6 @@
 """Classification (docs/families.md): [signed log] → [StandardScaler] → [SelectPercentile]
 → [PCA] → LogisticRegression, scored by balanced accuracy."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,10 +24,14 @@ def build(opts: dict[str, bool]) -> Pipeline:
         steps.append(("select", SelectPercentile(score_func=f_classif, percentile=50)))
     if opts["F"]:  # d6 only
         steps.append(("pca", PCA(n_components=0.95, svd_solver="full")))
-    steps.append(("model", LogisticRegression(
-        C=0.05 if opts["D"] else 1.0,
-        class_weight="balanced" if opts["C"] else None,
-        solver="lbfgs", max_iter=3000, random_state=17)))
+    steps.append(
+        (
+            "model",
+            LogisticRegression(
+                C=0.05 if opts["D"] else 1.0, class_weight="balanced" if opts["C"] else None, solver="lbfgs", max_iter=3000, random_state=17
+            ),
+        )
+    )
     return Pipeline(steps)
 
 

@@ -1,5 +1,6 @@
 """Clustering (docs/families.md): [signed log] → [StandardScaler] → [PCA] → KMeans over all
 rows, scored by NMI against the labels."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,9 +22,19 @@ def build(opts: dict[str, bool], n_clusters: int) -> Pipeline:
     if opts["C"]:
         # d6: E whitens (inactive when C is off).
         steps.append(("pca", PCA(n_components=0.95, svd_solver="full", whiten=opts["E"])))
-    steps.append(("kmeans", KMeans(
-        n_clusters=n_clusters, init="random" if opts["F"] else "k-means++",
-        n_init=10 if opts["D"] else 1, max_iter=300, random_state=17, algorithm="lloyd")))
+    steps.append(
+        (
+            "kmeans",
+            KMeans(
+                n_clusters=n_clusters,
+                init="random" if opts["F"] else "k-means++",
+                n_init=10 if opts["D"] else 1,
+                max_iter=300,
+                random_state=17,
+                algorithm="lloyd",
+            ),
+        )
+    )
     return Pipeline(steps)
 
 

@@ -1,5 +1,6 @@
 """Forecasting (docs/families.md): one-step-ahead lag-Ridge forecast of the evaluation tail,
 scored by MAE normalised by the IQR of the training prefix."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,10 +36,12 @@ def predict(data: dict, mask: str) -> np.ndarray:
     features = np.column_stack(columns)
 
     train = t < cut
-    model = Pipeline([
-        ("scale", RobustScaler() if opts["E"] else StandardScaler()),
-        ("model", Ridge(alpha=10.0 if opts["D"] else 1.0, solver="svd")),
-    ])
+    model = Pipeline(
+        [
+            ("scale", RobustScaler() if opts["E"] else StandardScaler()),
+            ("model", Ridge(alpha=10.0 if opts["D"] else 1.0, solver="svd")),
+        ]
+    )
     model.fit(features[train], target[t[train]])
     forecast = model.predict(features[~train])
     if opts["F"]:  # undo the differencing with the previous realised level
@@ -58,4 +61,4 @@ def evaluate(data: dict, prediction: np.ndarray) -> dict:
 
 
 def truth(data: dict) -> dict:
-    return {"series_eval": np.asarray(data["series"])[int(data["cut"]):]}
+    return {"series_eval": np.asarray(data["series"])[int(data["cut"]) :]}

@@ -1,6 +1,7 @@
 """Graph link prediction (docs/families.md, six options only): networkx neighbourhood
 scores of candidate pairs on the observed graph, a logistic model fit on the calibration pairs,
 scored by ROC AUC on the test pairs."""
+
 from __future__ import annotations
 
 import networkx as nx
@@ -33,11 +34,10 @@ def predict(data: dict, mask: str) -> np.ndarray:
 
     fit_pairs = _pairs(data["fit_pairs"])
     pairs = fit_pairs + _pairs(data["test_pairs"])
-    columns = [np.array([value for _, _, value in score(graph, pairs)], dtype=np.float64)
-               for letter, score in SCORES if opts[letter]]
+    columns = [np.array([value for _, _, value in score(graph, pairs)], dtype=np.float64) for letter, score in SCORES if opts[letter]]
     features = np.column_stack(columns) if columns else np.zeros((len(pairs), 1), dtype=np.float64)
 
-    fit_block, test_block = features[:len(fit_pairs)], features[len(fit_pairs):]
+    fit_block, test_block = features[: len(fit_pairs)], features[len(fit_pairs) :]
     if opts["F"]:
         scaler = StandardScaler().fit(fit_block)
         fit_block, test_block = scaler.transform(fit_block), scaler.transform(test_block)

@@ -1,5 +1,6 @@
 """Image restoration (docs/families.md): median → gaussian → Wiener → unsharp (each optional),
 clipped to [0, 1], scored by pixel RMSE with a fixed scale of 0.1."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """Regression (docs/families.md): optional log1p target transform around
 [scaler] → [degree-2 expansion] → Ridge(svd), scored by MAE normalised by the training IQR."""
+
 from __future__ import annotations
 
 import numpy as np

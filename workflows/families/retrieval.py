@@ -12,6 +12,7 @@ Two execution paths give the same bits:
   float64, then TfidfTransformer fit on the corpus counts), so the floats are identical; the
   equivalence is checked by test/shared-stage.test.ts, not assumed.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,8 +63,9 @@ class RetrievalCache:
         """Fresh copies of the (documents, queries) float64 term-count matrices."""
         key = (bigrams, stop_words)
         if key not in self._counts:
-            vectorizer = CountVectorizer(ngram_range=(1, 2) if bigrams else (1, 1),
-                                         stop_words="english" if stop_words else None, dtype=np.float64)
+            vectorizer = CountVectorizer(
+                ngram_range=(1, 2) if bigrams else (1, 1), stop_words="english" if stop_words else None, dtype=np.float64
+            )
             doc_counts = vectorizer.fit_transform(self.corpus.doc_texts)
             query_counts = vectorizer.transform(self.corpus.query_texts)
             self._counts[key] = (doc_counts, query_counts)
@@ -95,8 +97,7 @@ def _matrices_cold(corpus: Corpus, opts: dict[str, bool]):
 
 def _matrices_warm(cache: RetrievalCache, opts: dict[str, bool]):
     doc_counts, query_counts = cache.counts(opts["A"], opts["B"], opts["E"])
-    weighting = TfidfTransformer(norm=None if opts["F"] else "l2", use_idf=opts["D"],
-                                 smooth_idf=True, sublinear_tf=opts["C"])
+    weighting = TfidfTransformer(norm=None if opts["F"] else "l2", use_idf=opts["D"], smooth_idf=True, sublinear_tf=opts["C"])
     weighting.fit(doc_counts)
     # copy=False mirrors TfidfVectorizer; the count matrices are already private copies.
     return weighting.transform(doc_counts, copy=False), weighting.transform(query_counts, copy=False)

@@ -21,11 +21,13 @@ plus ``files_sha256`` of the two prepared files. One module per recipe kind:
 | beir_retrieval | retrieval.py | scifact |
 | arguana_retrieval | retrieval.py | arguana (fails: construction not published, see there) |
 """
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workflows.container import ARRAYS_FILE, METADATA_FILE
 from workflows.prepare import ecg, graph, image, retrieval, series, tabular

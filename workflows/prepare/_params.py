@@ -4,6 +4,7 @@ pipelines/catalog/recipes.ts are built from (contracts/README.md names the param
 Every problem is a ValueError that names the parameter, e.g. ``tabular: params.split.seed: expected an
 integer``. Unknown keys are rejected, as the strict zod objects do.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -141,5 +142,7 @@ class Params:
         if name is None:
             return None
         if name not in raw:
-            raise self.error(f"{self.path}.{key}", f"raw file {name!r} is not among the given raw files ({', '.join(sorted(raw)) or 'none'})")
+            raise self.error(
+                f"{self.path}.{key}", f"raw file {name!r} is not among the given raw files ({', '.join(sorted(raw)) or 'none'})"
+            )
         return raw[name]

@@ -7,6 +7,7 @@ annotations whose code is in ``qrs_codes`` and which fall before ``samples``; sa
 Raw files are named <record>.hea, <record>.dat and <record>.atr; ``record`` is one plain file name
 (no path separator, '.' or '..'), so the three links made for wfdb stay inside their temporary folder.
 """
+
 from __future__ import annotations
 
 import os

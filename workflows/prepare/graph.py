@@ -12,6 +12,7 @@ Split (one generator g = default_rng(split_seed), m = round(holdout_fraction x |
 Arrays, all int64, in this order: n_nodes (0-d), observed_edges, fit_pairs, fit_labels, test_pairs,
 test_labels (order and dtypes recovered by matching the published files, scripts/recover/README.md).
 """
+
 from __future__ import annotations
 
 import re
@@ -51,15 +52,16 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     position = {node: i for i, node in enumerate(graph.nodes)}  # file order
     n = len(position)
     self_loops = nx.number_of_selfloops(graph)
-    edges = np.array(sorted({(min(position[u], position[v]), max(position[u], position[v]))
-                             for u, v in graph.edges if u != v}), dtype=np.int64)
+    edges = np.array(
+        sorted({(min(position[u], position[v]), max(position[u], position[v])) for u, v in graph.edges if u != v}), dtype=np.int64
+    )
     m = round(fraction * len(edges))
     if m == 0 or len(edges) - 2 * m < 1:
         raise ValueError(f"newman_graph: {len(edges)} edges cannot give two hold-out sets of round({fraction}·E) = {m}")
 
     g = np.random.default_rng(split_seed)
     shuffled = edges[g.permutation(len(edges))]
-    observed, fit_pos, test_pos = shuffled[: len(edges) - 2 * m], shuffled[len(edges) - 2 * m: len(edges) - m], shuffled[len(edges) - m:]
+    observed, fit_pos, test_pos = shuffled[: len(edges) - 2 * m], shuffled[len(edges) - 2 * m : len(edges) - m], shuffled[len(edges) - m :]
     adjacency = np.zeros((n, n), dtype=bool)
     adjacency[edges[:, 0], edges[:, 1]] = True
     rows, cols = np.triu_indices(n, k=1)  # every pair i < j in lexicographic order
@@ -68,17 +70,21 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     if len(non_edges) < 2 * m:
         raise ValueError(f"newman_graph: only {len(non_edges)} non-edges for {2 * m} negative pairs")
     order = g.permutation(len(non_edges))
-    fit_neg, test_neg = non_edges[order[:m]], non_edges[order[m: 2 * m]]
+    fit_neg, test_neg = non_edges[order[:m]], non_edges[order[m : 2 * m]]
     labels = np.concatenate([np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64)])
 
-    write_prepared(out, [
-        ("n_nodes", np.array(n, dtype=np.int64)),
-        ("observed_edges", observed),
-        ("fit_pairs", np.concatenate([fit_pos, fit_neg])),
-        ("fit_labels", labels),
-        ("test_pairs", np.concatenate([test_pos, test_neg])),
-        ("test_labels", labels.copy()),
-    ], {})
+    write_prepared(
+        out,
+        [
+            ("n_nodes", np.array(n, dtype=np.int64)),
+            ("observed_edges", observed),
+            ("fit_pairs", np.concatenate([fit_pos, fit_neg])),
+            ("fit_labels", labels),
+            ("test_pairs", np.concatenate([test_pos, test_neg])),
+            ("test_labels", labels.copy()),
+        ],
+        {},
+    )
     return {
         "nodes": n,
         "source_edges": int(len(edges)),

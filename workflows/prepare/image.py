@@ -6,6 +6,7 @@ noisy = clip(clean + default_rng(seed).normal(0, noise_std, clean.shape), 0, 1),
 image. Arrays: noisy, clean; metadata {}. Facts input_sha256 / reference_sha256 = sha256 of the raw
 bytes of noisy / clean.
 """
+
 from __future__ import annotations
 
 import hashlib

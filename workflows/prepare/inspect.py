@@ -11,13 +11,15 @@ on standard output:
   ``{"path": [...], "message": ..., "fix": ...}``, its path a field of the plan (``preparation.params.
   features.1``). Raw files missing from ``raw`` are skipped (the caller reports them).
 * ``{"mode": "describe", "files": [{"path": ..., "package": "dist:path" | null}]}`` -> per file: sha256,
-  bytes, the pinned package that ships it (distribution, version, path inside site-packages), and what
-  it holds: a table (format, compression, header, column names, numeric columns, distinct values of
-  small columns) or an image (size, mode).
+  bytes, the pinned package that ships it (distribution, version, path inside site-packages) and, for
+  such a file, the licence, citation and homepage that package states (workflows/prepare/provenance.py),
+  and what it holds: a table (format, compression, header, column names, numeric columns, integral
+  columns, distinct values of small columns) or an image (size, mode).
 
 Tables are read with the recipe's own reader (tabular._read_table), so a check agrees with what the
 recipe will do.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -32,6 +34,7 @@ from typing import Any
 import pandas as pd
 
 from workflows.contracts import load
+from workflows.prepare.provenance import about
 from workflows.prepare.tabular import _label_text, _read_table
 
 # what the tabular recipe reads when a parameter is absent (contracts/recipes.json)
@@ -107,26 +110,47 @@ def _check_tabular(params: dict, raw: dict[str, str]) -> tuple[list, list]:
                 continue
             part = _read_table(raw[extra], fmt, header, sheet, gz)
             if len(part) != len(table):
-                problems.append(_problem(["preparation", "params", "append_files"], f"{extra} has {len(part)} rows, {name} has {len(table)}", "append only files with one row per row of the main file"))
+                problems.append(
+                    _problem(
+                        ["preparation", "params", "append_files"],
+                        f"{extra} has {len(part)} rows, {name} has {len(table)}",
+                        "append only files with one row per row of the main file",
+                    )
+                )
                 return problems, notes
             table = pd.concat([table.reset_index(drop=True), part.reset_index(drop=True)], axis=1, ignore_index=not header)
     except Exception as error:  # noqa: BLE001 - any reader failure is the plan's problem, named with the file
-        problems.append(_problem(["preparation", "params", "format"], f"{name} cannot be read as {fmt}{' (gzip)' if gz else ''}: {error}", "check format, compression and header"))
+        problems.append(
+            _problem(
+                ["preparation", "params", "format"],
+                f"{name} cannot be read as {fmt}{' (gzip)' if gz else ''}: {error}",
+                "check format, compression and header",
+            )
+        )
         return problems, notes
 
     text = fmt in ("csv", "whitespace")
     suspicious = header_like(table) if text and not header else []
     offset = 2 if header else 1  # file row of the table's first row
     if suspicious:
-        problems.append(_problem(
-            ["preparation", "params", "header"],
-            f"row 1 of {name} holds text ({_shown(suspicious)}) in columns whose other rows are numbers: it is a header row read as data",
-            "set \"header\": true; leave out \"columns\", or keep one name per column to rename them",
-        ))
+        problems.append(
+            _problem(
+                ["preparation", "params", "header"],
+                f"row 1 of {name} holds text ({_shown(suspicious)}) in columns whose other rows are numbers: "
+                "it is a header row read as data",
+                'set "header": true; leave out "columns", or keep one name per column to rename them',
+            )
+        )
     columns = params.get("columns")
     if columns is not None:
         if len(columns) != table.shape[1]:
-            problems.append(_problem(["preparation", "params", "columns"], f"{len(columns)} names for the {table.shape[1]} columns of {name}", f"list exactly {table.shape[1]} names, in file order"))
+            problems.append(
+                _problem(
+                    ["preparation", "params", "columns"],
+                    f"{len(columns)} names for the {table.shape[1]} columns of {name}",
+                    f"list exactly {table.shape[1]} names, in file order",
+                )
+            )
             return problems, notes
         table.columns = columns
     names = [str(c) for c in table.columns]
@@ -139,9 +163,17 @@ def _check_tabular(params: dict, raw: dict[str, str]) -> tuple[list, list]:
     target = params.get("target")
     for j, feature in enumerate(features):
         if feature not in names:
-            problems.append(_problem(["preparation", "params", "features", j], f"'{feature}' is not a column of {name} ({known})", "name one of the columns, or set header/columns so that the file's columns have these names"))
+            problems.append(
+                _problem(
+                    ["preparation", "params", "features", j],
+                    f"'{feature}' is not a column of {name} ({known})",
+                    "name one of the columns, or set header/columns so that the file's columns have these names",
+                )
+            )
     if target is not None and target not in names:
-        problems.append(_problem(["preparation", "params", "target"], f"'{target}' is not a column of {name} ({known})", "name one of the columns"))
+        problems.append(
+            _problem(["preparation", "params", "target"], f"'{target}' is not a column of {name} ({known})", "name one of the columns")
+        )
 
     labels = params.get("labels")
     numeric = [f for f in features if f in names] + ([target] if labels is None and target in names else [])
@@ -149,8 +181,16 @@ def _check_tabular(params: dict, raw: dict[str, str]) -> tuple[list, list]:
         bad = first_bad_cell(table[column], skip_first=bool(suspicious))
         if bad is not None:
             row, value = bad
-            where = ["preparation", "params", "target"] if column == target else ["preparation", "params", "features", features.index(column)]
-            problems.append(_problem(where, f"{name} row {row + offset}, column '{column}': {value!r} is not a number", "use numeric columns as features (and a numeric regression target), or clean the file"))
+            where = (
+                ["preparation", "params", "target"] if column == target else ["preparation", "params", "features", features.index(column)]
+            )
+            problems.append(
+                _problem(
+                    where,
+                    f"{name} row {row + offset}, column '{column}': {value!r} is not a number",
+                    "use numeric columns as features (and a numeric regression target), or clean the file",
+                )
+            )
     if labels is not None and target in names:
         values = [_label_text(v) for v in table[target]]
         if suspicious:
@@ -158,10 +198,22 @@ def _check_tabular(params: dict, raw: dict[str, str]) -> tuple[list, list]:
         present = set(values)
         unknown = sorted(present - set(labels))
         if unknown:
-            problems.append(_problem(["preparation", "params", "labels"], f"value(s) {_shown(unknown)} of column '{target}' in {name} are not in labels", "add them to labels (every target value needs a label)"))
+            problems.append(
+                _problem(
+                    ["preparation", "params", "labels"],
+                    f"value(s) {_shown(unknown)} of column '{target}' in {name} are not in labels",
+                    "add them to labels (every target value needs a label)",
+                )
+            )
         for k, label in enumerate(labels):
             if label not in present:
-                problems.append(_problem(["preparation", "params", "labels", k], f"label '{label}' does not occur in column '{target}' of {name} (values: {_shown(sorted(present))})", "remove it from labels, or name the column that holds it"))
+                problems.append(
+                    _problem(
+                        ["preparation", "params", "labels", k],
+                        f"label '{label}' does not occur in column '{target}' of {name} (values: {_shown(sorted(present))})",
+                        "remove it from labels, or name the column that holds it",
+                    )
+                )
     return problems, notes
 
 
@@ -177,17 +229,35 @@ def _check_series(params: dict, raw: dict[str, str]) -> tuple[list, list]:
     names = list(table.columns)
     for j, column in enumerate(params.get("columns") or []):
         if column not in names:
-            problems.append(_problem(["preparation", "params", "columns", j], f"'{column}' is not a column of {name} (columns: {_shown(names, 12)})", "name a column of the file's header row"))
+            problems.append(
+                _problem(
+                    ["preparation", "params", "columns", j],
+                    f"'{column}' is not a column of {name} (columns: {_shown(names, 12)})",
+                    "name a column of the file's header row",
+                )
+            )
             continue
         empty = 0
         for i, cell in enumerate(table[column]):
             if not cell.strip():
                 empty += 1
             elif not _is_number(cell):
-                problems.append(_problem(["preparation", "params", "columns", j], f"{name} row {i + 2}, column '{column}': {cell!r} is not a number", "choose a numeric column"))
+                problems.append(
+                    _problem(
+                        ["preparation", "params", "columns", j],
+                        f"{name} row {i + 2}, column '{column}': {cell!r} is not a number",
+                        "choose a numeric column",
+                    )
+                )
                 break
         if empty and params.get("fill") == "none":
-            problems.append(_problem(["preparation", "params", "fill"], f"column '{column}' of {name} has {empty} empty cell(s)", "set \"fill\": \"forward\" to fill each from the last earlier value"))
+            problems.append(
+                _problem(
+                    ["preparation", "params", "fill"],
+                    f"column '{column}' of {name} has {empty} empty cell(s)",
+                    'set "fill": "forward" to fill each from the last earlier value',
+                )
+            )
     return problems, []
 
 
@@ -201,7 +271,9 @@ def _check_image(params: dict, raw: dict[str, str]) -> tuple[list, list]:
         with Image.open(raw[name]) as image:
             size = image.size
     except Exception as error:  # noqa: BLE001
-        return [_problem(["preparation", "params", "file"], f"{name} is not an image Pillow can open: {error}", "name a PNG, JPEG or TIFF file")], []
+        return [
+            _problem(["preparation", "params", "file"], f"{name} is not an image Pillow can open: {error}", "name a PNG, JPEG or TIFF file")
+        ], []
     return [], [f"{name}: {size[0]} x {size[1]} pixels, resized to a longer side of {params.get('longer_side')}"]
 
 
@@ -249,7 +321,9 @@ def _package_file(spec: str) -> tuple[Path, dict[str, str]]:
     try:
         dist = importlib.metadata.distribution(distribution)
     except importlib.metadata.PackageNotFoundError:
-        raise ValueError(f"--package {spec!r}: {distribution} is not installed in the pinned runtime (workflows/requirements.txt)") from None
+        raise ValueError(
+            f"--package {spec!r}: {distribution} is not installed in the pinned runtime (workflows/requirements.txt)"
+        ) from None
     listed = {str(f) for f in dist.files or []}
     if relative not in listed:
         near = sorted(f for f in listed if f.rsplit("/", 1)[-1] == relative.rsplit("/", 1)[-1])
@@ -280,20 +354,35 @@ def _describe_table(path: Path) -> dict[str, Any]:
         fmt = "csv" if "," in first else "whitespace"
     if fmt in ("csv", "whitespace"):
         raw_table = _read_table(str(path), fmt, False, 0, gz).head(DESCRIBE_ROWS)
-        header = bool(header_like(raw_table)) or (len(raw_table) > 1 and not any(_is_number(v) for v in raw_table.iloc[0]) and all(_is_number(v) for v in raw_table.iloc[1] if str(v).strip()))
+        header = bool(header_like(raw_table)) or (
+            len(raw_table) > 1
+            and not any(_is_number(v) for v in raw_table.iloc[0])
+            and all(_is_number(v) for v in raw_table.iloc[1] if str(v).strip())
+        )
         table = _read_table(str(path), fmt, header, 0, gz).head(DESCRIBE_ROWS)
     else:
         header = fmt == "excel"
         table = _read_table(str(path), fmt, header, 0, gz).head(DESCRIBE_ROWS)
     names = [str(c) for c in table.columns]
     numeric = [all(_is_number(v) for v in table[c] if str(v).strip()) for c in table.columns]
+    integral = [k and all(float(v).is_integer() for v in table[c] if str(v).strip()) for k, c in zip(numeric, table.columns, strict=False)]
     distinct: dict[str, list[str] | None] = {}
-    for name, column in zip(names, table.columns):
+    for name, column in zip(names, table.columns, strict=False):
         values = sorted({_label_text(v) for v in table[column]})
         distinct[name] = values if len(values) <= DISTINCT_LIMIT else None
-    empty = {name: int(sum(1 for v in table[column] if not str(v).strip())) for name, column in zip(names, table.columns)}
-    return {"kind": "table", "format": fmt, "compression": "gzip" if gz else "none", "header": header,
-            "columns": names, "numeric": numeric, "distinct": distinct, "empty": empty, "rows": int(len(table))}
+    empty = {name: int(sum(1 for v in table[column] if not str(v).strip())) for name, column in zip(names, table.columns, strict=False)}
+    return {
+        "kind": "table",
+        "format": fmt,
+        "compression": "gzip" if gz else "none",
+        "header": header,
+        "columns": names,
+        "numeric": numeric,
+        "integral": integral,
+        "distinct": distinct,
+        "empty": empty,
+        "rows": int(len(table)),
+    }
 
 
 def _describe_image(path: Path) -> dict[str, Any] | None:
@@ -323,7 +412,17 @@ def describe(files: list[dict[str, Any]]) -> dict[str, Any]:
                 content = _describe_table(path)
             except Exception as error:  # noqa: BLE001 - not every raw file is a table
                 content = {"kind": "other", "note": f"not read as a table or image: {error}"}
-        described.append({"path": str(path), "name": path.name, "sha256": sha256, "bytes": size, "package": package, "content": content})
+        described.append(
+            {
+                "path": str(path),
+                "name": path.name,
+                "sha256": sha256,
+                "bytes": size,
+                "package": package,
+                "content": content,
+                "about": about(Path(sysconfig.get_paths()["purelib"]), package) if package else None,
+            }
+        )
     return {"files": described}
 
 

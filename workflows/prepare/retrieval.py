@@ -21,6 +21,7 @@ Queries = the true (point, counter) pairs of the debate-level pair file of ``spl
 skipping a point whose normalised text repeats an earlier query; the first ``queries`` are kept; qrels
 = {point doc_id: {counter doc_id: 1}}. The cohort is not the published one (not comparable).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -124,7 +125,7 @@ def run_arguana(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
                 continue
             name = member.name.split("/", 1)[1] if "/" in member.name else member.name
             if name.startswith(ARGUMENTS) and name.endswith(("-point.txt", "-counter.txt")):
-                rel = name[len(ARGUMENTS):]
+                rel = name[len(ARGUMENTS) :]
                 texts[rel[: -len(".txt")]] = tar.extractfile(member).read().decode("utf-8")
             elif name == PAIRS.format(split=split):
                 pair_bytes = tar.extractfile(member).read()

@@ -6,6 +6,7 @@ filled causally with the last earlier value when ``fill`` is "forward" (co2), an
 The series is float64; metadata ``cut`` = floor(cut_fraction x N), the exclusive end of the training
 prefix.
 """
+
 from __future__ import annotations
 
 import math

@@ -23,6 +23,7 @@ Split identity (facts ``evaluation_index_sha256``, our own definition, not the p
 whose pre-image is unknown): sha256 of the canonical JSON (workflows.hashing.digest) of the ascending
 list of evaluation row positions, counted in the de-duplicated table.
 """
+
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
@@ -146,7 +147,10 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
             parts.append(part)
         table = pd.concat([part.reset_index(drop=True) for part in parts], axis=1, ignore_index=not header)
         if header and table.columns.duplicated().any():
-            raise p.error("params.append_files", f"column name(s) repeated across files: {', '.join(map(str, table.columns[table.columns.duplicated()]))}")
+            raise p.error(
+                "params.append_files",
+                f"column name(s) repeated across files: {', '.join(map(str, table.columns[table.columns.duplicated()]))}",
+            )
     if columns is not None:
         if len(columns) != table.shape[1]:
             raise p.error("params.columns", f"{len(columns)} names for a table of {table.shape[1]} columns")
@@ -154,13 +158,23 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
     name = p.values.get("file")
     missing = [c for c in [*features, target] if c not in table.columns]
     if missing:
-        hint = "; set header: true if the first row names the columns, or list every column name in columns" if columns is None and not header and fmt != "arff" else ""
-        raise p.error("params.features/target", f"column(s) not in {name}: {', '.join(missing)} (has {', '.join(map(str, table.columns))}){hint}")
+        hint = (
+            "; set header: true if the first row names the columns, or list every column name in columns"
+            if columns is None and not header and fmt != "arff"
+            else ""
+        )
+        raise p.error(
+            "params.features/target", f"column(s) not in {name}: {', '.join(missing)} (has {', '.join(map(str, table.columns))}){hint}"
+        )
 
     raw_rows = len(table)
     first_row = 2 if header else 1  # file row of the table's first row (1-based)
     header_hint = fmt in ("csv", "whitespace") and not header
-    x = np.column_stack([_numbers(p, table, c, name, first_row, header_hint, f"params.features.{j}") for j, c in enumerate(features)]) if len(table) else np.empty((0, len(features)))
+    x = (
+        np.column_stack([_numbers(p, table, c, name, first_row, header_hint, f"params.features.{j}") for j, c in enumerate(features)])
+        if len(table)
+        else np.empty((0, len(features)))
+    )
     if labels is None:
         y = _numbers(p, table, target, name, first_row, header_hint, "params.target")
     else:
@@ -169,8 +183,15 @@ def run(p: Params, raw: dict[str, str], out: str) -> dict[str, Any]:
         unknown = sorted(set(texts) - set(position))
         if unknown:
             row = texts.index(unknown[0]) + first_row
-            hint = "; row 1 looks like a header row: set header: true" if header_hint and row == 1 and texts.count(unknown[0]) == 1 else "; add them to labels"
-            raise p.error("params.labels", f"{name} row {row}, column {target!r}: target value(s) {', '.join(map(repr, unknown))} are not in the label list{hint}")
+            hint = (
+                "; row 1 looks like a header row: set header: true"
+                if header_hint and row == 1 and texts.count(unknown[0]) == 1
+                else "; add them to labels"
+            )
+            raise p.error(
+                "params.labels",
+                f"{name} row {row}, column {target!r}: target value(s) {', '.join(map(repr, unknown))} are not in the label list{hint}",
+            )
         y = np.array([position[t] for t in texts], dtype=np.int64)
     for column, places in rounding.items():  # decimal text rounding of values read at higher precision
         values = y if column == target else x[:, features.index(column)]

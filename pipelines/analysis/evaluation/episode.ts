@@ -95,7 +95,8 @@ function readState(dir: string): EpisodeState {
     new Set(state.observations.map((o) => o.mask)).size !== state.observations.length
   ) {
     throw new UserError(
-      `episode state ${path} is inconsistent: ${paid} paid observation(s) and ${state.credits_remaining} credit(s) left of a budget of ${state.budget}`,
+      `episode state ${path} is inconsistent: ${paid} paid observation(s) and ` +
+        `${state.credits_remaining} credit(s) left of a budget of ${state.budget}`,
     );
   }
   return state;
@@ -122,7 +123,8 @@ function referenceOf(
     const changed = (Object.keys(fixed) as (keyof Identity)[]).filter((key) => fixed[key] !== identity[key]);
     if (changed.length) {
       throw new UserError(
-        `the reference of condition '${condition}' in ${store.dir} changed since the episode started (${changed.map((k) => `${k} ${fixed[k]} -> ${identity[k]}`).join(', ')}); the episode cannot go on`,
+        `the reference of condition '${condition}' in ${store.dir} changed since the episode started ` +
+          `(${changed.map((k) => `${k} ${fixed[k]} -> ${identity[k]}`).join(', ')}); the episode cannot go on`,
       );
     }
   }

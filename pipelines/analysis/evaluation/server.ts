@@ -45,7 +45,8 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
     { name: 'wwref-episode', version: VERSION },
     {
       instructions:
-        'A budgeted WhatWorkedBench episode: read `task`, buy measurements with `observe` (new distinct masks cost one credit; repeats are free), then `submit` a predicted utility for every mask. Submission closes the episode.',
+        'A budgeted WhatWorkedBench episode: read `task`, buy measurements with `observe` (new distinct masks cost one ' +
+        'credit; repeats are free), then `submit` a predicted utility for every mask. Submission closes the episode.',
     },
   );
   server.registerTool(
@@ -53,7 +54,8 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
     {
       title: 'Task',
       description:
-        'The public view: family, factor order and descriptions, utility, data summary, workflow source, free observations, budget, credits and purchases.',
+        'The public view: family, factor order and descriptions, utility, data ' +
+        'summary, workflow source, free observations, budget, credits and purchases.',
     },
     () =>
       tool(async () => {
@@ -66,7 +68,8 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
     {
       title: 'Observe',
       description:
-        'Measure masks (0/1 strings, option A first). Each new distinct mask costs one credit; known masks are free; a batch needing more credits than remain is refused whole.',
+        'Measure masks (0/1 strings, option A first). Each new distinct mask costs one credit; ' +
+        'known masks are free; a batch needing more credits than remain is refused whole.',
       inputSchema: { masks: z.array(z.string().max(64)).min(1).max(MAX_BATCH) },
     },
     ({ masks }) => tool(() => observe(settings, folder, masks)),

@@ -72,7 +72,9 @@ export function taskView(
     dimensions,
     factor_order: published?.factor_order ?? order,
     factors,
-    mask_convention: `a mask is ${dimensions} characters 0/1, one per option in factor_order, option A first ("${'1'.padEnd(dimensions, '0')}" = only A on)`,
+    mask_convention:
+      `a mask is ${dimensions} characters 0/1, one per option in factor_order, ` +
+      `option A first ("${'1'.padEnd(dimensions, '0')}" = only A on)`,
     utility: published?.utility ?? null,
     data_summary: published?.data_summary ?? null,
     workflow_module: module,

@@ -1,7 +1,7 @@
 // The local executor: records run in a pool of Python worker processes on this machine. Prepared
 // inputs are found and verified by inputs.ts before their first use, and again by each worker on the
 // bytes it reads.
-import type { Executor, ExecutorOptions, PreparedInput, RecordRequest, RunOptions, TruthRequest } from '../executor.ts';
+import type { Executor, ExecutorOptions, RecordRequest, RunOptions, TruthRequest } from '../executor.ts';
 import { WorkerPool } from './local-pool.ts';
 import type { HelloResult, RunResult, TruthResult } from '../protocol.ts';
 import { LocalInputs } from '../inputs.ts';

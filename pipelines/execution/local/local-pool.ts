@@ -60,15 +60,22 @@ export class WorkerPool {
 
   /** Waits for `worker`'s hello and refuses it (RuntimeRefused) when it differs from what is expected. */
   private async check(worker: PythonWorker): Promise<HelloResult> {
-    const [timeout, clear] = deadline(HELLO_TIMEOUT_SECONDS, () => new WorkerCrash(`worker ${worker.pid} did not answer its hello within ${HELLO_TIMEOUT_SECONDS} s`));
+    const [timeout, clear] = deadline(
+      HELLO_TIMEOUT_SECONDS,
+      () => new WorkerCrash(`worker ${worker.pid} did not answer its hello within ${HELLO_TIMEOUT_SECONDS} s`),
+    );
     try {
       const hello = await Promise.race([worker.hello(), timeout]).catch((error: unknown) => {
         // an interpreter that exits, answers with something else or stays silent is a set-up problem: one line
         if (!(error instanceof WorkerCrash) && !(error instanceof z.ZodError)) throw error;
         const said = worker.stderrTail().trim().split('\n').filter(Boolean).at(-1);
-        const why = error instanceof z.ZodError ? 'answered its hello with something else than a wwref worker' : (error as Error).message.split('\n')[0]!.replace(/:$/, '');
+        const why =
+          error instanceof z.ZodError
+            ? 'answered its hello with something else than a wwref worker'
+            : (error as Error).message.split('\n')[0]!.replace(/:$/, '');
         throw new RuntimeRefused(
-          `the Python runtime ${this.options.settings.python.executable} did not start a wwref worker: ${why}${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; ` +
+          `the Python runtime ${this.options.settings.python.executable} did not start a wwref worker: ${why}` +
+            `${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; ` +
             "check WWREF_PYTHON, or run 'npm run setup' to bring the runtime up to date",
         );
       });
@@ -99,7 +106,8 @@ export class WorkerPool {
 
   /** A fresh worker: forked from the template (spawned where there is no fork), checked. */
   private async fresh(): Promise<PythonWorker> {
-    const worker = process.platform === 'win32' ? PythonWorker.spawn(this.options.settings, this.launch()) : await (await this.liveTemplate()).fork();
+    const worker =
+      process.platform === 'win32' ? PythonWorker.spawn(this.options.settings, this.launch()) : await (await this.liveTemplate()).fork();
     this.all.add(worker);
     try {
       this.hellos.push(await this.check(worker));
@@ -140,7 +148,10 @@ export class WorkerPool {
   private queued<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number, isolation?: string): Promise<T> {
     return this.queue.add(async () => {
       const worker = await this.take(isolation);
-      const [timeout, clear] = deadline(timeoutSeconds, () => new RecordTimeout(`exceeded the ${timeoutSeconds} s timeout; worker ${worker.pid} was stopped`));
+      const [timeout, clear] = deadline(
+        timeoutSeconds,
+        () => new RecordTimeout(`exceeded the ${timeoutSeconds} s timeout; worker ${worker.pid} was stopped`),
+      );
       let healthy = true;
       try {
         return await Promise.race([task(worker), timeout]);
@@ -178,6 +189,9 @@ export class WorkerPool {
     for (const reject of this.waiting) reject(new WorkerCrash('the worker pool was stopped'));
     this.waiting.clear();
     for (const worker of this.all) worker.kill();
-    void this.template?.then((t) => t.kill(), () => {});
+    void this.template?.then(
+      (t) => t.kill(),
+      () => {},
+    );
   }
 }

@@ -21,7 +21,8 @@ type Label = number | string | bigint | boolean;
  * no values (or of zeros only) is +0.0.
  */
 export function fsum(values: Iterable<number> | ArrayLike<number>): number {
-  const list: ArrayLike<number> = typeof (values as ArrayLike<number>).length === 'number' ? (values as ArrayLike<number>) : Array.from(values as Iterable<number>);
+  const list: ArrayLike<number> =
+    typeof (values as ArrayLike<number>).length === 'number' ? (values as ArrayLike<number>) : Array.from(values as Iterable<number>);
   // Shewchuk's partials never exceed ~40 for doubles (2098 exponent values / 53 bits); the typed
   // buffer grows anyway if an input proves otherwise.
   let partials = new Float64Array(64);

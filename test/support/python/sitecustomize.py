@@ -2,6 +2,7 @@
 (test/support/doubles.ts): TEST_DELAY_SECONDS slows every record down by that much (its timing
 included), TEST_EXIT_ON_MASK ends the process in the middle of that mask's record, so the executors
 can be shown to handle slow records, timeouts and crashes. Product code knows nothing of this."""
+
 import os
 import time
 

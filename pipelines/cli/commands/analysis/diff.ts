@@ -5,14 +5,19 @@ import { outputPath } from '../../output-path.ts';
 
 export default defineCommand({
   command: 'diff <a> <b>',
-  describe: 'compare two sets of references (folders, or a folder and a WhatWorkedBench pack): changed hashes, utilities, statuses, best masks, sign reversals, conditional effects, equivalence classes',
+  describe:
+    'compare two sets of references (folders, or a folder and a WhatWorkedBench pack): changed hashes, utilities, statuses, ' +
+    'best masks, sign reversals, conditional effects, equivalence classes',
   builder: (y) =>
     y
       .positional('a', { type: 'string', demandOption: true, describe: 'reference folder (or pack) A, e.g. outputs/references' })
       .positional('b', { type: 'string', demandOption: true, describe: 'reference folder (or pack) B, e.g. outputs/current' })
       .option('condition', { type: 'string', array: true, describe: 'condition(s); default every condition of both' })
       .option('json', { type: 'string', describe: 'also write the whole diff as JSON to this file' })
-      .option('html', { type: 'string', describe: 'also write an HTML page: the diff table and the surfaces of A and B side by side for the conditions that changed most' })
+      .option('html', {
+        type: 'string',
+        describe: 'also write an HTML page: the diff table and the surfaces of A and B side by side for the conditions that changed most',
+      })
       .option('all', { type: 'boolean', default: false, describe: 'list unchanged conditions too' }),
   run: async (argv, { settings, out }) => {
     const { diffLines, diffReferencesWithSides, writeDiffJson } = await import('../../../analysis/diff.ts');

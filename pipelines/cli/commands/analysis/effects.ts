@@ -9,7 +9,7 @@ export default defineCommand({
   run: async (argv, { settings, out }) => {
     const { analyzeReferences, summaryLines, writeEffects } = await import('../../../analysis/effects.ts');
     const target = outputPath(settings, argv.out, 'out', 'folder');
-    const { files, summary } = writeEffects(analyzeReferences(settings.paths, list(argv.condition, 'condition')), target);
+    const { files, summary } = writeEffects(settings.paths, analyzeReferences(settings.paths, list(argv.condition, 'condition')), target);
     for (const line of summaryLines(summary)) out(line);
     out(`${files.length} files written to ${argv.out}`);
   },

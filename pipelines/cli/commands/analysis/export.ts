@@ -9,7 +9,11 @@ export default defineCommand({
   describe: 'write all records of the reference tables as one file',
   builder: (y) =>
     withTables(y)
-      .option('format', { choices: ['csv', 'wwb'] as const, default: 'csv' as const, describe: 'csv: one file; wwb: a WhatWorkedBench pack folder' })
+      .option('format', {
+        choices: ['csv', 'wwb'] as const,
+        default: 'csv' as const,
+        describe: 'csv: one file; wwb: a WhatWorkedBench pack folder',
+      })
       .option('out', { type: 'string', demandOption: true, describe: 'output file (csv) or folder (wwb)' }),
   run: (argv, { settings, out }) => {
     const target = outputPath(settings, argv.out, 'out', argv.format === 'wwb' ? 'folder' : 'file');

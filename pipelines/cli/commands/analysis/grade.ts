@@ -4,7 +4,8 @@ import { defineCommand } from '../../command.ts';
 export default defineCommand({
   command: 'grade',
   describe:
-    "score a prediction table (CSV or JSON, mask -> utility) against the reference surface with the benchmark's scorer: JSON on stdout, readable summary on stderr; or, with --records, every stored submission of a JSON-lines file",
+    "score a prediction table (CSV or JSON, mask -> utility) against the reference surface with the benchmark's scorer: " +
+    'JSON on stdout, readable summary on stderr; or, with --records, every stored submission of a JSON-lines file',
   builder: (y) =>
     y
       .option('condition', { type: 'string', describe: 'the condition the table predicts' })
@@ -12,13 +13,15 @@ export default defineCommand({
       .option('observed', {
         type: 'string',
         describe:
-          'observations: masks (JSON array or one per line), or JSON mask -> utility / [{mask, utility}]; their cells are scored with the measured values, which must be the reference ones',
+          'observations: masks (JSON array or one per line), or JSON mask -> utility / [{mask, ' +
+          'utility}]; their cells are scored with the measured values, which must be the reference ones',
       })
       .option('tolerances', { type: 'string', describe: 'extra strict-reconstruction tolerances, comma-separated (0.1 is always scored)' })
       .option('records', {
         type: 'string',
         describe:
-          'JSON lines of {condition|instance, observations, prediction_table, score?}: each scored again, a stored score compared key by key (exit 1 on a difference)',
+          'JSON lines of {condition|instance, observations, prediction_table, score?}: ' +
+          'each scored again, a stored score compared key by key (exit 1 on a difference)',
       })
       .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
   run: async (argv, { settings, out }) => {

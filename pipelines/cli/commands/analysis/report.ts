@@ -8,8 +8,16 @@ export default defineCommand({
   builder: (y) =>
     withTables(y)
       .option('out', { type: 'string', describe: 'HTML file' })
-      .option('figures', { type: 'string', describe: "folder for each condition's surface and heat map as SVG and PNG (drawn by matplotlib)" })
-      .option('diff-with', { type: 'string', describe: 'other references (a folder or a WhatWorkedBench pack): the page gets a "diff" section comparing these references with them (as wwref diff)' }),
+      .option('figures', {
+        type: 'string',
+        describe: "folder for each condition's surface and heat map as SVG and PNG (drawn by matplotlib)",
+      })
+      .option('diff-with', {
+        type: 'string',
+        describe:
+          'other references (a folder or a WhatWorkedBench pack): the page gets a "diff" section ' +
+          'comparing these references with them (as wwref diff)',
+      }),
   run: async (argv, { settings, out }) => {
     const { writeReportFiles } = await import('../../../analysis/report.ts');
     const { summary, figures } = writeReportFiles(settings, {
@@ -19,6 +27,7 @@ export default defineCommand({
       diffWith: argv.diffWith,
     });
     if (argv.out !== undefined) out(`report of ${summary.conditions} condition(s) written to ${argv.out}`);
-    if (argv.figures !== undefined) out(`${figures.length} figure file(s) of ${summary.conditions} condition(s) written to ${argv.figures}`);
+    if (argv.figures !== undefined)
+      out(`${figures.length} figure file(s) of ${summary.conditions} condition(s) written to ${argv.figures}`);
   },
 });

@@ -3,12 +3,17 @@ import { executorChoice, withExecutor, withMirror, withWorkers } from '../../opt
 
 export default defineCommand({
   command: 'add-source <plan>',
-  describe: 'add a new source from its construction plan: validate, freeze (sha256), acquire, prepare, execute every mask, verify, append its references',
+  describe:
+    'add a new source from its construction plan: validate, freeze (sha256), acquire, prepare, execute every mask, verify, append its references',
   builder: (y) =>
     withExecutor(withWorkers(withMirror(y)))
       .positional('plan', { type: 'string', demandOption: true, describe: 'construction plan (JSON, see sources/plan.schema.json)' })
       .option('references', { type: 'string', describe: 'target reference folder (default outputs/references)' })
-      .option('force', { type: 'boolean', default: false, describe: 'rebuild a source already added; a changed plan is recorded as superseding the old hash' })
+      .option('force', {
+        type: 'boolean',
+        default: false,
+        describe: 'rebuild a source already added; a changed plan is recorded as superseding the old hash',
+      })
       .option('dry-run', { type: 'boolean', default: false, describe: 'only validate the plan, check the target and print its sha256' })
       .option('allow-version-drift', { type: 'boolean', default: false, describe: 'run even if installed versions differ from the pins' }),
   // --references is the target folder; the catalog the command sees stays the default one

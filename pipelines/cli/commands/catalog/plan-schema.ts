@@ -10,7 +10,7 @@ export default defineCommand({
     const { planJsonSchema } = await import('../../../catalog/plan.ts');
     const text = `${JSON.stringify(planJsonSchema(), null, 2)}\n`;
     if (!argv.out) return void process.stdout.write(text);
-    writeFileAtomic(outputPath(settings, argv.out, 'out'), text);
+    writeFileAtomic(outputPath(settings, argv.out, 'out', 'file', true), text);
     out(`plan schema written to ${argv.out}`);
   },
 });

@@ -8,7 +8,9 @@ const COLUMNS = ['manifest', 'plan', 'raw', 'prepared', 'reprepared', 'published
 
 export default defineCommand({
   command: 'audit',
-  describe: 'check source manifests against themselves, their plans, the raw cache, the prepared files (each source re-prepared from its raw files and compared byte for byte) and the published facts',
+  describe:
+    'check source manifests against themselves, their plans, the raw cache, the prepared files ' +
+    '(each source re-prepared from its raw files and compared byte for byte) and the published facts',
   builder: (y) =>
     withWorkers(withMirror(withReferences(y)))
       .option('source', { type: 'string', array: true, describe: 'source(s); default all' })
@@ -23,7 +25,11 @@ export default defineCommand({
     const audits = await auditWithReprepare(catalog, sources, options);
     out(`${'source'.padEnd(20)} ${COLUMNS.map((h) => h.padEnd(10)).join(' ')}`);
     for (const a of audits) {
-      out(`${a.source.padEnd(20)} ${Object.values(a.checks).map((v) => v.padEnd(10)).join(' ')}`);
+      out(
+        `${a.source.padEnd(20)} ${Object.values(a.checks)
+          .map((v) => v.padEnd(10))
+          .join(' ')}`,
+      );
       for (const p of a.problems) out(`    ! ${p}`);
       if (argv.verbose) for (const n of a.notes) out(`    - ${n}`);
     }

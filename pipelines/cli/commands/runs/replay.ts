@@ -17,7 +17,10 @@ function reportLines(report: ReplayReport, reportPath: string): string[] {
     lines.push(`${c.condition.padEnd(22)} ${c.passed}/${c.total} passed  timing ${ratio}${c.slowed ? '  SLOWED' : ''}`);
   }
   for (const r of report.records.filter((x) => !x.passed)) {
-    lines.push(`FAILED ${r.condition} ${r.mask}: ${r.failures.map((f) => `${f.check} (expected ${JSON.stringify(f.expected)}, got ${JSON.stringify(f.actual)})`).join('; ')}`);
+    lines.push(
+      `FAILED ${r.condition} ${r.mask}: ` +
+        `${r.failures.map((f) => `${f.check} (expected ${JSON.stringify(f.expected)}, got ${JSON.stringify(f.actual)})`).join('; ')}`,
+    );
   }
   for (const v of report.equivalence_violations) lines.push(`EQUIVALENCE VIOLATED ${v}`);
   if (report.version_drift.length) lines.push(`version drift (tolerances used): ${report.version_drift.join('; ')}`);
@@ -27,20 +30,34 @@ function reportLines(report: ReplayReport, reportPath: string): string[] {
     `${report.conditions.filter((c) => c.passed === c.total).length}/${report.conditions.length} conditions passed, ` +
       `${report.passed}/${report.total} records; wall ${report.wall_seconds.toFixed(1)} s; ` +
       `native ${report.replayed_native_seconds.toFixed(1)} s replayed vs ${report.recorded_native_seconds.toFixed(1)} s recorded; ` +
-      `median timing ratio ${report.median_timing_ratio?.toFixed(2) ?? '-'}; ${report.timing_outliers.length} timing outlier(s); ${report.workers} worker(s); report ${reportPath}`,
+      `median timing ratio ${report.median_timing_ratio?.toFixed(2) ?? '-'}; ${report.timing_outliers.length} timing outlier(s); ` +
+      `${report.workers} worker(s); report ${reportPath}`,
   );
   return lines;
 }
 
 export default defineCommand({
   command: 'replay',
-  describe: 'cold-replay reference tables (one thread per worker, fresh workers per condition); verify hashes, utilities, metrics, warnings, timings',
+  describe:
+    'cold-replay reference tables (one thread per worker, fresh workers per condition); verify hashes, utilities, metrics, warnings, timings',
   builder: (y) =>
     withExecutor(withWorkers(withTables(y), 1))
       .option('report', { type: 'string', default: join(ROOT, 'outputs', 'reports', 'replay.json'), describe: 'JSON report path' })
-      .option('format', { choices: ['wwref', 'wwb'] as const, default: 'wwref' as const, describe: 'reference layout: ours, or a published WhatWorkedBench pack (--references PACK)' })
-      .option('allow-version-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when installed versions differ from the manifest' })
-      .option('allow-platform-drift', { type: 'boolean', default: false, describe: 'compare with tolerances when the references were built under another numerical profile or platform' }),
+      .option('format', {
+        choices: ['wwref', 'wwb'] as const,
+        default: 'wwref' as const,
+        describe: 'reference layout: ours, or a published WhatWorkedBench pack (--references PACK)',
+      })
+      .option('allow-version-drift', {
+        type: 'boolean',
+        default: false,
+        describe: 'compare with tolerances when installed versions differ from the manifest',
+      })
+      .option('allow-platform-drift', {
+        type: 'boolean',
+        default: false,
+        describe: 'compare with tolerances when the references were built under another numerical profile or platform',
+      }),
   // a pack replayed with --format wwb is no reference folder: the catalog stays the default one
   ownReferences: (argv) => argv.format === 'wwb',
   run: async (argv, { settings, out }) => {
@@ -52,6 +69,7 @@ export default defineCommand({
       allowPlatformDrift: argv.allowPlatformDrift,
       workers: argv.workers,
       executor: executorChoice(argv),
+      report: reportPath,
     };
     let report: ReplayReport;
     if (argv.format === 'wwb') {

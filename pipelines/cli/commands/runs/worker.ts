@@ -10,7 +10,11 @@ export default defineCommand({
       .option('scheduler', { type: 'string', describe: 'Dask scheduler address, e.g. tcp://10.0.0.5:8786' })
       .option('nworkers', { type: 'number', default: 1, describe: 'worker processes on this machine' })
       .option('host', { type: 'string', describe: 'interface to listen on (default 127.0.0.1 for a local scheduler, else chosen by Dask)' })
-      .option('print-env', { type: 'boolean', default: false, describe: 'print the environment Dask workers of this project need (for job scripts) and exit' }),
+      .option('print-env', {
+        type: 'boolean',
+        default: false,
+        describe: 'print the environment Dask workers of this project need (for job scripts) and exit',
+      }),
   run: async (argv, { settings, out }) => {
     const { startWorkers, workerEnvironment } = await import('../../../execution/dask/cluster.ts');
     if (argv.printEnv) {
@@ -18,14 +22,19 @@ export default defineCommand({
       return 0;
     }
     if (!argv.scheduler) throw new UserError('wwref worker needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)');
-    if (!Number.isInteger(argv.nworkers) || argv.nworkers < 1 || argv.nworkers > WORKERS_CEILING) throw new UserError(`--nworkers takes a whole number from 1 to ${WORKERS_CEILING}`);
-    if (!/^(tcp|tls|ucx|inproc):\/\/\S+$/.test(argv.scheduler)) throw new UserError(`--scheduler ${argv.scheduler} is not a Dask address (e.g. tcp://10.0.0.5:8786)`);
-    out(`starting ${argv.nworkers} Dask worker process(es) for ${argv.scheduler} (numerical profile ${settings.profile.name}, one thread each); Ctrl-C stops them`);
+    if (!Number.isInteger(argv.nworkers) || argv.nworkers < 1 || argv.nworkers > WORKERS_CEILING)
+      throw new UserError(`--nworkers takes a whole number from 1 to ${WORKERS_CEILING}`);
+    if (!/^(tcp|tls|ucx|inproc):\/\/\S+$/.test(argv.scheduler))
+      throw new UserError(`--scheduler ${argv.scheduler} is not a Dask address (e.g. tcp://10.0.0.5:8786)`);
+    out(
+      `starting ${argv.nworkers} Dask worker process(es) for ${argv.scheduler} ` +
+        `(numerical profile ${settings.profile.name}, one thread each); Ctrl-C stops them`,
+    );
     const workers = startWorkers(settings, { scheduler: argv.scheduler, nworkers: argv.nworkers, host: argv.host, inherit: true });
-    const stop = () => workers.kill('SIGTERM');
+    const stop = () => void workers.stop();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
-    const result = await workers;
+    const result = await workers.process;
     return result.exitCode ? 1 : 0;
   },
 });

@@ -1,0 +1,201 @@
+// Output paths a user names are checked once, before any work (core/containment.ts checkOutputPath):
+// - through the real command line, effects --out, report --out / --figures, export --out (csv and wwb),
+//   rebuild --report, replay --report and diff --json inside the project's own source folders
+//   (workflows/, sources/, pipelines/, test/, scripts/, contracts/) are one line, exit 2, before anything
+//   is read or run: a reference folder without tables, or a rebuild that would take a minute, is
+//   refused at once and nothing is created; a report whose parent is a file is refused the same way;
+// - the job functions themselves (called without the command line) refuse the same paths, so a caller
+//   other than this command line gets the same check;
+// - the plan schema may still be written into sources/, where the committed one lives.
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { Catalog } from '../../pipelines/catalog/catalog.ts';
+import { writeEffects } from '../../pipelines/analysis/effects.ts';
+import { writeReportFiles } from '../../pipelines/analysis/report.ts';
+import { UserError } from '../../pipelines/core/errors.ts';
+import { ROOT, SOURCES_DIR } from '../../pipelines/core/paths.ts';
+import { rebuild } from '../../pipelines/jobs/rebuild.ts';
+import { replay } from '../../pipelines/jobs/replay.ts';
+import { exportPack } from '../../pipelines/jobs/wwb.ts';
+import { exportCsv } from '../../pipelines/references/export.ts';
+import { currentSettings } from '../support/workspace.ts';
+import { useGuardedWorkspace } from '../sources/hardening-support.ts';
+import { cliInProcess, cliProcess, type CliOutcome } from '../support/cli.ts';
+import { writeSurfaceCatalog } from '../support/fixtures.ts';
+
+const workspace = useGuardedWorkspace();
+
+/** Exit 2, one `wwref:` line on stderr matching `message`, nothing on stdout, no stack. */
+function refused(outcome: CliOutcome, message: RegExp, label: string): void {
+  expect(outcome.code, `${label}\n${outcome.stderr}`).toBe(2);
+  expect(outcome.stdout, label).toBe('');
+  expect(outcome.stderr, label).toMatch(/^wwref: [^\n]*\n?$/); // a real process's output comes without its last newline
+  expect(outcome.stderr.trimEnd(), label).toMatch(message);
+}
+
+/** A path under a source folder of the repository, unique to this test file (and checked absent after). */
+const inSource = (folder: string, name: string) => join(ROOT, folder, `wwref-output-test-${name}`);
+
+describe('outputs inside the project source folders are refused before any work, through the command line', () => {
+  it('effects, report (page and figures), export (csv and pack), diff, rebuild and replay', async () => {
+    const ws = workspace();
+    // a reference folder with a table, so that every command would otherwise succeed
+    const refs = join(ws.root, 'refs');
+    writeSurfaceCatalog(refs, [{ condition: 'op_surface', dimensions: 4, utility: (z) => 0.2 + 0.5 * z[0]! + 0.2 * z[1]! }]);
+    const fine = await cliInProcess(['effects', '--references', refs, '--out', join(ws.root, 'effects')], ws.root);
+    expect(fine.code, fine.stderr).toBe(0);
+    expect(existsSync(join(ws.root, 'effects', 'summary.json'))).toBe(true);
+
+    const cases: [string[], string, string][] = [
+      [['effects', '--references', refs, '--out', inSource('workflows', 'effects')], '--out', 'workflows'],
+      [['report', '--references', refs, '--out', inSource('pipelines', 'report.html')], '--out', 'pipelines'],
+      [['report', '--references', refs, '--figures', inSource('sources', 'figures')], '--figures', 'sources'],
+      [['export', '--references', refs, '--out', inSource('test', 'all.csv')], '--out', 'test'],
+      [['export', '--references', refs, '--format', 'wwb', '--out', inSource('scripts', 'pack')], '--out', 'scripts'],
+      [['export', '--references', refs, '--out', inSource('contracts', 'all.csv')], '--out', 'contracts'],
+      [['diff', refs, refs, '--json', inSource('workflows', 'diff.json')], '--json', 'workflows'],
+      [['replay', '--references', refs, '--report', inSource('pipelines', 'replay.json')], '--report', 'pipelines'],
+      // relative to the working folder, through '..'
+      [
+        ['export', '--references', refs, '--out', `${relative(ws.root, ROOT)}/workflows/../sources/wwref-output-test-x.csv`],
+        '--out',
+        'sources',
+      ],
+    ];
+    for (const [args, flag, folder] of cases) {
+      const outcome = await cliInProcess(args, ws.root);
+      refused(
+        outcome,
+        new RegExp(`^wwref: ${flag} \\S+ is inside ${ROOT}/${folder}, the project's own source; choose another path$`),
+        args.join(' '),
+      );
+    }
+    refused(
+      await cliProcess(cases[0]![0], ws.root),
+      /is inside .*\/workflows, the project's own source; choose another path$/,
+      'a real process',
+    );
+    for (const [folder, name] of [
+      ['workflows', 'effects'],
+      ['pipelines', 'report.html'],
+      ['sources', 'figures'],
+      ['test', 'all.csv'],
+      ['scripts', 'pack'],
+      ['contracts', 'all.csv'],
+      ['workflows', 'diff.json'],
+      ['pipelines', 'replay.json'],
+      ['sources', 'x.csv'],
+    ]) {
+      expect(existsSync(inSource(folder!, name!)), `${folder}/${name}`).toBe(false);
+    }
+  });
+
+  it('before any work: a folder without references, and a rebuild, are refused at once; nothing is read, run or written', async () => {
+    const ws = workspace();
+    const empty = join(ws.root, 'no-references');
+    mkdirSync(empty);
+    // without the output check these fail on the missing manifest; the output path is refused first
+    for (const args of [
+      ['effects', '--references', empty, '--out', inSource('workflows', 'effects')],
+      ['report', '--references', empty, '--out', inSource('pipelines', 'r.html')],
+      ['export', '--references', empty, '--out', inSource('sources', 'all.csv')],
+    ]) {
+      refused(await cliInProcess(args, ws.root), /the project's own source; choose another path$/, args.join(' '));
+    }
+    writeFileSync(join(ws.root, 'a-file'), 'keep');
+    const started = Date.now();
+    for (const [report, message] of [
+      [
+        inSource('workflows', 'rebuild.json'),
+        /^wwref: --report \S+ is inside \S+\/workflows, the project's own source; choose another path$/,
+      ],
+      [
+        join(ws.root, 'a-file', 'rebuild.json'),
+        /^wwref: --report \S+a-file\/rebuild\.json cannot be written: \S+\/a-file is a file, not a folder$/,
+      ],
+    ] as const) {
+      refused(await cliInProcess(['rebuild', '--condition', 'nile', '--workers', '1', '--report', report], ws.root), message, report);
+    }
+    expect(Date.now() - started).toBeLessThan(10_000); // a rebuild of nile takes far longer
+    expect(existsSync(join(ws.cache, 'journal'))).toBe(false); // no record ran
+    expect(existsSync(join(ws.references, 'manifest.json'))).toBe(false);
+    expect(existsSync(ws.prepared)).toBe(false); // nothing was prepared
+    expect(readFileSync(join(ws.root, 'a-file'), 'utf8')).toBe('keep');
+    expect(existsSync(inSource('workflows', 'rebuild.json'))).toBe(false);
+  });
+
+  it('the plan schema may still be written into sources/ (where the committed one lives)', async () => {
+    const file = inSource('sources', 'schema.json');
+    try {
+      const outcome = await cliInProcess(['plan-schema', '--out', file], workspace().root);
+      expect(outcome.code, outcome.stderr).toBe(0);
+      expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual(JSON.parse(readFileSync(join(SOURCES_DIR, 'plan.schema.json'), 'utf8')));
+    } finally {
+      rmSync(file, { force: true });
+    }
+  });
+});
+
+describe('the job functions check their own output paths (no command line involved)', () => {
+  async function refusal(job: () => unknown): Promise<string> {
+    let error: unknown;
+    try {
+      await job();
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(UserError);
+    return (error as Error).message;
+  }
+
+  it('writeEffects, writeReportFiles, exportCsv, exportPack, rebuild and replay', async () => {
+    const ws = workspace();
+    const empty = join(ws.root, 'job-no-references');
+    mkdirSync(empty, { recursive: true });
+    const source = /is inside \S+\/(workflows|pipelines|sources|test|scripts), the project's own source; choose another path$/;
+    expect(await refusal(() => writeEffects(currentSettings().paths, [], inSource('workflows', 'job-effects')))).toMatch(
+      /^effects folder /,
+    );
+    expect(await refusal(() => writeEffects(currentSettings().paths, [], inSource('workflows', 'job-effects')))).toMatch(source);
+    expect(await refusal(() => writeReportFiles(currentSettings(), { out: inSource('pipelines', 'job.html'), dir: empty }))).toMatch(
+      /^report page .*pipelines, the project's own source/,
+    );
+    expect(await refusal(() => writeReportFiles(currentSettings(), { figures: inSource('sources', 'job-figures'), dir: empty }))).toMatch(
+      /^figures folder .*sources, the project's own source/,
+    );
+    expect(await refusal(() => exportCsv(currentSettings({ references: empty }), inSource('test', 'job.csv'), []))).toMatch(
+      /^CSV file .*test, the project's own source/,
+    );
+    expect(await refusal(() => exportPack(currentSettings(), inSource('scripts', 'job-pack'), [], empty))).toMatch(
+      /^pack folder .*scripts, the project's own source/,
+    );
+    // the reference folder a job reads is protected too
+    expect(await refusal(() => exportCsv(currentSettings({ references: empty }), join(empty, 'all.csv'), []))).toMatch(
+      /^CSV file .*all\.csv is inside .*job-no-references, which only wwref itself writes/,
+    );
+    const catalog = Catalog.loadPublished(SOURCES_DIR);
+    expect(
+      await refusal(() =>
+        rebuild(catalog, {
+          settings: currentSettings(),
+          conditions: ['nile'],
+          report: inSource('workflows', 'job-rebuild.json'),
+          quiet: true,
+        }),
+      ),
+    ).toMatch(/^rebuild report .*workflows, the project's own source/);
+    writeFileSync(join(ws.root, 'job-file'), 'keep');
+    expect(
+      await refusal(() =>
+        rebuild(catalog, { settings: currentSettings(), conditions: ['nile'], report: join(ws.root, 'job-file', 'r.json'), quiet: true }),
+      ),
+    ).toMatch(/^rebuild report .*job-file is a file, not a folder$/);
+    expect(
+      await refusal(() =>
+        replay({ settings: currentSettings(), referencesDir: empty, report: inSource('pipelines', 'job-replay.json'), quiet: true }),
+      ),
+    ).toMatch(/^replay report .*pipelines, the project's own source/);
+    expect(existsSync(join(ws.cache, 'journal'))).toBe(false);
+  });
+});

@@ -1,0 +1,113 @@
+// The ETA of rebuild and replay (pipelines/core/progress.ts EtaEstimator), on a simulated rebuild of
+// the whole catalog: the committed manifest's seconds per record of every condition, two workers,
+// the costliest records first (as rebuild orders them), a startup pause before the first record and
+// each record's actual time off its condition's mean by up to ±50 %. The old estimate (records left
+// over records per second) said over twenty times the real time at first; the weighted one stays
+// within a third of it from its first estimate on, and gives none before enough records have finished.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { EtaEstimator, etaThreshold, formatSeconds } from '../../pipelines/core/progress.ts';
+import { ROOT } from '../../pipelines/core/paths.ts';
+import { seededRandom } from '../support/random.ts';
+
+interface Job {
+  condition: string;
+  expected: number;
+  actual: number;
+}
+
+/** Finish time of every job on `workers` workers taking jobs in order as they free up, after `startup` seconds. */
+function schedule(jobs: Job[], workers: number, startup: number): { job: Job; at: number }[] {
+  const free = Array.from({ length: workers }, () => startup);
+  const finished = jobs.map((job) => {
+    const w = free.indexOf(Math.min(...free));
+    free[w]! += job.actual;
+    return { job, at: free[w]! };
+  });
+  return finished.sort((a, b) => a.at - b.at);
+}
+
+const manifest = JSON.parse(readFileSync(join(ROOT, 'outputs', 'references', 'manifest.json'), 'utf8')) as {
+  conditions: Record<string, { records: number; native_seconds: number }>;
+};
+const costs = Object.entries(manifest.conditions).map(([condition, e]) => ({
+  condition,
+  records: e.records,
+  perRecord: e.native_seconds / e.records,
+}));
+
+describe('the ETA of a run whose records cost different amounts', () => {
+  const random = seededRandom(20260907);
+  const jobs: Job[] = costs
+    .flatMap(({ condition, records, perRecord }) =>
+      Array.from({ length: records }, () => ({ condition, expected: perRecord, actual: perRecord * (0.5 + random.next()) })),
+    )
+    .sort((a, b) => b.expected - a.expected);
+  const total = jobs.length;
+  const done = schedule(jobs, 2, 3);
+  const end = done[done.length - 1]!.at;
+
+  it('the simulated run is the catalog: 1,248 records, a few minutes on two workers, the costly retrieval records first', () => {
+    expect(total).toBe(1248);
+    expect(end).toBeGreaterThan(120);
+    expect(end).toBeLessThan(600);
+    expect(jobs[0]!.condition).toMatch(/^(arguana|scifact)/);
+  });
+
+  it('no estimate before etaThreshold records; then within a third of the time really left, and the count-based one far off', () => {
+    const eta = new EtaEstimator(total, 0);
+    for (const { condition, records, perRecord } of costs) eta.expect(condition, records, perRecord);
+    expect(eta.secondsLeft(0)).toBeUndefined();
+    let worst = 0;
+    let first: { weighted: number; counted: number; actual: number } | undefined;
+    done.forEach(({ job, at }, k) => {
+      eta.finish(job.condition);
+      const finished = k + 1;
+      const estimate = eta.secondsLeft(at);
+      if (finished < etaThreshold(total)) {
+        expect(estimate, `after ${finished} records`).toBeUndefined();
+        return;
+      }
+      const actual = end - at;
+      expect(estimate).toBeDefined();
+      if (actual > 10) worst = Math.max(worst, Math.abs(estimate! - actual) / actual);
+      // what progress.ts printed before: records left at the records-per-second rate so far
+      first ??= { weighted: estimate!, counted: (total - finished) / (finished / at), actual };
+    });
+    expect(etaThreshold(total)).toBe(13);
+    expect(worst).toBeLessThan(1 / 3);
+    expect(
+      first!.counted / first!.actual,
+      `count-based first ETA ${formatSeconds(first!.counted)} for ${formatSeconds(first!.actual)}`,
+    ).toBeGreaterThan(10);
+    expect(first!.weighted / first!.actual).toBeGreaterThan(2 / 3);
+    expect(first!.weighted / first!.actual).toBeLessThan(4 / 3);
+    expect(eta.secondsLeft(end)).toBe(0); // nothing left
+  });
+
+  it('conditions without a known cost count as the mean of the known ones; with none known, records count alike', () => {
+    const eta = new EtaEstimator(15, 0);
+    eta.expect('slow', 10, 4);
+    eta.expect('fast', 3, 1);
+    eta.expect('unknown', 2);
+    for (let k = 0; k < 10; k++) eta.finish('slow'); // 40 s of expected work in 20 s: rate 2
+    // left: 3 × 1 + 2 × 2.5 (the mean of 4 and 1) = 8 units at 2 per second
+    expect(eta.secondsLeft(20)).toBeCloseTo(4, 10);
+    const plain = new EtaEstimator(12, 0);
+    plain.expect('a', 12);
+    for (let k = 0; k < 10; k++) plain.finish('a');
+    expect(plain.secondsLeft(10)).toBeCloseTo(2, 10); // 2 left at 1 per second
+  });
+
+  it('a run smaller than the threshold gets its estimate when it finishes', () => {
+    expect(etaThreshold(3)).toBe(3);
+    const eta = new EtaEstimator(3, 0);
+    eta.expect('c', 3, 1);
+    eta.finish('c');
+    eta.finish('c');
+    expect(eta.secondsLeft(2)).toBeUndefined();
+    eta.finish('c');
+    expect(eta.secondsLeft(3)).toBe(0);
+  });
+});
