@@ -150,7 +150,104 @@ describe('episode', () => {
     writeFileSync(join(ep, 'episode.json'), state(ep).replace('"credits_remaining": 1', '"credits_remaining": 1, "credits_remaining": 9'));
     refused(await run(['status', '--episode', ep]), /episode state .* is not strict JSON: duplicate key "credits_remaining"/);
     writeFileSync(join(ep, 'episode.json'), state(ep).replace('"credits_remaining": 1, "credits_remaining": 9', '"credits_remaining": 9'));
-    refused(await run(['status', '--episode', ep]), /inconsistent: 0 paid observation\(s\) and 9 credit\(s\) left of a budget of 1/);
+    refused(
+      await run(['status', '--episode', ep]),
+      /not one the rules could produce: 0 paid observation\(s\) and 9 credit\(s\) left of a budget of 1/,
+    );
+  });
+
+  it('refuses a hand-edited state the rules could never produce, and a score whose events log disagrees', async () => {
+    const ep = freshEpisode();
+    await start(ep, 2);
+    await observe(ep, '0110');
+    const good = state(ep);
+    const edit = (change: (s: Record<string, any>) => void) => {
+      const s = JSON.parse(good);
+      change(s);
+      writeFileSync(join(ep, 'episode.json'), JSON.stringify(s));
+    };
+    const closedWith = (table: Record<string, unknown>) => (s: Record<string, any>) => {
+      s.closed = true;
+      s.submission = { at: s.started_at, prediction_table: table };
+    };
+    const full = Object.fromEntries(Array.from({ length: 16 }, (_, k) => [maskOf(k, 4), 0.5]));
+    const cases: [(s: Record<string, any>) => void, RegExp][] = [
+      // a free observation beyond the anchors
+      [(s) => (s.observations[2].paid = false), /the unpaid observations are 0000, 1111, 0110, not the two anchors/],
+      [(s) => (s.observations[0].paid = true), /the unpaid observations are 1111, not the two anchors/],
+      [(s) => (s.observations[2].utility = 0.99), /the observed utility of 0110 is not the reference's/],
+      [(s) => (s.observations[0].utility = 0.99), /the observed utility of 0000 is not the reference's/],
+      [(s) => (s.dimensions = 6), /dimensions 6, the reference's 4/],
+      [
+        (s) => {
+          s.budget = 40;
+          s.credits_remaining = 39;
+        },
+        /a budget of 40, more than the 14 masks/,
+      ],
+      [(s) => (s.closed = true), /closed without a submission/],
+      [
+        (s) => {
+          closedWith(full)(s);
+          s.closed = false;
+        },
+        /a submission in an open episode/,
+      ],
+      [closedWith({ ...full, '0001': undefined }), /missing mask\(s\): 0001/],
+      [closedWith({ ...full, '0001': '0.5' }), /malformed at submission.prediction_table.0001|not a decimal number/],
+      [closedWith({ ...full, '00001': 0.5 }), /not one the rules could produce: .*mask '00001' has the wrong width/],
+    ];
+    for (const [change, pattern] of cases) {
+      edit(change);
+      for (const action of ['status', 'score']) {
+        const r = await run([action, '--episode', ep]);
+        refused(r, pattern);
+      }
+    }
+    writeFileSync(join(ep, 'episode.json'), good);
+    await run(['submit', '--episode', ep, '--prediction', table(() => 0.5)]);
+    // the log's purchases are the state's: a purchase the log does not record is refused at scoring
+    const log = readFileSync(join(ep, 'events.jsonl'), 'utf8');
+    writeFileSync(
+      join(ep, 'events.jsonl'),
+      log
+        .split('\n')
+        .filter((l) => !l.includes('"action":"observe"'))
+        .join('\n'),
+    );
+    refused(await run(['score', '--episode', ep]), /events log .* records the purchases none, the state 0110: they disagree/);
+    writeFileSync(join(ep, 'events.jsonl'), log);
+    expect((await run(['score', '--episode', ep])).code).toBe(0);
+  });
+
+  it('keeps the events log bounded: a batch is checked before it is logged, repeated reads are one line', async () => {
+    const ep = freshEpisode();
+    await start(ep, 3);
+    refused(await observe(ep, ...Array.from({ length: 17 }, (_, k) => maskOf(k % 16, 4))), /batch of 17 masks is more than the 16 masks/);
+    const long = '01'.repeat(20000);
+    refused(await observe(ep, long, '0001'), /not a mask of 4 options .*"0101010101010101…"/);
+    const refusal = readFileSync(join(ep, 'events.jsonl'), 'utf8').trim().split('\n').at(-1)!;
+    expect(refusal.length).toBeLessThan(1000);
+    expect(JSON.parse(refusal)).toMatchObject({
+      action: 'observe',
+      outcome: 'refused',
+      n_masks: 2,
+      masks_sample: ['0101010101010101…', '0001'],
+    });
+    for (let k = 0; k < 5; k++) expect((await run(['status', '--episode', ep])).code).toBe(0);
+    await observe(ep, '0001');
+    await run(['status', '--episode', ep]);
+    await run(['status', '--episode', ep]);
+    const log = events(ep);
+    expect(log.map((e) => [e.action, e.outcome, e.calls])).toEqual([
+      ['start', 'ok', undefined],
+      ['observe', 'refused', undefined],
+      ['observe', 'refused', undefined],
+      ['status', 'ok', 5],
+      ['observe', 'ok', undefined],
+      ['status', 'ok', 2],
+    ]);
+    expect(log[3].first_at <= log[3].at).toBe(true);
   });
 
   it('refuses a second start in the folder, a budget beyond the masks, and options of another action', async () => {
@@ -161,6 +258,7 @@ describe('episode', () => {
     refused(await start(never, 15), /--budget must be a whole number from 0 to 14/);
     expect(existsSync(never)).toBe(false); // a refused start creates nothing
     refused(await start(freshEpisode(), '1.5'), /--budget must be a whole number/);
+    for (const written of ['0x3', '3e0', '+3', ' ']) refused(await start(freshEpisode(), written), /--budget must be a whole number/);
     refused(await run(['observe', '--episode', ep, '--masks', '0001', '--budget', '3']), /episode observe does not take --budget/);
     refused(await run(['status', '--episode', join(dir, 'nothing-here')]), /does not exist/);
     refused(

@@ -6,26 +6,34 @@
 // sha256, plan, source, family, width) is fixed at the start and checked at every action. Every action
 // runs under the folder's lock and writes the state atomically; a refused action changes no state and
 // is a UserError (exit 2), its refusal appended to the events log.
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { UserError } from '../../core/errors.ts';
-import { appendNoFollow, makeDirs, writeJsonAtomic } from '../../core/fsutil.ts';
+import { appendNoFollow, fsError, makeDirs, writeJsonAtomic } from '../../core/fsutil.ts';
 import { lstatOrNothing } from '../../core/containment.ts';
 import type { Settings } from '../../core/settings.ts';
+import { OPTION_LETTERS } from '../../catalog/families.ts';
 import { allMasks, maskIndex } from '../../catalog/masks.ts';
 import { lockFolder } from '../../references/lock.ts';
 import { ReferenceStore } from '../../references/store.ts';
 import { groupByCondition, surfaceFromRecords, type Surface } from '../effects.ts';
-import { type GradeResult, gradeSurface } from '../grade.ts';
-import { readStrictJsonFile } from '../strict-json.ts';
+import { type GradeResult, gradeSurface, predictionFromJson } from '../grade.ts';
+import { isObject, parseStrictJson, readBoundedText, readStrictJsonFile } from '../strict-json.ts';
 
 export const STATE_FILE = 'episode.json';
 export const EVENTS_FILE = 'events.jsonl';
 /** How long an action waits for another one on the same episode. */
 const LOCK_WAIT_SECONDS = 30;
 const STATE_MAX_BYTES = 16 << 20;
-/** More masks than this in one batch are refused unread. */
-export const MAX_BATCH = 4096;
+/** The events log `score` reads to check the purchases (lines are short: a batch is logged capped). */
+const EVENTS_MAX_BYTES = 64 << 20;
+/** The widest condition has this many options. */
+export const MAX_OPTIONS = OPTION_LETTERS.length;
+/** A batch holds at most 2^d masks (every mask once); more than 2^MAX_OPTIONS is refused unread. */
+export const MAX_BATCH = 2 ** MAX_OPTIONS;
+/** Actions that change nothing: repeated one after another, they are one line of the events log with a count. */
+const READ_ONLY = new Set(['status', 'task']);
 
 const Identity = z.strictObject({
   source: z.string(),
@@ -89,17 +97,54 @@ function readState(dir: string): EpisodeState {
     throw new UserError(`episode state ${path} is malformed at ${issue.path.join('.') || '(top)'}: ${issue.message}`);
   }
   const state = parsed.data;
-  const paid = state.observations.filter((o) => o.paid).length;
-  if (
-    state.credits_remaining !== state.budget - paid ||
-    new Set(state.observations.map((o) => o.mask)).size !== state.observations.length
-  ) {
-    throw new UserError(
-      `episode state ${path} is inconsistent: ${paid} paid observation(s) and ` +
-        `${state.credits_remaining} credit(s) left of a budget of ${state.budget}`,
-    );
-  }
+  const bad = impossibility(state);
+  if (bad) throw new UserError(`episode state ${path} is not one the rules could produce: ${bad}`);
   return state;
+}
+
+/** Why `state` is not one the episode's rules could produce (undefined: it could be), without the reference. */
+function impossibility(state: EpisodeState): string | undefined {
+  const d = state.dimensions;
+  if (d !== state.reference.dimensions) return `dimensions ${d}, the reference's ${state.reference.dimensions}`;
+  if (d < 1 || d > MAX_OPTIONS) return `dimensions ${d}, not from 1 to ${MAX_OPTIONS}`;
+  const most = 2 ** d - 2;
+  if (state.budget > most) return `a budget of ${state.budget}, more than the ${most} masks beyond the anchors`;
+  const bad = state.observations.find((o) => maskIndex(o.mask, d) < 0);
+  if (bad) return `observation ${JSON.stringify(bad.mask.slice(0, 40))} is not a mask of ${d} options`;
+  if (new Set(state.observations.map((o) => o.mask)).size !== state.observations.length) return 'a mask observed twice';
+  const masks = allMasks(d);
+  const anchors = [masks[0]!, masks.at(-1)!];
+  const free = state.observations.filter((o) => !o.paid).map((o) => o.mask);
+  if (free.length !== 2 || !anchors.every((a) => free.includes(a)))
+    return `the unpaid observations are ${free.join(', ') || 'none'}, not the two anchors ${anchors.join(', ')}`;
+  const paid = state.observations.length - 2;
+  if (state.credits_remaining !== state.budget - paid)
+    return `${paid} paid observation(s) and ${state.credits_remaining} credit(s) left of a budget of ${state.budget}`;
+  if (state.closed !== (state.submission !== null)) return state.closed ? 'closed without a submission' : 'a submission in an open episode';
+  if (state.submission) {
+    try {
+      predictionFromJson(state.submission.prediction_table, d, 'the submitted prediction_table');
+    } catch (error) {
+      if (error instanceof UserError) return error.message.split('\n').join(' ');
+      throw error;
+    }
+  }
+  return undefined;
+}
+
+/** Refuses a state whose observed utilities are not the reference's (a state edited by hand). */
+function checkObservedValues(state: EpisodeState, surface: Surface, dir: string): void {
+  const path = join(dir, STATE_FILE);
+  if (surface.dimensions !== state.dimensions)
+    throw new UserError(`episode state ${path} has ${state.dimensions} options, the reference ${surface.dimensions}`);
+  const wrong = state.observations.filter((o) => o.utility !== surface.utilities[maskIndex(o.mask, state.dimensions)]);
+  if (wrong.length)
+    throw new UserError(
+      `episode state ${path} is not one the rules could produce: the observed utility of ${wrong
+        .slice(0, 5)
+        .map((o) => o.mask)
+        .join(', ')}${wrong.length > 5 ? ', …' : ''} is not the reference's`,
+    );
 }
 
 /** The reference surface of the episode's condition, refused when its identity is not the one fixed at the start. */
@@ -136,6 +181,46 @@ function appendEvent(dir: string, event: Record<string, unknown>): void {
   appendNoFollow(join(dir, EVENTS_FILE), `${JSON.stringify({ at: new Date().toISOString(), ...event })}\n`);
 }
 
+/**
+ * Logs a read-only action that succeeded: when the log's last line is the same action on the same
+ * credits, that line is replaced by one counting the calls (`calls`, `first_at`); else a new line.
+ */
+function logRead(dir: string, event: Record<string, unknown>): void {
+  const path = join(dir, EVENTS_FILE);
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, constants.O_RDWR | constants.O_NOFOLLOW);
+    const size = fstatSync(fd).size;
+    const tail = Buffer.alloc(Math.min(size, 4096));
+    readSync(fd, tail, 0, tail.length, size - tail.length);
+    const text = tail.toString('utf8');
+    const start = text.lastIndexOf('\n', text.length - 2) + 1;
+    if (text.endsWith('\n') && (start > 0 || tail.length === size)) {
+      const last = parseStrictJson(text.slice(start, -1), 'the last event');
+      if (
+        isObject(last) &&
+        last.action === event.action &&
+        last.outcome === 'ok' &&
+        last.credits_after === event.credits_after &&
+        typeof last.at === 'string'
+      ) {
+        const calls = typeof last.calls === 'number' ? last.calls + 1 : 2;
+        const line = `${JSON.stringify({ ...last, first_at: last.first_at ?? last.at, at: new Date().toISOString(), calls })}\n`;
+        const offset = size - tail.length + Buffer.byteLength(text.slice(0, start));
+        ftruncateSync(fd, offset);
+        writeSync(fd, line, offset);
+        return;
+      }
+    }
+  } catch (error) {
+    // no log yet, or a last line that is no event of ours: a new line
+    if (!(error instanceof UserError) && (error as NodeJS.ErrnoException).code !== 'ENOENT') throw fsError(error, 'append to', path);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  appendEvent(dir, event);
+}
+
 interface Step<T> {
   result: T;
   /** The new state, written atomically; none: unchanged. */
@@ -163,16 +248,19 @@ async function act<T>(
     const before = state.credits_remaining;
     try {
       const { surface } = referenceOf(settings, state.references, state.condition, state.reference);
+      checkObservedValues(state, surface, folder);
       const step = body(state, surface);
       if (step.state) writeJsonAtomic(join(folder, STATE_FILE), step.state);
-      appendEvent(folder, {
+      const event = {
         action,
         ...request,
         ...step.event,
         credits_before: before,
         credits_after: (step.state ?? state).credits_remaining,
         outcome: 'ok',
-      });
+      };
+      if (READ_ONLY.has(action)) logRead(folder, event);
+      else appendEvent(folder, event);
       return step.result;
     } catch (error) {
       if (error instanceof UserError)
@@ -192,15 +280,23 @@ async function act<T>(
 }
 
 function checkMasks(masks: readonly string[], dimensions: number): void {
-  if (masks.length > MAX_BATCH) throw new UserError(`a batch of ${masks.length} masks is more than the ${MAX_BATCH} allowed`);
+  const size = 2 ** dimensions;
+  if (masks.length > size)
+    throw new UserError(`a batch of ${masks.length} masks is more than the ${size} masks of a ${dimensions}-option condition`);
   const bad = masks.filter((m) => maskIndex(m, dimensions) < 0);
   if (bad.length)
     throw new UserError(
       `not a mask of ${dimensions} options (0/1 characters, option A first): ${bad
         .slice(0, 5)
-        .map((m) => JSON.stringify(m))
+        .map((m) => JSON.stringify(m.length > 16 ? `${m.slice(0, 16)}…` : m))
         .join(', ')}${bad.length > 5 ? ', …' : ''}`,
     );
+}
+
+/** What the events log records of a batch: its masks when they could be masks, else a capped summary. */
+function batchRecord(masks: readonly string[]): Record<string, unknown> {
+  if (masks.length <= MAX_BATCH && masks.every((m) => /^[01]+$/.test(m) && m.length <= MAX_OPTIONS)) return { masks: [...masks] };
+  return { n_masks: masks.length, masks_sample: masks.slice(0, 5).map((m) => (m.length > 16 ? `${m.slice(0, 16)}…` : m)) };
 }
 
 export interface StartOptions {
@@ -268,7 +364,7 @@ export async function startEpisode(settings: Settings, options: StartOptions): P
 
 /** Buys the new distinct masks of `masks` (repeats and known masks free), or refuses the whole batch. */
 export function observe(settings: Settings, dir: string, masks: readonly string[]): Promise<ObserveResult> {
-  return act(settings, dir, 'observe', { masks: masks.slice(0, MAX_BATCH) }, (state, surface) => {
+  return act(settings, dir, 'observe', batchRecord(masks), (state, surface) => {
     if (state.closed) throw new UserError('the episode is closed (a prediction was submitted): no more observations');
     checkMasks(masks, state.dimensions);
     if (!masks.length) throw new UserError('name at least one mask to observe');
@@ -332,6 +428,7 @@ export interface EpisodeScore extends GradeResult {
 export function scoreEpisode(settings: Settings, dir: string): Promise<EpisodeScore> {
   return act(settings, dir, 'score', {}, (state, surface) => {
     if (!state.closed || !state.submission) throw new UserError('the episode is still open: submit a prediction first');
+    checkPurchasesLogged(dir, state);
     const table = state.submission.prediction_table;
     const predicted = allMasks(state.dimensions).map((m) => table[m]!);
     const result = gradeSurface(surface, predicted, { observed: state.observations.map((o) => o.mask) });
@@ -344,6 +441,29 @@ export function scoreEpisode(settings: Settings, dir: string): Promise<EpisodeSc
       },
     };
   });
+}
+
+/** Refuses to score when the events log does not record, in order, the purchases the state holds. */
+function checkPurchasesLogged(dir: string, state: EpisodeState): void {
+  const path = join(resolve(dir), EVENTS_FILE);
+  if (!lstatOrNothing(path)) throw new UserError(`the episode has no events log ${path}: its purchases cannot be checked`);
+  const logged: string[] = [];
+  readBoundedText(path, 'events log', EVENTS_MAX_BYTES)
+    .split('\n')
+    .forEach((line, k) => {
+      if (line === '') return;
+      const event = parseStrictJson(line, `events log ${path}, line ${k + 1}`);
+      if (!isObject(event)) throw new UserError(`events log ${path}, line ${k + 1}: not an event`);
+      if (event.action === 'observe' && event.outcome === 'ok') {
+        if (!Array.isArray(event.new_masks)) throw new UserError(`events log ${path}, line ${k + 1}: an observation without new_masks`);
+        logged.push(...event.new_masks.map(String));
+      }
+    });
+  const paid = state.observations.filter((o) => o.paid).map((o) => o.mask);
+  if (logged.join(',') !== paid.join(',')) {
+    const show = (m: string[]) => (m.length ? (m.length > 8 ? `${m.slice(0, 8).join(', ')}, … (${m.length})` : m.join(', ')) : 'none');
+    throw new UserError(`the events log ${path} records the purchases ${show(logged)}, the state ${show(paid)}: they disagree`);
+  }
 }
 
 /** What the public task view needs of an episode: its view, the reference folder and the condition's family. */

@@ -20,7 +20,7 @@ export default defineCommand({
       .positional('action', { choices: ACTIONS, describe: 'start | observe | status | submit | score' })
       .option('episode', { type: 'string', demandOption: true, describe: 'the episode folder (episode.json, events.jsonl)' })
       .option('condition', { type: 'string', describe: 'start: the condition' })
-      .option('budget', { type: 'number', describe: 'start: credits for distinct masks beyond the two free anchors' })
+      .option('budget', { type: 'string', describe: 'start: credits for distinct masks beyond the two free anchors' })
       .option('references', { type: 'string', describe: 'start: reference folder (default outputs/references); fixed for the episode' })
       .option('masks', {
         type: 'string',
@@ -39,7 +39,10 @@ export default defineCommand({
     if (action === 'start') {
       if (argv.condition === undefined || argv.budget === undefined)
         throw new UserError('episode start needs --condition C and --budget B');
-      result = await episode.startEpisode(settings, { dir, condition: argv.condition, budget: argv.budget });
+      // a decimal whole number as written: yargs' number type would read 0x3 or 1e1
+      const written = String(argv.budget).trim();
+      if (!/^\d+$/.test(written)) throw new UserError(`--budget must be a whole number written in decimal digits, not '${written}'`);
+      result = await episode.startEpisode(settings, { dir, condition: argv.condition, budget: Number(written) });
     } else if (action === 'observe') {
       const masks = (argv.masks ?? []).flatMap((m) => String(m).split(/[\s,]+/)).filter(Boolean);
       if (!masks.length) throw new UserError('episode observe needs --masks M…');
