@@ -1,7 +1,7 @@
 // `wwref serve`: an episode driven by the MCP SDK's own client, over stdio and over Streamable HTTP
 // (tools, a purchase, a submission, concurrent purchases, the bearer token, strict JSON), and the
 // public task view holding no reference utility beyond the anchors and the purchases.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,10 +28,10 @@ const utility = (k: number) => 0.1234567 + 0.0471113 * k;
 writeSurfaceCatalog(refs, [{ condition: 'toy', dimensions: 4, utility: (_z, k) => utility(k) }]);
 
 let count = 0;
-const startEpisode = async (budget: number) => {
+const startEpisode = async (budget: number, references = refs) => {
   const ep = join(dir, `ep${++count}`);
   const r = await cliInProcess(
-    ['episode', 'start', '--episode', ep, '--condition', 'toy', '--budget', String(budget), '--references', refs],
+    ['episode', 'start', '--episode', ep, '--condition', 'toy', '--budget', String(budget), '--references', references],
     ROOT,
   );
   expect(r.code).toBe(0);
@@ -84,6 +84,34 @@ const post = (url: string, body: string, headers: Record<string, string> = {}) =
     );
     req.on('error', fail);
     req.end(body);
+  });
+
+/** POSTs `body` (announced with Content-Length, or chunked) and resolves on the answer, whatever happens to the rest of the upload. */
+const postLarge = (url: string, body: string, headers: Record<string, string>, chunked: boolean) =>
+  new Promise<{ status: number; connection?: string; text: string }>((done, fail) => {
+    const req = request(
+      url,
+      {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...(chunked ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
+          ...headers,
+        },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => done({ status: res.statusCode!, connection: res.headers.connection, text }));
+        res.on('error', () => done({ status: res.statusCode!, connection: res.headers.connection, text }));
+      },
+    );
+    req.on('error', fail);
+    if (chunked) {
+      for (let at = 0; at < body.length; at += 64 * 1024) req.write(body.slice(at, at + 64 * 1024));
+      req.end();
+    } else req.end(body);
   });
 
 describe('serve over stdio', () => {
@@ -163,7 +191,80 @@ describe('serve over stdio', () => {
   });
 });
 
+describe('serve over stdio, paths reached through a link', () => {
+  it('masks the real path of a reference folder reached through a symbolic link', async () => {
+    const real = join(realpathSync(dir), 'real-references');
+    writeSurfaceCatalog(real, [{ condition: 'toy', dimensions: 4, utility: (_z, k) => utility(k) }]);
+    const link = join(dir, 'linked-references');
+    symlinkSync(real, link);
+    const ep = await startEpisode(1, link);
+    writeSurfaceCatalog(real, [{ condition: 'toy', dimensions: 4, utility: (_z, k) => utility(k) + 0.5 }]);
+    const client = new Client({ name: 'test-agent', version: '1.0.0' });
+    await client.connect(new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep], cwd: ROOT, stderr: 'pipe' }));
+    try {
+      const r = await call(client, 'status');
+      expect(r.isError).toBe(true);
+      expect(r.text).toMatch(/in <host folder> changed since the episode started/);
+      for (const path of [real, link, dir, realpathSync(dir)]) expect(r.text).not.toContain(path);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe('serve, strict tool arguments', () => {
+  it('follows the command line input rules: unknown arguments and an item with two value keys refused, `prediction` taken', async () => {
+    const ep = await startEpisode(1);
+    const client = new Client({ name: 'test-agent', version: '1.0.0' });
+    await client.connect(new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep], cwd: ROOT, stderr: 'pipe' }));
+    try {
+      const extra = await call(client, 'observe', { masks: ['0001'], budget: 99 });
+      expect([extra.isError, extra.text]).toEqual([true, expect.stringMatching(/budget/)]);
+      expect((await call(client, 'status', { verbose: true })).isError).toBe(true);
+      expect((await call(client, 'submit', { predictions, note: 'x' })).isError).toBe(true);
+      const items = (key: string) => Array.from({ length: 16 }, (_, k) => ({ mask: maskOf(k, 4), [key]: 0.5 }));
+      const both = await call(client, 'submit', { predictions: items('utility').map((i) => ({ ...i, prediction: 0.5 })) });
+      expect([both.isError, both.text]).toEqual([true, expect.stringMatching(/item 0 has several value keys \(utility, prediction\)/)]);
+      expect((await call(client, 'status')).json.closed).toBe(false);
+      const taken = await call(client, 'submit', { predictions: items('prediction') });
+      expect([taken.isError, taken.json?.closed]).toEqual([false, true]);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
 describe('serve over stdio, strict JSON', () => {
+  it('refuses an over-long line once and discards the rest of it up to the next newline', async () => {
+    const ep = await startEpisode(1);
+    const child = execa('node', [BIN, 'serve', '--episode', ep], { cwd: ROOT, reject: false });
+    servers.push(child);
+    const lines: string[] = [];
+    let rest = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      rest += chunk.toString();
+      const parts = rest.split('\n');
+      rest = parts.pop()!;
+      lines.push(...parts.filter(Boolean));
+    });
+    const ping = (id: number) => `${JSON.stringify({ jsonrpc: '2.0', id, method: 'ping' })}\n`;
+    // 1.5 MiB without a newline, whose tail would be a message of its own if read as one
+    child.stdin!.write(`${'x'.repeat(1536 * 1024)}`);
+    child.stdin!.write(ping(5));
+    child.stdin!.write(ping(6));
+    await new Promise<void>((done) => {
+      const check = () => (lines.some((l) => l.includes('"id":6')) ? done() : setTimeout(check, 50));
+      check();
+    });
+    child.stdin!.end();
+    const messages = lines.map((l) => JSON.parse(l));
+    expect(messages).toEqual([
+      { jsonrpc: '2.0', id: null, error: { code: -32600, message: expect.stringContaining('message over') } },
+      { jsonrpc: '2.0', id: 6, result: {} },
+    ]);
+    expect((await child).exitCode).toBe(0);
+  });
+
   it('answers a message that is not strict JSON with an error and handles the next one', async () => {
     const ep = await startEpisode(1);
     const child = execa('node', [BIN, 'serve', '--episode', ep], { cwd: ROOT, reject: false });
@@ -239,6 +340,12 @@ describe('serve over Streamable HTTP', () => {
     expect((await post(url, init, { authorization: 'Bearer wrong' })).status).toBe(401);
     const auth = { authorization: 'Bearer a-long-secret-token-0123456789' };
     expect((await post(url, init, { ...auth, host: 'attacker.example:80' })).status).toBe(403);
+    // a body over 1 MiB: answered 413 with Connection: close, not a reset connection (announced or streamed)
+    const big = `{"x": "${'y'.repeat(1100 * 1024)}"}`;
+    for (const chunked of [false, true]) {
+      const r = await postLarge(url, big, auth, chunked);
+      expect([r.status, r.connection, r.text]).toEqual([413, 'close', expect.stringContaining('request body over 1048576 bytes')]);
+    }
     const dup = await post(url, init.replace('"id":1', '"id":1,"id":2'), auth);
     expect([dup.status, dup.text]).toEqual([400, expect.stringContaining('duplicate key \\"id\\"')]);
     expect((await post(url, init, auth)).status).toBe(200);

@@ -7,6 +7,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -17,7 +18,7 @@ import { UserError } from '../../core/errors.ts';
 import type { Settings } from '../../core/settings.ts';
 import { predictionFromJson } from '../grade.ts';
 import { type Json, parseStrictJson } from '../strict-json.ts';
-import { episodeContext, episodeReferences, episodeStatus, MAX_BATCH, observe, submitPrediction } from './episode.ts';
+import { episodeContext, episodeReferences, episodeStatus, MAX_BATCH, MAX_OPTIONS, observe, submitPrediction } from './episode.ts';
 import { taskView } from './task.ts';
 
 const VERSION = '0.1.0';
@@ -27,11 +28,23 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
 type ToolResult = { content: { type: 'text'; text: string }[]; isError?: boolean };
 
+/** `paths` and, for those reached through a symbolic link, their real paths too: longest first, so a folder's own name goes first. */
+function hostPaths(paths: string[]): string[] {
+  const real = paths.flatMap((path) => {
+    try {
+      return [realpathSync(path)];
+    } catch {
+      return []; // not there (yet): nothing to resolve
+    }
+  });
+  return [...new Set([...paths, ...real])].filter((p) => p.length > 1).sort((a, b) => b.length - a.length);
+}
+
 /** The episode's MCP server: its four tools, with host paths masked in every refusal. */
 export function episodeServer(settings: Settings, dir: string): McpServer {
   const folder = resolve(dir);
   const references = episodeReferences(folder);
-  const hidden = [folder, references, ...Object.values(settings.paths)].sort((a, b) => b.length - a.length);
+  const hidden = hostPaths([folder, references, ...Object.values(settings.paths)]);
   const masked = (message: string) => hidden.reduce((m, path) => m.replaceAll(path, '<host folder>'), message);
   const tool = async (body: () => Promise<unknown>): Promise<ToolResult> => {
     try {
@@ -56,6 +69,7 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
       description:
         'The public view: family, factor order and descriptions, utility, data ' +
         'summary, workflow source, free observations, budget, credits and purchases.',
+      inputSchema: z.strictObject({}),
     },
     () =>
       tool(async () => {
@@ -70,12 +84,14 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
       description:
         'Measure masks (0/1 strings, option A first). Each new distinct mask costs one credit; ' +
         'known masks are free; a batch needing more credits than remain is refused whole.',
-      inputSchema: { masks: z.array(z.string().max(64)).min(1).max(MAX_BATCH) },
+      inputSchema: z.strictObject({ masks: z.array(z.string().max(MAX_OPTIONS)).min(1).max(MAX_BATCH) }),
     },
     ({ masks }) => tool(() => observe(settings, folder, masks)),
   );
-  server.registerTool('status', { title: 'Status', description: 'Budget, credits remaining, observations, closed or not.' }, () =>
-    tool(() => episodeStatus(settings, folder)),
+  server.registerTool(
+    'status',
+    { title: 'Status', description: 'Budget, credits remaining, observations, closed or not.', inputSchema: z.strictObject({}) },
+    () => tool(() => episodeStatus(settings, folder)),
   );
   server.registerTool(
     'submit',
@@ -83,9 +99,10 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
       title: 'Submit',
       description:
         'Submit a predicted utility in [0, 1] for every mask ({"0000": 0.41, …} or [{"mask", "utility"}]); this closes the episode.',
-      inputSchema: {
-        predictions: z.union([z.record(z.string(), z.number()), z.array(z.object({ mask: z.string(), utility: z.number() }))]),
-      },
+      // the table's own rules are grade's (predictionFromJson), as for the command line: the schema only says its shape
+      inputSchema: z.strictObject({
+        predictions: z.union([z.record(z.string(), z.unknown()), z.array(z.record(z.string(), z.unknown()))]),
+      }),
     },
     ({ predictions }) =>
       tool(() => submitPrediction(settings, folder, (dimensions) => predictionFromJson(predictions as Json, dimensions, 'predictions'))),
@@ -103,17 +120,29 @@ class StrictStdioTransport implements Transport {
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   private pending = '';
+  /** The rest of an over-long line is being discarded, up to the next newline. */
+  private discarding = false;
   private closed = false;
 
   private readonly onData = (chunk: string) => {
-    this.pending += chunk;
+    let text = chunk;
+    if (this.discarding) {
+      const end = text.indexOf('\n');
+      if (end < 0) return;
+      this.discarding = false;
+      text = text.slice(end + 1);
+    }
+    this.pending += text;
     for (let end = this.pending.indexOf('\n'); end >= 0; end = this.pending.indexOf('\n')) {
       const line = this.pending.slice(0, end).replace(/\r$/, '');
       this.pending = this.pending.slice(end + 1);
-      if (line.trim() !== '') this.receive(line);
+      if (Buffer.byteLength(line) > MAX_BODY_BYTES) this.refuse(-32600, `message over ${MAX_BODY_BYTES} bytes`);
+      else if (line.trim() !== '') this.receive(line);
     }
-    if (this.pending.length > MAX_BODY_BYTES) {
+    if (Buffer.byteLength(this.pending) > MAX_BODY_BYTES) {
+      // one refusal for the line; what follows of it, up to the next newline, is dropped unread
       this.pending = '';
+      this.discarding = true;
       this.refuse(-32600, `message over ${MAX_BODY_BYTES} bytes`);
     }
   };
@@ -185,20 +214,38 @@ function reply(res: ServerResponse, status: number, message: string): void {
     .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32600, message }, id: null }));
 }
 
+/** The body of `req`, or undefined when it is over MAX_BODY_BYTES: reading then stops (the caller answers 413 and closes). */
 function readBody(req: IncomingMessage): Promise<string | undefined> {
   return new Promise((done, fail) => {
+    if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES) {
+      done(undefined);
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (chunk: Buffer) => {
+    const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
+      if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+      else {
+        req.off('data', onData);
+        req.pause();
         done(undefined);
-        req.destroy();
-      } else chunks.push(chunk);
-    });
+      }
+    };
+    req.on('data', onData);
     req.on('end', () => done(Buffer.concat(chunks).toString('utf8')));
     req.on('error', fail);
   });
+}
+
+/** 413 with `Connection: close`; the connection is destroyed once the answer is written (the rest of the body is never read). */
+function tooLarge(req: IncomingMessage, res: ServerResponse): void {
+  res.shouldKeepAlive = false;
+  res
+    .writeHead(413, { 'content-type': 'application/json', connection: 'close' })
+    .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32600, message: `request body over ${MAX_BODY_BYTES} bytes` }, id: null }), () =>
+      req.destroy(),
+    );
 }
 
 /**
@@ -228,7 +275,7 @@ export async function serveHttp(settings: Settings, dir: string, options: HttpOp
         return;
       }
       const text = await readBody(req);
-      if (text === undefined) return reply(res, 413, `request body over ${MAX_BODY_BYTES} bytes`);
+      if (text === undefined) return tooLarge(req, res);
       let body: Json;
       try {
         body = parseStrictJson(text, 'the request');
