@@ -1,6 +1,7 @@
 // Scoring stored records in bulk (`wwref grade --records FILE.jsonl`): every line is one submission,
 // {condition | instance, observations, prediction_table, score?}. Each is scored again against the
-// references; its observations are checked against them and a stored score is compared key by key.
+// references; its observations are checked against them and a stored score is compared key by key
+// (every benchmark field must be there). A record carries no budget: its observations are not held to one.
 // A malformed line is a user error (exit 2) naming it; a difference is reported, naming the record
 // and the field, and makes the command exit 1.
 import { UserError } from '../core/errors.ts';
@@ -19,6 +20,23 @@ import { isObject, type Json, parseStrictJson, readBoundedText } from './strict-
 
 /** A records file larger than this is refused unread. */
 export const MAX_RECORDS_BYTES = 256 << 20;
+/** The benchmark's score fields: a stored score missing one of them differs from the recomputed one. */
+export const BENCHMARK_FIELDS = [
+  'effect_mae',
+  'interaction_mae',
+  'grid_mae',
+  'effect_recovery',
+  'support_regret',
+  'selected_mask',
+  'exact_optimal_choice',
+  'near_optimal_choice',
+  'strict_effect_reconstruction',
+  'mean_absolute_true_edge_effect',
+  'true_utility_range',
+  'n_effect_contrasts',
+  'n_interaction_contrasts',
+  'prediction_table',
+] as const;
 /** Stored and recomputed numbers agree within this, relative to max(1, |x|): summation order differs between implementations. */
 export const SCORE_TOLERANCE = 1e-12;
 
@@ -96,6 +114,8 @@ export function gradeRecords(settings: Settings, file: string, referencesDir = s
     const json = parseStrictJson(raw, where);
     if (!isObject(json)) throw new UserError(`${where}: expected an object {condition|instance, observations, prediction_table, score}`);
     let condition: string;
+    if (json.condition !== undefined && json.instance !== undefined)
+      throw new UserError(`${where}: has both "condition" and "instance"; give one`);
     if (typeof json.condition === 'string') condition = json.condition;
     else if (typeof json.instance === 'string') {
       const instance = json.instance;
@@ -134,13 +154,16 @@ export function gradeRecords(settings: Settings, file: string, referencesDir = s
     if (json.score === undefined) return;
     if (!isObject(json.score)) throw new UserError(`${where}: "score" is not an object`);
     outcome.scores_compared++;
-    // the fields the stored score carries, each compared whole (a table mask by mask)
+    // the fields the stored score carries and every benchmark field, each compared whole (a table mask by mask)
     const recomputed = JSON.parse(JSON.stringify(result)) as { [key: string]: Json };
-    for (const [key, stored] of Object.entries(json.score)) {
+    const storedScore = json.score;
+    const missing = BENCHMARK_FIELDS.filter((key) => !Object.hasOwn(storedScore, key));
+    for (const [key, stored] of [...Object.entries(storedScore), ...missing.map((key) => [key, undefined] as const)]) {
       for (const d of differingFields(stored, recomputed[key], `score.${key}`))
         outcome.differences.push({ record, line: k + 1, condition, ...d });
     }
   });
+  if (!outcome.records) throw new UserError(`records file ${file} holds no record`);
   return outcome;
 }
 

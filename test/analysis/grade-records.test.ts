@@ -64,11 +64,17 @@ describe('grade --records', () => {
     const same = await grade(writeLines('same.jsonl', stored));
     expect(same.code).toBe(0);
     expect(same.stderr).toContain('3 stored score(s) compared: 0 difference(s)');
-    // a stored score may carry only some fields
-    const subset = await grade(
-      writeLines('subset.jsonl', [{ ...base[2], score: { effect_mae: 0, selected_mask: '1000', exact_optimal_choice: true } }]),
-    );
-    expect(subset.code).toBe(0);
+    // a stored score may leave out the reader's fields, not the benchmark's: each one missing is a difference
+    const { reference_optima, true_maximum, strict_tolerances, ...benchmark } = first.scores[2].score;
+    expect([reference_optima, true_maximum, strict_tolerances]).not.toContain(undefined);
+    expect((await grade(writeLines('subset.jsonl', [{ ...base[2], score: benchmark }]))).code).toBe(0);
+    const empty = await grade(writeLines('empty-score.jsonl', [{ ...base[2], score: {} }]));
+    expect(empty.code).toBe(1);
+    expect(JSON.parse(empty.stdout).differences).toHaveLength(14);
+    expect(empty.stderr).toContain('record 1 (line 1, lone): score.effect_mae: stored absent, recomputed 0');
+    const { grid_mae: _dropped, ...without } = benchmark;
+    const dropped = await grade(writeLines('no-grid.jsonl', [{ ...base[2], score: without }]));
+    expect([dropped.code, JSON.parse(dropped.stdout).differences.map((d: { field: string }) => d.field)]).toEqual([1, ['score.grid_mae']]);
 
     const changed = structuredClone(stored);
     changed[1]!.score.effect_recovery = 0.99;
@@ -82,6 +88,13 @@ describe('grade --records', () => {
     expect(r.stderr).toContain('record 3 (line 3, lone): score.near_optimal_choice: stored false, recomputed true');
     expect(r.stderr).toContain('record 3 (line 3, lone): score.budget: stored 8, recomputed absent');
     expect(JSON.parse(r.stdout).differences).toHaveLength(4);
+  });
+
+  it('holds observations to no budget: a record carries none', async () => {
+    const all = Object.fromEntries(Array.from({ length: 16 }, (_, k) => [maskOf(k, 4), u4(k)]));
+    const r = await grade(writeLines('all-observed.jsonl', [{ ...base[1], observations: all }]));
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).scores[0].score.observed).toHaveLength(16);
   });
 
   it('flags an observation that is not the reference value', async () => {
@@ -107,6 +120,12 @@ describe('grade --records', () => {
         /record 1 \(line 1\): prediction_table is invalid .*\n {2}- key "0001": the value of mask 0001 is not a decimal number/,
       ],
       [JSON.stringify({ condition: 'lone', prediction_table: table(4, () => 0.5), score: [1] }), /"score" is not an object/],
+      [
+        JSON.stringify({ condition: 'lone', instance: 'inst', prediction_table: table(4, () => 0.5) }),
+        /record 1 \(line 1\): has both "condition" and "instance"/,
+      ],
+      ['', /records file .* holds no record/],
+      ['\n  \n', /records file .* holds no record/],
     ];
     for (const [text, pattern] of cases) {
       const path = join(dir, 'bad.jsonl');
