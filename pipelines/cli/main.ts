@@ -5,7 +5,9 @@
 import { resolve } from 'node:path';
 import yargs, { type ArgumentsCamelCase } from 'yargs';
 import { hideBin } from 'yargs/helpers';
+import { readConfig } from '../core/config.ts';
 import { Interrupted, UserError } from '../core/errors.ts';
+import { ROOT } from '../core/paths.ts';
 import { loadSettings, type Settings } from '../core/settings.ts';
 import { checkRuntimeTarget } from '../execution/identity.ts';
 import { checkReferenceFolder, ReferenceStore } from '../references/store.ts';
@@ -75,7 +77,7 @@ function settingsFor(argv: ArgumentsCamelCase<Record<string, unknown>>, command:
 }
 
 async function main(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  loadSettings({}, env); // a malformed wwref.config.json or a contradicting variable is reported by every command
+  readConfig(ROOT); // a malformed wwref.config.json is reported by every command, --help included
   let exitCode = 0;
   let settings: Settings | undefined;
   let cli = yargs(args)

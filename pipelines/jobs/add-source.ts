@@ -475,7 +475,7 @@ export async function addSource(planFile: string, options: AddSourceOptions): Pr
       const problems = [`source ${plan.source} not prepared: ${prepared?.error ?? 'preparation failed'}`];
       return result({ conditions: [], problems, records: 0, nativeSeconds: 0, workers: 0 });
     }
-    const catalog = new Catalog([loaded]);
+    const catalog = new Catalog([loaded], paths.manifests);
     const summary = await rebuild(catalog, {
       settings,
       referencesDir: staging,

@@ -235,3 +235,23 @@ describe('loadSettings: refusals and switches', () => {
     );
   });
 });
+
+describe('the command line', () => {
+  it('a flag beats the environment there too: --runtime pinned with WWREF_RUNTIME=nope', async () => {
+    const { runCli } = await import('../../pipelines/cli/main.ts');
+    const err: string[] = [];
+    const write = process.stderr.write;
+    process.stderr.write = ((chunk: string | Uint8Array) => err.push(String(chunk)) > 0) as typeof process.stderr.write;
+    try {
+      const code = await runCli(['rebuild', '--runtime', 'pinned', '--condition', 'no_such_condition'], {
+        ...process.env,
+        WWREF_RUNTIME: 'nope',
+      });
+      expect(code).toBe(2);
+    } finally {
+      process.stderr.write = write;
+    }
+    expect(err.join('')).not.toMatch(/runtime 'nope'/);
+    expect(err.join('')).toMatch(/no_such_condition/);
+  });
+});
