@@ -52,6 +52,13 @@ const numbers = (value: unknown): number[] =>
         : [];
 const predictions = Object.fromEntries(Array.from({ length: 16 }, (_, k) => [maskOf(k, 4), 0.5]));
 
+/** An MCP client (the SDK's own) connected to `wwref serve --episode EP` over stdio. */
+async function stdioClient(ep: string): Promise<Client> {
+  const client = new Client({ name: 'test-agent', version: '1.0.0' });
+  await client.connect(new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep], cwd: ROOT, stderr: 'pipe' }));
+  return client;
+}
+
 /** Starts `wwref serve --http 0 …` and returns its URL. */
 async function httpServer(ep: string, extra: string[] = []): Promise<string> {
   const child = execa('node', [BIN, 'serve', '--episode', ep, '--http', '0', ...extra], { cwd: ROOT, reject: false });
@@ -117,8 +124,7 @@ const postLarge = (url: string, body: string, headers: Record<string, string>, c
 describe('serve over stdio', () => {
   it('lists the tools, shows the task without reference values beyond anchors and purchases, sells, takes a submission', async () => {
     const ep = await startEpisode(2);
-    const client = new Client({ name: 'test-agent', version: '1.0.0' });
-    await client.connect(new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep], cwd: ROOT, stderr: 'pipe' }));
+    const client = await stdioClient(ep);
     try {
       expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['observe', 'status', 'submit', 'task']);
       const secret = (observed: string[]) =>
@@ -177,8 +183,7 @@ describe('serve over stdio', () => {
   it('masks host paths in refusals', async () => {
     const ep = await startEpisode(1);
     writeSurfaceCatalog(refs, [{ condition: 'toy', dimensions: 4, utility: (_z, k) => utility(k) + 0.5 }]);
-    const client = new Client({ name: 'test-agent', version: '1.0.0' });
-    await client.connect(new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep], cwd: ROOT, stderr: 'pipe' }));
+    const client = await stdioClient(ep);
     try {
       const r = await call(client, 'status');
       expect(r.isError).toBe(true);
@@ -199,8 +204,7 @@ describe('serve over stdio, paths reached through a link', () => {
     symlinkSync(real, link);
     const ep = await startEpisode(1, link);
     writeSurfaceCatalog(real, [{ condition: 'toy', dimensions: 4, utility: (_z, k) => utility(k) + 0.5 }]);
-    const client = new Client({ name: 'test-agent', version: '1.0.0' });
-    await client.connect(new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep], cwd: ROOT, stderr: 'pipe' }));
+    const client = await stdioClient(ep);
     try {
       const r = await call(client, 'status');
       expect(r.isError).toBe(true);
@@ -215,8 +219,7 @@ describe('serve over stdio, paths reached through a link', () => {
 describe('serve, strict tool arguments', () => {
   it('follows the command line input rules: unknown arguments and an item with two value keys refused, `prediction` taken', async () => {
     const ep = await startEpisode(1);
-    const client = new Client({ name: 'test-agent', version: '1.0.0' });
-    await client.connect(new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep], cwd: ROOT, stderr: 'pipe' }));
+    const client = await stdioClient(ep);
     try {
       const extra = await call(client, 'observe', { masks: ['0001'], budget: 99 });
       expect([extra.isError, extra.text]).toEqual([true, expect.stringMatching(/budget/)]);
