@@ -16,6 +16,7 @@ import { startLocalCluster, startScheduler, startWorkers, workerEnvironment } fr
 import { DaskExecutor } from '../../pipelines/execution/dask/dask-executor.ts';
 import { BIN, cliProcess } from '../support/cli.ts';
 import { registered } from '../support/dask.ts';
+import { alive, descendants, type Running } from '../support/processes.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { currentSettings } from '../support/workspace.ts';
 
@@ -71,52 +72,6 @@ describe('an address where no Dask scheduler answers: one line, exit 2, within s
     });
   }
 });
-
-interface Running {
-  pid: number;
-  started: string;
-  command: string;
-}
-
-/** The fields of /proc/PID/stat after the command name: state, parent, ..., start time (field 22). */
-function stat(pid: number): string[] | undefined {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return text.slice(text.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
-}
-
-/** Every process below `root`, as it runs now. */
-function descendants(root: number): Running[] {
-  const children = new Map<number, number[]>();
-  for (const name of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
-    const fields = stat(Number(name));
-    if (fields) children.set(Number(fields[1]), [...(children.get(Number(fields[1])) ?? []), Number(name)]);
-  }
-  const found: Running[] = [];
-  const walk = (pid: number) => {
-    for (const child of children.get(pid) ?? []) {
-      let command = '';
-      try {
-        command = readFileSync(`/proc/${child}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      } catch {
-        // gone meanwhile
-      }
-      found.push({ pid: child, started: stat(child)?.[19] ?? '', command });
-      walk(child);
-    }
-  };
-  walk(root);
-  return found;
-}
-
-/** Still the same process, and not a zombie waiting for its new parent to reap it. */
-function alive(p: Running): boolean {
-  const fields = stat(p.pid);
-  return fields !== undefined && fields[19] === p.started && fields[0] !== 'Z';
-}
 
 async function until(condition: () => boolean, seconds: number): Promise<void> {
   const deadline = Date.now() + seconds * 1000;

@@ -1,43 +1,50 @@
 // The processes a command started, read from /proc (Linux): tests show that a stopped command leaves
-// none of them running.
+// none of them running. A process is identified by its id and start time, so a reused id is not
+// mistaken for a survivor.
 import { readdirSync, readFileSync } from 'node:fs';
 
-/** Parent of every live process, from /proc/<pid>/stat. */
-function parents(): Map<number, number> {
-  const found = new Map<number, number>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      // the command name is in parentheses and may hold spaces: the fields after it are fixed
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (fields[0] !== 'Z') found.set(Number(name), Number(fields[1]));
-    } catch {
-      // the process ended while being read
-    }
+export interface Running {
+  pid: number;
+  started: string;
+  command: string;
+}
+
+/** The fields of /proc/PID/stat after the command name: state, parent, ..., start time (field 22). */
+function stat(pid: number): string[] | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return text.slice(text.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
   }
+}
+
+/** Every process below `root`, as it runs now. */
+export function descendants(root: number): Running[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+    const fields = stat(Number(name));
+    if (fields) children.set(Number(fields[1]), [...(children.get(Number(fields[1])) ?? []), Number(name)]);
+  }
+  const found: Running[] = [];
+  const walk = (pid: number) => {
+    for (const child of children.get(pid) ?? []) {
+      let command = '';
+      try {
+        command = readFileSync(`/proc/${child}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      } catch {
+        // gone meanwhile
+      }
+      found.push({ pid: child, started: stat(child)?.[19] ?? '', command });
+      walk(child);
+    }
+  };
+  walk(root);
   return found;
 }
 
-/** Every live descendant of `pid`. */
-export function descendants(pid: number): number[] {
-  const tree = parents();
-  const out: number[] = [];
-  const queue = [pid];
-  while (queue.length) {
-    const parent = queue.shift()!;
-    for (const [child, of] of tree) {
-      if (of === parent) {
-        out.push(child);
-        queue.push(child);
-      }
-    }
-  }
-  return out;
-}
-
-/** Which of `pids` are still running (zombies excluded). */
-export function alive(pids: readonly number[]): number[] {
-  const live = parents();
-  return pids.filter((p) => live.has(p));
+/** Still the same process, and not a zombie waiting for its new parent to reap it. */
+export function alive(p: Running): boolean {
+  const fields = stat(p.pid);
+  return fields !== undefined && fields[19] === p.started && fields[0] !== 'Z';
 }
