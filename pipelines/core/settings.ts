@@ -165,17 +165,3 @@ export function loadSettings(flags: SettingsFlags = {}, env: Readonly<Record<str
     environment: env,
   };
 }
-
-/** The same settings with other flags on top (a command's own mirrors, another reference folder). */
-export function withFlags(settings: Settings, flags: { references?: string; mirrors?: readonly string[] }): Settings {
-  return {
-    ...settings,
-    paths: flags.references === undefined ? settings.paths : { ...settings.paths, references: resolve(flags.references) },
-    mirrors: flags.mirrors?.length ? [...new Set([...flags.mirrors.map((m) => resolve(m)), ...settings.mirrors])] : settings.mirrors,
-  };
-}
-
-/** prepared/<source>/ of these settings. */
-export function sourcePreparedDir(settings: Settings, source: string): string {
-  return join(settings.paths.prepared, source);
-}

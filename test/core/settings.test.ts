@@ -9,7 +9,7 @@ import { runCli } from '../../pipelines/cli/main.ts';
 import { readConfig } from '../../pipelines/core/config.ts';
 import { UserError } from '../../pipelines/core/errors.ts';
 import { declaredRuntimes, MANIFESTS_DIR, ROOT, SOURCES_DIR, WORKFLOWS_DIR } from '../../pipelines/core/paths.ts';
-import { loadSettings, sourcePreparedDir, withFlags, type SettingsFlags } from '../../pipelines/core/settings.ts';
+import { loadSettings, type SettingsFlags } from '../../pipelines/core/settings.ts';
 import { profileByName } from '../../pipelines/core/profiles.ts';
 
 type Env = Record<string, string | undefined>;
@@ -51,7 +51,7 @@ describe('loadSettings: defaults', () => {
     expect(s.downloads).toEqual({ online: true, readTimeoutSeconds: 60 });
     expect(s.profile.name).toBe(config.numerical_profile ?? 'x86-64-v3');
     expect(s.environment).toEqual({});
-    expect(sourcePreparedDir(s, 'wine')).toBe(join(ROOT, 'prepared', 'wine'));
+    expect(s.paths.prepared).toBe(join(ROOT, 'prepared'));
   });
 
   it('the environment it is given is the one the processes it starts inherit (process.env when none is given)', () => {
@@ -158,15 +158,6 @@ describe('loadSettings: precedence, flags > wwref.config.json > environment > de
     const s = settingsOf({}, { WWREF_NUMERICAL_PROFILE: name });
     expect(s.profile).toEqual(settingsOf().profile);
     expect(s.profile).toEqual(profileByName(name!));
-  });
-
-  it("withFlags puts a command's own reference folder and mirrors on top of settings already built", () => {
-    const s = settingsOf({ mirrors: ['/tmp/flag-a'] }, { WWREF_MIRROR: '/tmp/env-a' });
-    const t = withFlags(s, { references: 'other-refs', mirrors: ['/tmp/own', '/tmp/env-a'] });
-    expect(t.paths.references).toBe(resolve('other-refs'));
-    expect(t.mirrors).toEqual(['/tmp/own', '/tmp/env-a', '/tmp/flag-a', ...CONFIG_MIRRORS]);
-    expect(withFlags(s, {})).toEqual(s);
-    expect(s.paths.references).toBe(join(ROOT, 'outputs', 'references'));
   });
 });
 
