@@ -1,10 +1,12 @@
-"""The numerical state of this process: the CPU, the BLAS kernels and NumPy's SIMD loops in use.
+"""The numerical state of this process: the CPU, the BLAS kernels, NumPy's SIMD loops and the C
+library's math functions in use.
 
 OpenBLAS chooses its kernels by CPU when it loads (NumPy and SciPy each load their own copy), and
 NumPy dispatches its SIMD loops by CPU too; both change the last bits of results. The C library
-matters as well: without AVX-512 loops, NumPy's float64 log1p/expm1 are the C library's. Every worker
-reports this state in its hello, and the orchestrator (pipelines/execution/numerics.ts) refuses a worker
-whose state differs from the requested numerical profile before any record runs.
+matters as well: without AVX-512 loops, NumPy's float64 log1p/expm1 are the C library's, so the
+report carries a fingerprint of its functions (workflows/libm.py). Every worker reports this state in
+its hello, and the orchestrator (pipelines/execution/numerics.ts) refuses a worker whose state
+differs from the requested numerical profile before any record runs.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import scipy.linalg  # noqa: F401  loads SciPy's OpenBLAS, so that it is reporte
 from numpy._core import _multiarray_umath as umath
 from threadpoolctl import threadpool_info
 
+from workflows import libm
+
 # Variables that steer kernel choices; reported as the worker saw them.
-ENVIRONMENT_PREFIXES = ("OPENBLAS_", "NPY_", "MKL_", "OMP_", "GOTO")
+ENVIRONMENT_PREFIXES = ("OPENBLAS_", "NPY_", "MKL_", "OMP_", "GOTO", "GLIBC_TUNABLES")
 
 
 def cpu_model() -> str:
@@ -65,5 +69,6 @@ def report() -> dict[str, Any]:
             # What the CPU offers (a feature disabled by NPY_DISABLE_CPU_FEATURES reads False).
             "cpu_features": sorted(name for name, present in features.items() if present),
         },
+        "libm": libm.report(),
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENVIRONMENT_PREFIXES)},
     }

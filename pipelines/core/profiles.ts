@@ -6,8 +6,30 @@
 // NumPy dispatches AVX-512 loops where the CPU has them. Both change the last bits of results, so
 // references built on one CPU family would not replay on another. The portable profile pins both to
 // code paths that every x86-64-v3 CPU (AVX2 and FMA: Intel since Haswell, AMD since Zen) runs alike.
+// Under it NumPy's float64 log1p/expm1 are the C library's, whose variant (glibc's FMA code or its
+// generic code) changes bits too; the profile pins them to glibc's generic code, the variant the
+// published references were computed with, by preloading the libm pin (native/libm-pin/README.md).
+import { join } from 'node:path';
+import { z } from 'zod';
+import { readContract } from './contracts.ts';
 import { UserError } from './errors.ts';
-import { declaredRuntimes, runtimePins } from './paths.ts';
+import { declaredRuntimes, ROOT, runtimePins } from './paths.ts';
+
+/** contracts/libm.json: what the pin replaces, how it is built, the probes and each profile's bits. */
+const LibmContract = z.object({
+  pin: z.object({ functions: z.array(z.string()).min(1), library: z.string(), glibc_files: z.record(z.string(), z.string()) }),
+  probes: z.record(z.string(), z.array(z.unknown()).min(1)),
+  expected: z.record(z.string(), z.record(z.string(), z.string().regex(/^[0-9a-f]{16}$/))),
+});
+
+export interface LibmPin {
+  /** The functions the preloaded library replaces. */
+  pinned: readonly string[];
+  /** The library (absolute path); scripts/build-libm-pin builds it. */
+  library: string;
+  /** The digest each probed function must give in every worker (workflows/libm.py). */
+  expected: Readonly<Record<string, string>>;
+}
 
 export interface NumericalProfile {
   name: string;
@@ -24,6 +46,8 @@ export interface NumericalProfile {
     /** NumPy's enabled dispatch targets, exactly. */
     numpyDispatched: readonly string[];
   };
+  /** The C library's math functions: which are pinned by a preloaded library, and the bits of all probed ones. */
+  libm?: LibmPin;
 }
 
 /**
@@ -56,6 +80,9 @@ export const PROFILE_NAMES = ['x86-64-v3', 'native'] as const;
 
 /** The portable profile in the target names of `numpy` (the NumPy version the workers will load). */
 function portableProfile(numpy: string | undefined): NumericalProfile {
+  const libm = readContract('libm.json', LibmContract);
+  const expected = libm.expected['x86-64-v3'];
+  if (!expected) throw new UserError("contracts/libm.json gives no bits for numerical profile 'x86-64-v3'");
   const targets = NUMPY_TARGETS.find((t) => numpy !== undefined && t.numpy.test(numpy));
   if (!targets) {
     throw new UserError(
@@ -66,10 +93,13 @@ function portableProfile(numpy: string | undefined): NumericalProfile {
   }
   return {
     name: 'x86-64-v3',
-    description: `portable bits on every x86-64 CPU with AVX2 and FMA: OpenBLAS Haswell kernels, NumPy SIMD loops up to AVX2 (${targets.why})`,
+    description:
+      'portable bits on every x86-64 CPU with AVX2 and FMA: OpenBLAS Haswell kernels, NumPy SIMD loops up to AVX2 ' +
+      `(${targets.why}), glibc's generic ${libm.pin.functions.join('/')} (the libm pin)`,
     environment: { OPENBLAS_CORETYPE: 'Haswell', NPY_DISABLE_CPU_FEATURES: targets.disable.join(' ') },
     controls: CONTROLLED,
     expect: { machine: 'x86_64', blasArchitecture: 'Haswell', numpyDispatched: targets.dispatched },
+    libm: { pinned: libm.pin.functions, library: join(ROOT, libm.pin.library), expected },
   };
 }
 

@@ -56,3 +56,32 @@ export function ensurePythonRuntime(settings: Settings, log: (line: string) => v
   log(`wwref: Python runtime '${name}' ready (${python})`);
   return python;
 }
+
+export const LIBM_PIN_SCRIPT = join(ROOT, 'scripts', 'build-libm-pin');
+
+/**
+ * The libm pin of `pin`'s profile, built first if it does not exist (`npm run setup` builds it too):
+ * a few seconds once glibc's source is at hand. A failure is one line with the build's own reason
+ * (no C compiler, no glibc source).
+ */
+export function ensureLibmPin(
+  settings: Settings,
+  pin: { library: string },
+  log: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
+): string {
+  if (existsSync(pin.library)) return pin.library;
+  const python = ensurePythonRuntime(settings, log);
+  log('wwref: building the libm pin of the numerical profile (first use; scripts/build-libm-pin)…');
+  const command = hasFlock() ? ['flock', `${lockFile()}.libm`, python, LIBM_PIN_SCRIPT] : [python, LIBM_PIN_SCRIPT];
+  const result = spawnSync(command[0]!, command.slice(1), { cwd: ROOT, env: settings.environment, encoding: 'utf8', stdio: ['ignore', 2, 'pipe'] });
+  if (result.error) throw new UserError(`cannot run ${LIBM_PIN_SCRIPT}: ${result.error.message}`);
+  const reason = (result.stderr ?? '').trim().split('\n').at(-1)?.replace(/^build-libm-pin: /, '') ?? '';
+  if (result.status !== 0 || !existsSync(pin.library)) {
+    throw new UserError(
+      `numerical profile '${settings.profile.name}' preloads ${pin.library}, which could not be built: ${reason || `status ${result.status}`} ` +
+        `(see native/libm-pin/README.md; 'npm run setup -- --glibc-source PATH' takes glibc's source from PATH)`,
+    );
+  }
+  for (const line of (result.stderr ?? '').trim().split('\n')) if (line) log(`wwref: ${line}`);
+  return pin.library;
+}

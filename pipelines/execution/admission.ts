@@ -51,8 +51,8 @@ export function interpreterProblems(identity: InterpreterIdentity, rules: Admiss
 
 /**
  * What decides the bits of a worker's records, by field: interpreter and string hashing, versions,
- * workflow code, families, thread pools, machine, C library, BLAS kernels, NumPy's SIMD targets and the
- * numerics environment. Not the CPU model or its full feature list, which may differ between machines
+ * workflow code, families, thread pools, machine, C library and its math functions' fingerprint, BLAS
+ * kernels, NumPy's SIMD targets and the numerics environment. Not the CPU model or its full feature list, which may differ between machines
  * that compute the same bits.
  */
 function bitsIdentity(hello: HelloResult): Record<string, string> {
@@ -75,6 +75,7 @@ function bitsIdentity(hello: HelloResult): Record<string, string> {
       })),
     ),
     'numerics.numpy_simd': canonicalJson({ baseline: numerics.numpy_simd.baseline, dispatched: numerics.numpy_simd.dispatched }),
+    'numerics.libm': canonicalJson(numerics.libm ?? null),
     'numerics.environment': canonicalJson(numerics.environment),
   };
 }

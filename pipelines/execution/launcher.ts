@@ -4,7 +4,7 @@
 // Workers, the Dask bridge, scheduler and workers, preparation, inspection and figures all start here.
 import { execa, execaSync, type Options, type ResultPromise, type SyncOptions } from 'execa';
 import { ROOT } from '../core/paths.ts';
-import { ensurePythonRuntime } from '../core/runtime.ts';
+import { ensureLibmPin, ensurePythonRuntime } from '../core/runtime.ts';
 import type { Settings } from '../core/settings.ts';
 import { profileEnvironment, type NumericalProfile } from '../core/profiles.ts';
 
@@ -17,9 +17,16 @@ export const THREAD_ENV = {
   NUMEXPR_NUM_THREADS: '1',
 } as const;
 
-/** The variables every Python process of the project gets, under `profile` (default the settings'). */
+/**
+ * The variables every Python process of the project gets, under `profile` (default the settings').
+ * A profile's libm pin goes first in LD_PRELOAD, so that its functions win over the C library's and
+ * over any other preloaded library's; libraries the environment preloads stay after it.
+ */
 export function pythonEnvironment(settings: Settings, profile: NumericalProfile = settings.profile): Record<string, string> {
-  return { ...THREAD_ENV, PYTHONHASHSEED: '0', ...settings.runtime.environment, ...profileEnvironment(profile, settings.environment) };
+  const env = { ...THREAD_ENV, PYTHONHASHSEED: '0', ...settings.runtime.environment, ...profileEnvironment(profile, settings.environment) };
+  if (!profile.libm) return env;
+  const preload = [ensureLibmPin(settings, profile.libm), settings.environment.LD_PRELOAD?.trim()].filter(Boolean).join(' ');
+  return { ...env, LD_PRELOAD: preload };
 }
 
 /** The whole environment of a Python process: the settings' environment, the project's variables, `extra`. */

@@ -1,27 +1,46 @@
 // What a worker's numerical state is checked and recorded against: the profile (core/profiles.ts)
 // each worker must show, the drift between the state references were built under and this machine's.
-import type { NumericalProfile } from '../core/profiles.ts';
+import type { LibmPin, NumericalProfile } from '../core/profiles.ts';
 import { z } from 'zod';
 import { NumericsReport } from './protocol.ts';
 
-/** One line: machine, CPU, BLAS kernels, NumPy's highest SIMD target. */
+/** One line: machine, CPU, BLAS kernels, NumPy's highest SIMD target, the libm pin. */
 export function describeNumerics(report: NumericsReport): string {
   const blas = report.blas.map((b) => `${b.package} ${b.internal_api ?? 'blas'} ${b.architecture ?? '?'}`).join(', ') || 'no BLAS loaded';
   const simd = report.numpy_simd.dispatched.at(-1) ?? report.numpy_simd.baseline.at(-1) ?? 'none';
-  return `${report.machine} ${report.cpu_model}, ${report.libc}; BLAS ${blas}; NumPy SIMD up to ${simd}`;
+  const libm = !report.libm ? 'no libm fingerprint' : report.libm.pin ? 'libm pinned' : 'libm not pinned';
+  return `${report.machine} ${report.cpu_model}, ${report.libc}; BLAS ${blas}; NumPy SIMD up to ${simd}; ${libm}`;
 }
 
-/**
- * Differences that no profile can pin and that may, not must, change bits: the C library supplies
- * NumPy's float64 log1p/expm1 under the portable profile, and C libraries change such functions
- * between versions. Reported, not refused.
- */
-export function platformNotes(recorded: RecordedNumerics | undefined, here: NumericsReport): string[] {
-  if (!recorded || recorded.effective.libc === here.libc) return [];
-  return [
-    `the C library differs from the references' (${here.libc} here, ${recorded.effective.libc} there): ` +
-      `records using NumPy's float64 log1p/expm1 may differ in the last bits`,
-  ];
+/** The probed functions whose bits differ between two fingerprints (a function only one has counts). */
+export function libmDifferences(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): string[] {
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])].filter((name) => a[name] !== b[name]).sort();
+}
+
+/** Why a worker's C library math is not the profile's (empty: it is). */
+function libmProblems(pin: LibmPin, report: NumericsReport): string[] {
+  const libm = report.libm;
+  if (!libm) return ['the worker reports no libm fingerprint (its workflow code predates the libm pin)'];
+  const problems: string[] = [];
+  const wrong = libmDifferences(pin.expected, libm.functions).filter((name) => name in pin.expected);
+  const pinned = wrong.filter((name) => pin.pinned.includes(name));
+  const others = wrong.filter((name) => !pin.pinned.includes(name));
+  const digests = (names: string[]) => names.map((n) => `${n} ${libm.functions[n] ?? 'missing'}, expected ${pin.expected[n]}`).join('; ');
+  if (pinned.length) {
+    const why = libm.pin
+      ? `the loaded pin (${libm.pin}) does not give them`
+      : `no libm pin is loaded (the profile preloads ${pin.library}; a Dask worker needs it in LD_PRELOAD)`;
+    problems.push(`libm: ${pinned.join(', ')} give other bits than the profile pins (${digests(pinned)}): ${why}`);
+  }
+  if (others.length) {
+    problems.push(
+      `libm: the C library's ${others.join(', ')} give other bits than the profile's (${digests(others)}): ` +
+        'another C library or another variant of it (GLIBC_TUNABLES, or a preloaded library, changes them)',
+    );
+  }
+  const bypassed = pin.pinned.filter((name) => libm.numpy[name] !== libm.functions[name]);
+  if (bypassed.length) problems.push(`libm: NumPy's ${bypassed.join(', ')} do not come from the C library here, so the pin cannot reach them`);
+  return problems;
 }
 
 /** Why a worker's reported state is not the profile's (empty: it is). */
@@ -56,6 +75,7 @@ export function profileProblems(profile: NumericalProfile, report: NumericsRepor
   if (extra.length) problems.push(`NumPy dispatches ${extra.join(', ')} loops, which the profile disables`);
   const missing = expect.numpyDispatched.filter((f) => cpu.has(f) && !dispatched.includes(f));
   if (missing.length) problems.push(`NumPy does not dispatch ${missing.join(', ')} loops, which the profile uses`);
+  if (profile.libm) problems.push(...libmProblems(profile.libm, report));
   return problems;
 }
 
@@ -72,14 +92,16 @@ export function recordNumerics(profile: NumericalProfile, report: NumericsReport
   return { profile: profile.name, environment: { ...profile.environment }, effective: report };
 }
 
-/** Kernel choices that decide bits under a native profile. */
+/** Kernel choices that decide bits under a native profile: BLAS, NumPy's SIMD targets, the C library's math. */
 function kernels(report: NumericsReport): string {
-  return JSON.stringify([report.machine, report.blas.map((b) => [b.package, b.architecture]), report.numpy_simd.dispatched]);
+  const libm = report.libm ? Object.entries(report.libm.functions).sort() : null;
+  return JSON.stringify([report.machine, report.blas.map((b) => [b.package, b.architecture]), report.numpy_simd.dispatched, libm]);
 }
 
-/** What decides the bits of a record: the pinned profile, or for `native` the kernels chosen here. */
+/** What decides the bits of a record: the pinned profile (with its libm bits), or for `native` the kernels chosen here. */
 export function numericsIdentity(profile: NumericalProfile, report: NumericsReport): string {
-  return JSON.stringify([profile.name, Object.entries(profile.environment).sort(), profile.expect ? null : kernels(report)]);
+  const libm = profile.libm ? Object.entries(profile.libm.expected).sort() : null;
+  return JSON.stringify([profile.name, Object.entries(profile.environment).sort(), libm, profile.expect ? null : kernels(report)]);
 }
 
 /**
@@ -101,5 +123,13 @@ export function platformDrift(recorded: RecordedNumerics | undefined, profile: N
     ];
   }
   if (!profile.expect && kernels(recorded.effective) !== kernels(here)) return [`${both}, and the native kernel choices differ`];
+  const built = recorded.effective.libm;
+  if (profile.libm && !built?.pin) {
+    return [`the references were built without the libm pin (${profile.libm.pinned.join(', ')} were the C library's); this machine pins them`];
+  }
+  if (built && here.libm) {
+    const differ = libmDifferences(built.functions, here.libm.functions);
+    if (differ.length) return [`the C library's ${differ.join(', ')} give other bits here than where the references were built`];
+  }
   return [];
 }

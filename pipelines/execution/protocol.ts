@@ -78,6 +78,17 @@ export const NumericsReport = z.strictObject({
     }),
   ),
   numpy_simd: z.strictObject({ baseline: z.array(z.string()), dispatched: z.array(z.string()), cpu_features: z.array(z.string()) }),
+  /** The C library's math functions as the process resolves them (workflows/libm.py); absent in references built before it. */
+  libm: z
+    .strictObject({
+      /** The loaded libm pin's build identity, or null. */
+      pin: z.string().nullable(),
+      /** Digest of each probed function's results (contracts/libm.json). */
+      functions: z.record(z.string(), z.string()),
+      /** Digest of NumPy's ufunc of each pinned function on the same probes. */
+      numpy: z.record(z.string(), z.string()),
+    })
+    .optional(),
   environment: z.record(z.string(), z.string()),
 });
 export type NumericsReport = z.infer<typeof NumericsReport>;

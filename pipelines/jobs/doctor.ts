@@ -3,7 +3,7 @@
 import { relative } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import { pinnedVersions, versionDrift } from '../execution/identity.ts';
-import { describeNumerics, platformDrift, platformNotes } from '../execution/numerics.ts';
+import { describeNumerics, platformDrift } from '../execution/numerics.ts';
 import { PROFILE_NAMES, profileByName, type NumericalProfile } from '../core/profiles.ts';
 import { ROOT } from '../core/paths.ts';
 import type { Settings } from '../core/settings.ts';
@@ -87,7 +87,6 @@ export async function doctor(settings: Settings): Promise<DoctorResult> {
     const drift = versionDrift(hello.versions, manifest.versions);
     if (drift.length) why.push(`installed versions differ from the references' (${drift.join('; ')})`);
     if (!refusal) why.push(...platformDrift(manifest.numerics, profile, n));
-    for (const note of platformNotes(manifest.numerics, n)) lines.push(`${pad('note')}${note}`);
   }
   const verdict = why.length
     ? `cannot reproduce ${shown} bit for bit: ${why.join('; ')}`

@@ -14,7 +14,7 @@ import { checkOutputPath, isInside } from '../core/containment.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
 import { canonicalJson, checkFileHashes } from '../core/hashing.ts';
 import { versionDrift, workflowsSha256 } from '../execution/identity.ts';
-import { platformDrift, platformNotes, type RecordedNumerics } from '../execution/numerics.ts';
+import { platformDrift, type RecordedNumerics } from '../execution/numerics.ts';
 import { metricsAgree } from '../execution/verification/metrics.ts';
 import type { Settings } from '../core/settings.ts';
 import { executeRecord } from '../execution/execute-record.ts';
@@ -109,8 +109,6 @@ export interface ReplayReport {
   /** Why the references may not reproduce bit for bit on this machine (relaxed checks when allowed). */
   platform_drift: string[];
   allow_platform_drift: boolean;
-  /** Platform differences that may change bits but are not refused (a different C library). */
-  platform_notes: string[];
   /** The numerical profile of this replay and the state its first worker reported. */
   numerical_profile: string;
   /** Worker processes that ran records at the same time, each with one computation thread. */
@@ -445,7 +443,6 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   let versions: Record<string, string> = {};
   let drift: string[] = [];
   let platform: string[] = [];
-  let notes: string[] = [];
   let numerics: NumericsReport | null = null;
   // The local pool runs `workers` processes; a Dask cluster as many as it had admitted at the end.
   let workerCount = options.workers ?? 1;
@@ -454,7 +451,6 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     numerics = hello!.numerics;
     drift = [...versionDrift(hello!.versions, expected.versions), ...(expected.codeDrift ?? [])];
     platform = expected.numerics === 'unrecorded' ? [] : platformDrift(expected.numerics, executor.profile, hello!.numerics);
-    notes = expected.numerics === 'unrecorded' ? [] : platformNotes(expected.numerics, hello!.numerics);
     if (platform.length && !options.allowPlatformDrift) {
       throw new UserError(
         `${platform.join('; ')}; bit identity is not expected, so replay refuses: pass --allow-platform-drift to compare with tolerances instead`,
@@ -495,7 +491,6 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     versions,
     platform_drift: platform,
     allow_platform_drift: Boolean(options.allowPlatformDrift),
-    platform_notes: notes,
     numerical_profile: profile.name,
     workers: workerCount,
     numerics,

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { UserError } from '../../pipelines/core/errors.ts';
-import { platformDrift, platformNotes, profileProblems } from '../../pipelines/execution/numerics.ts';
+import { platformDrift, profileProblems } from '../../pipelines/execution/numerics.ts';
 import { DEFAULT_PROFILE, profileByName, profileEnvironment } from '../../pipelines/core/profiles.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { RuntimeRefused } from '../../pipelines/execution/executor.ts';
@@ -96,13 +96,15 @@ describe('numerical profile of the workers', () => {
     expect(profileProblems(profileByName('native'), { ...here, machine: 'aarch64' })).toEqual([]);
   });
 
-  it('notes, without refusing, a C library other than the one the references were built with', () => {
+  it('drift in the C library is drift in its math: references built without the pin, or with other bits', () => {
     const recorded = { profile: DEFAULT_PROFILE, environment: { ...portable.environment }, effective: here };
-    expect(platformNotes(recorded, here)).toEqual([]);
-    expect(platformNotes(recorded, { ...here, libc: 'glibc 9.99' })).toEqual([
-      expect.stringMatching(/C library differs .*glibc 9\.99 here.*log1p\/expm1/),
-    ]);
+    expect(platformDrift(recorded, portable, here)).toEqual([]);
+    // another C library version whose math gives the same bits is no drift
     expect(platformDrift(recorded, portable, { ...here, libc: 'glibc 9.99' })).toEqual([]);
+    const unpinned = { ...recorded, effective: { ...here, libm: { ...here.libm!, pin: null } } };
+    expect(platformDrift(unpinned, portable, here)).toEqual([expect.stringMatching(/built without the libm pin \(log1p, expm1/)]);
+    const otherExp = { ...recorded, effective: { ...here, libm: { ...here.libm!, functions: { ...here.libm!.functions, exp: '0'.repeat(16) } } } };
+    expect(platformDrift(otherExp, portable, here)).toEqual([expect.stringMatching(/the C library's exp give other bits here/)]);
   });
 
   it('unknown profile names are refused with the known ones', () => {
