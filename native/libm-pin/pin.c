@@ -2,7 +2,7 @@
 
    The computations are glibc's generic binary64 code, compiled from glibc's own
    sysdeps/ieee754/dbl-64/s_log1p.c and s_expm1.c with their entry points renamed to
-   wwref_glibc_log1p and wwref_glibc_expm1 (scripts/build-libm-pin). This file adds what glibc's
+   wwref_glibc_log1p and wwref_glibc_expm1 (scripts/build-libm-pin.py). This file adds what glibc's
    exported symbols add around them, so that callers see the C library's behaviour: log1p sets
    errno to EDOM below -1 and to ERANGE at -1 (s_expm1.c sets its own errno on overflow). */
 #include <errno.h>
@@ -26,7 +26,7 @@ expm1 (double x)
 }
 
 #ifndef WWREF_PIN_IDENTITY
-#error "WWREF_PIN_IDENTITY names the build (scripts/build-libm-pin defines it)"
+#error "WWREF_PIN_IDENTITY names the build (scripts/build-libm-pin.py defines it)"
 #endif
 /* Read by the workers' hello (workflows/libm.py) to report which pin the process loaded. */
 const char wwref_libm_pin[] = WWREF_PIN_IDENTITY;

@@ -25,7 +25,7 @@ const LibmContract = z.object({
 export interface LibmPin {
   /** The functions the preloaded library replaces. */
   pinned: readonly string[];
-  /** The library (absolute path); scripts/build-libm-pin builds it. */
+  /** The library (absolute path); scripts/build-libm-pin.py builds it. */
   library: string;
   /** The digest each probed function must give in every worker (workflows/libm.py). */
   expected: Readonly<Record<string, string>>;

@@ -57,7 +57,7 @@ export function ensurePythonRuntime(settings: Settings, log: (line: string) => v
   return python;
 }
 
-export const LIBM_PIN_SCRIPT = join(ROOT, 'scripts', 'build-libm-pin');
+export const LIBM_PIN_SCRIPT = join(ROOT, 'scripts', 'build-libm-pin.py');
 
 /**
  * The libm pin of `pin`'s profile, built first if it does not exist (`npm run setup` builds it too):
@@ -71,11 +71,21 @@ export function ensureLibmPin(
 ): string {
   if (existsSync(pin.library)) return pin.library;
   const python = ensurePythonRuntime(settings, log);
-  log('wwref: building the libm pin of the numerical profile (first use; scripts/build-libm-pin)…');
+  log('wwref: building the libm pin of the numerical profile (first use; scripts/build-libm-pin.py)…');
   const command = hasFlock() ? ['flock', `${lockFile()}.libm`, python, LIBM_PIN_SCRIPT] : [python, LIBM_PIN_SCRIPT];
-  const result = spawnSync(command[0]!, command.slice(1), { cwd: ROOT, env: settings.environment, encoding: 'utf8', stdio: ['ignore', 2, 'pipe'] });
+  const result = spawnSync(command[0]!, command.slice(1), {
+    cwd: ROOT,
+    env: settings.environment,
+    encoding: 'utf8',
+    stdio: ['ignore', 2, 'pipe'],
+  });
   if (result.error) throw new UserError(`cannot run ${LIBM_PIN_SCRIPT}: ${result.error.message}`);
-  const reason = (result.stderr ?? '').trim().split('\n').at(-1)?.replace(/^build-libm-pin: /, '') ?? '';
+  const reason =
+    (result.stderr ?? '')
+      .trim()
+      .split('\n')
+      .at(-1)
+      ?.replace(/^build-libm-pin: /, '') ?? '';
   if (result.status !== 0 || !existsSync(pin.library)) {
     throw new UserError(
       `numerical profile '${settings.profile.name}' preloads ${pin.library}, which could not be built: ${reason || `status ${result.status}`} ` +

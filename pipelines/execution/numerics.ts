@@ -22,7 +22,7 @@ function libmProblems(pin: LibmPin, report: NumericsReport): string[] {
   const libm = report.libm;
   if (!libm) return ['the worker reports no libm fingerprint (its workflow code predates the libm pin)'];
   const problems: string[] = [];
-  const wrong = libmDifferences(pin.expected, libm.functions).filter((name) => name in pin.expected);
+  const wrong = Object.keys(pin.expected).filter((name) => libm.functions[name] !== pin.expected[name]);
   const pinned = wrong.filter((name) => pin.pinned.includes(name));
   const others = wrong.filter((name) => !pin.pinned.includes(name));
   const digests = (names: string[]) => names.map((n) => `${n} ${libm.functions[n] ?? 'missing'}, expected ${pin.expected[n]}`).join('; ');
@@ -39,7 +39,8 @@ function libmProblems(pin: LibmPin, report: NumericsReport): string[] {
     );
   }
   const bypassed = pin.pinned.filter((name) => libm.numpy[name] !== libm.functions[name]);
-  if (bypassed.length) problems.push(`libm: NumPy's ${bypassed.join(', ')} do not come from the C library here, so the pin cannot reach them`);
+  if (bypassed.length)
+    problems.push(`libm: NumPy's ${bypassed.join(', ')} do not come from the C library here, so the pin cannot reach them`);
   return problems;
 }
 
@@ -125,7 +126,9 @@ export function platformDrift(recorded: RecordedNumerics | undefined, profile: N
   if (!profile.expect && kernels(recorded.effective) !== kernels(here)) return [`${both}, and the native kernel choices differ`];
   const built = recorded.effective.libm;
   if (profile.libm && !built?.pin) {
-    return [`the references were built without the libm pin (${profile.libm.pinned.join(', ')} were the C library's); this machine pins them`];
+    return [
+      `the references were built without the libm pin (${profile.libm.pinned.join(', ')} were the C library's); this machine pins them`,
+    ];
   }
   if (built && here.libm) {
     const differ = libmDifferences(built.functions, here.libm.functions);

@@ -38,6 +38,26 @@ async function probe(settings: Settings, profile: NumericalProfile): Promise<{ h
   }
 }
 
+/** The libm pin the worker loaded and the fingerprint of the C library's math as it resolved it. */
+function libmLines(n: HelloResult['numerics'], profile: NumericalProfile, pad: (label: string) => string): string[] {
+  if (!n.libm) return [`${pad('libm')}no fingerprint reported`];
+  const pin = profile.libm;
+  const pinned = n.libm.pin
+    ? `pin loaded: ${n.libm.pin}`
+    : pin
+      ? `no pin loaded (the profile preloads ${pin.library})`
+      : "no pin (the C library's own)";
+  const prints = Object.entries(n.libm.functions).map(
+    ([name, digest]) => `${name} ${digest}${pin && pin.expected[name] !== digest ? ' (differs)' : ''}`,
+  );
+  const verdict = !pin
+    ? 'not checked by this profile'
+    : prints.some((p) => p.endsWith('(differs)'))
+      ? 'differs from the profile'
+      : "equals the profile's";
+  return [`${pad('libm')}${pinned}`, `${pad('')}fingerprint ${prints.join(', ')}: ${verdict}`];
+}
+
 export async function doctor(settings: Settings): Promise<DoctorResult> {
   const { profile } = settings;
   const dir = settings.paths.references;
@@ -56,6 +76,7 @@ export async function doctor(settings: Settings): Promise<DoctorResult> {
         `${pad(i ? '' : 'BLAS')}${b.package}: ${b.internal_api ?? '?'} ${b.version ?? '?'} (${b.library}), ${b.architecture ?? 'unknown'} kernels`,
     ),
     `${pad('NumPy SIMD')}baseline ${n.numpy_simd.baseline.join(' ')}; dispatched ${n.numpy_simd.dispatched.join(' ') || 'none'}`,
+    ...libmLines(n, profile, pad),
     `${pad('environment')}${
       Object.entries(n.environment)
         .map(([k, v]) => `${k}=${v}`)

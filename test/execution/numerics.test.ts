@@ -103,7 +103,10 @@ describe('numerical profile of the workers', () => {
     expect(platformDrift(recorded, portable, { ...here, libc: 'glibc 9.99' })).toEqual([]);
     const unpinned = { ...recorded, effective: { ...here, libm: { ...here.libm!, pin: null } } };
     expect(platformDrift(unpinned, portable, here)).toEqual([expect.stringMatching(/built without the libm pin \(log1p, expm1/)]);
-    const otherExp = { ...recorded, effective: { ...here, libm: { ...here.libm!, functions: { ...here.libm!.functions, exp: '0'.repeat(16) } } } };
+    const otherExp = {
+      ...recorded,
+      effective: { ...here, libm: { ...here.libm!, functions: { ...here.libm!.functions, exp: '0'.repeat(16) } } },
+    };
     expect(platformDrift(otherExp, portable, here)).toEqual([expect.stringMatching(/the C library's exp give other bits here/)]);
   });
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Builds the libm pin of the x86-64-v3 numerical profile (native/libm-pin/README.md), once.
 
-    scripts/build-libm-pin [--glibc-source PATH] [--force]
+    scripts/build-libm-pin.py [--glibc-source PATH] [--force] [--out DIR]
 
 Compiles glibc's generic sysdeps/ieee754/dbl-64/s_log1p.c and s_expm1.c (contracts/libm.json "pin")
 with native/libm-pin/pin.c into the library the profile preloads, checks that it gives the profile's
-bits on the probes, and installs it with a build.json (sources, compiler, flags) under .tools/libm-pin/.
+bits on the probes, and installs it with a build.json (sources, compiler, flags) and the two glibc files
+(in their glibc folders, so that the folder serves as --glibc-source again) under .tools/libm-pin/.
 glibc's source comes from PATH (an unpacked glibc tree, a glibc-*.tar.{xz,gz,bz2} or a glibc-source
 .deb), or else from the glibc-source package of the system's apt sources (apt-get download; nothing is
 installed). Needs a C compiler: $CC, cc, gcc or clang. Exits 2 for a bad argument, 1 when it cannot
@@ -48,6 +49,10 @@ def say(line: str) -> None:
     print(f"build-libm-pin: {line}", file=sys.stderr, flush=True)
 
 
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def compiler() -> tuple[str, str]:
     """The C compiler and the first line of its --version."""
     names = [os.environ["CC"]] if os.environ.get("CC") else ["cc", "gcc", "clang"]
@@ -79,7 +84,8 @@ def tar_members(archive: tarfile.TarFile, wanted: dict[str, str], into: Path) ->
         parts = member.name.split("/", 1)
         for name, inner in wanted.items():
             if member.isfile() and len(parts) == 2 and parts[1] == inner:
-                (into / Path(inner).name).write_bytes(archive.extractfile(member).read())
+                (into / inner).parent.mkdir(parents=True, exist_ok=True)
+                (into / inner).write_bytes(archive.extractfile(member).read())
                 found[name] = parts[0]
         if len(found) == len(wanted):
             break
@@ -112,7 +118,8 @@ def fetch_sources(given: str | None, wanted: dict[str, str], into: Path, scratch
             if missing:
                 raise BuildError(f"{path} is not a glibc source tree (no {missing[0]})")
             for inner in wanted.values():
-                shutil.copyfile(path / inner, into / Path(inner).name)
+                (into / inner).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path / inner, into / inner)
             return str(path)
         if not path.is_file():
             raise BuildError(f"--glibc-source {given}: no such file or folder")
@@ -137,8 +144,7 @@ def fetch_sources(given: str | None, wanted: dict[str, str], into: Path, scratch
     if got.returncode != 0 or not debs:
         last = (got.stderr.strip().splitlines() or ["no package file"])[-1]
         raise BuildError(
-            f"apt-get download glibc-source failed ({last}); run 'apt-get update' (as root) and try again, "
-            "or pass --glibc-source PATH"
+            f"apt-get download glibc-source failed ({last}); run 'apt-get update' (as root) and try again, or pass --glibc-source PATH"
         )
     return from_deb(debs[0], wanted, into)
 
@@ -148,8 +154,11 @@ def build(args: argparse.Namespace) -> int:
         raise UsageError(f"--glibc-source {args.glibc_source}: no such file or folder")
     spec = load("libm")
     pin = spec["pin"]
-    target = ROOT / pin["library"]
+    target = Path(args.out).resolve() / Path(pin["library"]).name if args.out else ROOT / pin["library"]
     stamp = target.parent / "build.json"
+    # The folder is replaced as a whole, so it must be new or an earlier build's.
+    if target.parent.exists() and not (stamp.is_file() or (target.parent.is_dir() and not any(target.parent.iterdir()))):
+        raise UsageError(f"{shown(target.parent)} exists and is not a libm pin folder (no build.json); name a new folder")
     if platform.machine() not in ("x86_64", "AMD64"):
         say(f"not built: this machine is {platform.machine()}, and numerical profile '{PROFILE}' is for x86-64")
         return 0
@@ -158,7 +167,7 @@ def build(args: argparse.Namespace) -> int:
     if not args.force and target.is_file() and stamp.is_file():
         try:
             if json.loads(stamp.read_text())["inputs_sha256"] == want:
-                say(f"up to date: {target.relative_to(ROOT)}")
+                say(f"up to date: {shown(target)}")
                 return 0
         except (ValueError, KeyError):
             pass
@@ -170,9 +179,10 @@ def build(args: argparse.Namespace) -> int:
         (staged / "glibc").mkdir(parents=True)
         files = pin["glibc_files"]
         origin = fetch_sources(args.glibc_source, files, staged / "glibc", scratch)
-        sources = {name: hashlib.sha256((staged / "glibc" / Path(inner).name).read_bytes()).hexdigest() for name, inner in files.items()}
+        sources = {name: hashlib.sha256((staged / "glibc" / inner).read_bytes()).hexdigest() for name, inner in files.items()}
         identity = (
-            "glibc generic " + ", ".join(f"{n} ({Path(files[n]).name} sha256 {d[:12]})" for n, d in sources.items())
+            "glibc generic "
+            + ", ".join(f"{n} ({Path(files[n]).name} sha256 {d[:12]})" for n, d in sources.items())
             + f"; {cc_version}; {' '.join(pin['compile_flags'])}"
         )
         flags = [*pin["compile_flags"], "-I", str(PIN_SOURCES / "include")]
@@ -180,10 +190,11 @@ def build(args: argparse.Namespace) -> int:
         for name, inner in files.items():
             obj = scratch / f"{name}.o"
             renamed = f"-D__{name}=wwref_glibc_{name}"
-            compile_step = [cc, *flags, renamed, "-c", str(staged / "glibc" / Path(inner).name), "-o", str(obj)]
+            compile_step = [cc, *flags, renamed, "-c", str(staged / "glibc" / inner), "-o", str(obj)]
             objects.append((compile_step, obj))
         glue = scratch / "pin.o"
-        objects.append(([cc, *flags, f"-DWWREF_PIN_IDENTITY={json.dumps(identity)}", "-c", str(PIN_SOURCES / "pin.c"), "-o", str(glue)], glue))
+        identity_flag = f"-DWWREF_PIN_IDENTITY={json.dumps(identity)}"
+        objects.append(([cc, *flags, identity_flag, "-c", str(PIN_SOURCES / "pin.c"), "-o", str(glue)], glue))
         for step, _ in objects:
             done = subprocess.run(step, capture_output=True, text=True)
             if done.returncode != 0:
@@ -221,7 +232,7 @@ def build(args: argparse.Namespace) -> int:
         except OSError:
             if not target.is_file():  # not another build finishing first
                 raise
-    say(f"built {target.relative_to(ROOT)} from {origin}: {', '.join(pin['functions'])} give the pinned bits")
+    say(f"built {shown(target)} from {origin}: {', '.join(pin['functions'])} give the pinned bits")
     return 0
 
 
@@ -229,6 +240,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="build-libm-pin", description=__doc__.splitlines()[0])
     parser.add_argument("--glibc-source", metavar="PATH", help="a glibc source tree, tarball or glibc-source .deb")
     parser.add_argument("--force", action="store_true", help="build even when the stamp says up to date")
+    parser.add_argument("--out", metavar="DIR", help=f"install into DIR instead of {Path(load('libm')['pin']['library']).parent}/")
     try:
         return build(parser.parse_args())
     except UsageError as error:
