@@ -4,7 +4,8 @@
 //   catalog     the whole catalog: replay with 1 and 2 workers (wall against replayed native
 //               seconds, and the 2-worker wall against the 1-worker wall), rebuild with 1 worker
 //   throughput  records/s with 1 and 2 workers on one condition of each family, slowest conditions
-//   profile     cost of the portable numerical profile: the same records under `native` and the default
+//   profile     cost of the portable numerical profile: the same records under `native` and the default,
+//               and of its libm pin: the default profile without and with it
 //   dask        the same records on the local pool, on a running local Dask cluster (`--executor dask`)
 //               and on one started by the job (`dask-local`), 1 and 2 workers, in alternating rounds
 //               (wall ratios per round and over all rounds), and the Dask path's
@@ -132,12 +133,19 @@ if (sections.has('throughput')) {
 if (sections.has('profile')) {
   // One worker each, back to back: the computation time of the same records under both profiles.
   const conditions = arg('condition').length ? arg('condition') : THROUGHPUT;
+  const pinned = profileByName(DEFAULT_PROFILE);
   const native = await rebuildInTemp(conditions, 1, profileByName('native'));
-  const portable = await rebuildInTemp(conditions, 1, profileByName(DEFAULT_PROFILE));
+  // the same profile without its libm pin: the C library's own log1p/expm1, nothing preloaded or checked
+  const unpinned = await rebuildInTemp(conditions, 1, { ...pinned, libm: undefined });
+  const portable = await rebuildInTemp(conditions, 1, pinned);
   console.log(`numerical profile cost (1 worker, native seconds of the same ${portable.records} records):`);
   console.log(
     `  native ${native.nativeSeconds.toFixed(2)} s, ${DEFAULT_PROFILE} ${portable.nativeSeconds.toFixed(2)} s: ratio ${(portable.nativeSeconds / native.nativeSeconds).toFixed(3)} ` +
       `(wall ${native.wallSeconds.toFixed(1)} s vs ${portable.wallSeconds.toFixed(1)} s)`,
+  );
+  console.log(
+    `  libm pin (${pinned.libm!.pinned.join(', ')}): ${DEFAULT_PROFILE} without it ${unpinned.nativeSeconds.toFixed(2)} s, with it ` +
+      `${portable.nativeSeconds.toFixed(2)} s: ratio ${(portable.nativeSeconds / unpinned.nativeSeconds).toFixed(3)}`,
   );
   const nativeBy = new Map(native.conditions.map((c) => [c.condition, c.nativeSeconds]));
   for (const c of portable.conditions) {

@@ -11,6 +11,7 @@ import { ROOT } from '../../pipelines/core/paths.ts';
 import { DEFAULT_PROFILE, profileByName } from '../../pipelines/core/profiles.ts';
 import { LIBM_PIN_SCRIPT } from '../../pipelines/core/runtime.ts';
 import { loadSettings } from '../../pipelines/core/settings.ts';
+import { workerEnvironment } from '../../pipelines/execution/dask/cluster.ts';
 import { RuntimeRefused } from '../../pipelines/execution/executor.ts';
 import { pythonEnvironment } from '../../pipelines/execution/launcher.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
@@ -75,6 +76,7 @@ describe.skipIf(!isGlibc)('the pinned log1p/expm1 are glibc’s generic code', (
     const settings = currentSettings();
     const pinned = pythonEnvironment(settings);
     expect(pinned.LD_PRELOAD?.split(' ')[0]).toBe(pin.library);
+    expect(workerEnvironment(settings).LD_PRELOAD).toBe(pinned.LD_PRELOAD); // Dask workers, and `wwref worker --print-env`
     const { LD_PRELOAD: _, ...unpinned } = pinned;
     const generic = bits({ ...unpinned, GLIBC_TUNABLES: 'glibc.cpu.hwcaps=-FMA' });
     expect(bits(pinned)).toEqual(generic);
