@@ -12,12 +12,12 @@ import { DEFAULT_PROFILE, profileByName } from '../../pipelines/core/profiles.ts
 import { LIBM_PIN_SCRIPT } from '../../pipelines/core/runtime.ts';
 import { loadSettings } from '../../pipelines/core/settings.ts';
 import { workerEnvironment } from '../../pipelines/execution/dask/cluster.ts';
-import { RuntimeRefused } from '../../pipelines/execution/executor.ts';
 import { pythonEnvironment } from '../../pipelines/execution/launcher.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { loadCatalog } from '../../pipelines/references/store.ts';
 import { readReferenceTable, tablePath } from '../support/raw-references.ts';
+import { expectRefusedBeforeAnyTask } from '../support/refusal.ts';
 import { currentSettings, useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
 const portable = profileByName(DEFAULT_PROFILE);
@@ -103,18 +103,11 @@ describe.skipIf(!hasCompiler)('a worker with other math', () => {
   });
 
   it('a worker whose log1p is not the pin is refused before any record, naming libm', async () => {
-    const pool = new WorkerPool(1, { settings: currentSettings(), env: { LD_PRELOAD: otherLibm } });
-    let ran = false;
-    try {
-      const attempt = pool.submit(async () => {
-        ran = true;
-      }, 60);
-      await expect(attempt).rejects.toThrow(RuntimeRefused);
-      await expect(attempt).rejects.toThrow(/libm: log1p(, expm1)? give other bits than the profile pins .*no libm pin is loaded/);
-      expect(ran).toBe(false);
-    } finally {
-      await pool.close();
-    }
+    await expectRefusedBeforeAnyTask(
+      currentSettings(),
+      { LD_PRELOAD: otherLibm },
+      /libm: log1p(, expm1)? give other bits than the profile pins .*no libm pin is loaded/,
+    );
   });
 });
 

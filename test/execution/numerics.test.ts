@@ -17,7 +17,6 @@ import { UserError } from '../../pipelines/core/errors.ts';
 import { platformDrift, profileProblems } from '../../pipelines/execution/numerics.ts';
 import { DEFAULT_PROFILE, profileByName, profileEnvironment } from '../../pipelines/core/profiles.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
-import { RuntimeRefused } from '../../pipelines/execution/executor.ts';
 import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import type { NumericsReport } from '../../pipelines/execution/protocol.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
@@ -25,6 +24,7 @@ import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { replay } from '../../pipelines/jobs/replay.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { currentSettings } from '../support/workspace.ts';
+import { expectRefusedBeforeAnyTask } from '../support/refusal.ts';
 
 const committed = join(ROOT, 'outputs', 'references');
 const portable = profileByName(DEFAULT_PROFILE);
@@ -54,18 +54,11 @@ describe('numerical profile of the workers', () => {
 
   it('refuses, before computing, a worker forced onto another OpenBLAS kernel', async () => {
     // Prescott (SSE3) kernels run on every x86-64 CPU; OpenBLAS reports them as Katmai.
-    const pool = new WorkerPool(1, { settings: currentSettings(), env: { OPENBLAS_CORETYPE: 'Prescott' } });
-    let ran = false;
-    try {
-      const attempt = pool.submit(async () => {
-        ran = true;
-      }, 60);
-      await expect(attempt).rejects.toThrow(RuntimeRefused);
-      await expect(attempt).rejects.toThrow(/numpy's openblas .* runs Katmai kernels, the profile requires Haswell/);
-      expect(ran).toBe(false);
-    } finally {
-      await pool.close();
-    }
+    await expectRefusedBeforeAnyTask(
+      currentSettings(),
+      { OPENBLAS_CORETYPE: 'Prescott' },
+      /numpy's openblas .* runs Katmai kernels, the profile requires Haswell/,
+    );
   });
 
   it("refuses a worker whose NumPy does not dispatch the profile's loops", async () => {
