@@ -5,7 +5,7 @@
 // versions); an interpreter named explicitly (WWREF_PYTHON) is never created, only checked.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { UserError } from './errors.ts';
@@ -59,20 +59,39 @@ export function ensurePythonRuntime(settings: Settings, log: (line: string) => v
 
 export const LIBM_PIN_SCRIPT = join(ROOT, 'scripts', 'build-libm-pin.py');
 
+/** Whether `library` is the file its build.json names (a damaged or half-replaced library is not). */
+function libmPinIntact(library: string): boolean {
+  try {
+    const built = JSON.parse(readFileSync(join(dirname(library), 'build.json'), 'utf8')) as { library_sha256?: unknown };
+    return createHash('sha256').update(readFileSync(library)).digest('hex') === built.library_sha256;
+  } catch {
+    return false;
+  }
+}
+
 /**
- * The libm pin of `pin`'s profile, built first if it does not exist (`npm run setup` builds it too):
- * a few seconds once glibc's source is at hand. A failure is one line with the build's own reason
- * (no C compiler, no glibc source).
+ * The libm pin of `pin`'s profile, built first if it is missing or damaged (`npm run setup` builds it
+ * too): a few seconds once glibc's source is at hand. A failure is one line with the build's own
+ * reason (no C compiler, no glibc source).
  */
 export function ensureLibmPin(
   settings: Settings,
   pin: { library: string },
   log: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
 ): string {
-  if (existsSync(pin.library)) return pin.library;
+  // ld.so splits LD_PRELOAD at spaces and colons
+  if (/[\s:]/.test(pin.library)) {
+    throw new UserError(
+      `numerical profile '${settings.profile.name}' preloads ${pin.library}, and LD_PRELOAD cannot carry a path with a space or colon: ` +
+        "move the checkout to a path without them, or choose the 'native' profile",
+    );
+  }
+  if (libmPinIntact(pin.library)) return pin.library;
   const python = ensurePythonRuntime(settings, log);
-  log('wwref: building the libm pin of the numerical profile (first use; scripts/build-libm-pin.py)…');
-  const command = hasFlock() ? ['flock', `${lockFile()}.libm`, python, LIBM_PIN_SCRIPT] : [python, LIBM_PIN_SCRIPT];
+  log('wwref: building the libm pin of the numerical profile (first use; scripts/build-libm-pin.py may fetch glibc-source, about 20 MB)…');
+  mkdirSync(dirname(dirname(pin.library)), { recursive: true });
+  const build = [python, LIBM_PIN_SCRIPT, '--out', dirname(pin.library)];
+  const command = hasFlock() ? ['flock', `${lockFile()}.libm`, ...build] : build;
   const result = spawnSync(command[0]!, command.slice(1), {
     cwd: ROOT,
     env: settings.environment,
@@ -80,18 +99,17 @@ export function ensureLibmPin(
     stdio: ['ignore', 2, 'pipe'],
   });
   if (result.error) throw new UserError(`cannot run ${LIBM_PIN_SCRIPT}: ${result.error.message}`);
-  const reason =
-    (result.stderr ?? '')
-      .trim()
-      .split('\n')
-      .at(-1)
-      ?.replace(/^build-libm-pin: /, '') ?? '';
-  if (result.status !== 0 || !existsSync(pin.library)) {
+  const lines = (result.stderr ?? '')
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.replace(/^build-libm-pin: /, ''));
+  if (result.status !== 0 || !libmPinIntact(pin.library)) {
     throw new UserError(
-      `numerical profile '${settings.profile.name}' preloads ${pin.library}, which could not be built: ${reason || `status ${result.status}`} ` +
+      `numerical profile '${settings.profile.name}' preloads ${pin.library}, which could not be built: ${lines.at(-1) ?? `status ${result.status}`} ` +
         `(see native/libm-pin/README.md; 'npm run setup -- --glibc-source PATH' takes glibc's source from PATH)`,
     );
   }
-  for (const line of (result.stderr ?? '').trim().split('\n')) if (line) log(`wwref: ${line}`);
+  for (const line of lines) log(`wwref: libm pin: ${line}`);
   return pin.library;
 }

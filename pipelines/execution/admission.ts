@@ -75,8 +75,10 @@ function bitsIdentity(hello: HelloResult): Record<string, string> {
       })),
     ),
     'numerics.numpy_simd': canonicalJson({ baseline: numerics.numpy_simd.baseline, dispatched: numerics.numpy_simd.dispatched }),
-    'numerics.libm': canonicalJson(numerics.libm ?? null),
-    'numerics.environment': canonicalJson(numerics.environment),
+    // the bits, not the pin's build identity: two builds that give the same bits compute alike
+    'numerics.libm': canonicalJson(numerics.libm ? { functions: numerics.libm.functions, numpy: numerics.libm.numpy } : null),
+    // GLIBC_TUNABLES is reported for the reader; what it does to the math shows in numerics.libm
+    'numerics.environment': canonicalJson(Object.fromEntries(Object.entries(numerics.environment).filter(([k]) => k !== 'GLIBC_TUNABLES'))),
   };
 }
 

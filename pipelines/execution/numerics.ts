@@ -93,9 +93,12 @@ export function recordNumerics(profile: NumericalProfile, report: NumericsReport
   return { profile: profile.name, environment: { ...profile.environment }, effective: report };
 }
 
-/** Kernel choices that decide bits under a native profile: BLAS, NumPy's SIMD targets, the C library's math. */
-function kernels(report: NumericsReport): string {
-  const libm = report.libm ? Object.entries(report.libm.functions).sort() : null;
+/**
+ * Kernel choices that decide bits under a native profile: BLAS, NumPy's SIMD targets and, when `withLibm`,
+ * the C library's math (references built before the fingerprint existed do not have it).
+ */
+function kernels(report: NumericsReport, withLibm = true): string {
+  const libm = withLibm && report.libm ? Object.entries(report.libm.functions).sort() : null;
   return JSON.stringify([report.machine, report.blas.map((b) => [b.package, b.architecture]), report.numpy_simd.dispatched, libm]);
 }
 
@@ -123,7 +126,9 @@ export function platformDrift(recorded: RecordedNumerics | undefined, profile: N
         `(${JSON.stringify(recorded.environment)}, now ${JSON.stringify(profile.environment)})`,
     ];
   }
-  if (!profile.expect && kernels(recorded.effective) !== kernels(here)) return [`${both}, and the native kernel choices differ`];
+  const withLibm = recorded.effective.libm !== undefined;
+  if (!profile.expect && kernels(recorded.effective, withLibm) !== kernels(here, withLibm))
+    return [`${both}, and the native kernel choices differ`];
   const built = recorded.effective.libm;
   if (profile.libm && !built?.pin) {
     return [

@@ -38,11 +38,14 @@ async function probe(settings: Settings, profile: NumericalProfile): Promise<{ h
   }
 }
 
-/** The libm pin the worker loaded and the fingerprint of the C library's math as it resolved it. */
-function libmLines(n: HelloResult['numerics'], profile: NumericalProfile, pad: (label: string) => string): string[] {
+/**
+ * The libm pin the worker loaded and the fingerprint of the C library's math as it resolved it. After a
+ * refusal the worker shown is a `native` one (nothing preloaded), so its fingerprint is not compared.
+ */
+function libmLines(n: HelloResult['numerics'], profile: NumericalProfile, refused: boolean, pad: (label: string) => string): string[] {
   if (!n.libm) return [`${pad('libm')}no fingerprint reported`];
-  const pin = profile.libm;
-  const pinned = n.libm.pin
+  const pin = refused ? undefined : profile.libm;
+  const loaded = n.libm.pin
     ? `pin loaded: ${n.libm.pin}`
     : pin
       ? `no pin loaded (the profile preloads ${pin.library})`
@@ -50,12 +53,14 @@ function libmLines(n: HelloResult['numerics'], profile: NumericalProfile, pad: (
   const prints = Object.entries(n.libm.functions).map(
     ([name, digest]) => `${name} ${digest}${pin && pin.expected[name] !== digest ? ' (differs)' : ''}`,
   );
-  const verdict = !pin
-    ? 'not checked by this profile'
-    : prints.some((p) => p.endsWith('(differs)'))
-      ? 'differs from the profile'
-      : "equals the profile's";
-  return [`${pad('libm')}${pinned}`, `${pad('')}fingerprint ${prints.join(', ')}: ${verdict}`];
+  const verdict = refused
+    ? `of a 'native' worker, shown because the '${profile.name}' worker was refused (why: below)`
+    : !pin
+      ? 'not checked by this profile'
+      : prints.some((p) => p.endsWith('(differs)'))
+        ? "differs from the profile's"
+        : "equals the profile's";
+  return [`${pad('libm')}${loaded}`, `${pad('')}fingerprint ${prints.join(', ')}: ${verdict}`];
 }
 
 export async function doctor(settings: Settings): Promise<DoctorResult> {
@@ -76,7 +81,7 @@ export async function doctor(settings: Settings): Promise<DoctorResult> {
         `${pad(i ? '' : 'BLAS')}${b.package}: ${b.internal_api ?? '?'} ${b.version ?? '?'} (${b.library}), ${b.architecture ?? 'unknown'} kernels`,
     ),
     `${pad('NumPy SIMD')}baseline ${n.numpy_simd.baseline.join(' ')}; dispatched ${n.numpy_simd.dispatched.join(' ') || 'none'}`,
-    ...libmLines(n, profile, pad),
+    ...libmLines(n, profile, refusal !== undefined, pad),
     `${pad('environment')}${
       Object.entries(n.environment)
         .map(([k, v]) => `${k}=${v}`)

@@ -205,7 +205,13 @@ describe('runtime identity (contracts/identity.json)', () => {
     const contracts = Object.keys(files)
       .filter((f) => f.startsWith('contracts/'))
       .sort();
-    expect(contracts).toEqual(['contracts/families.json', 'contracts/identity.json', 'contracts/naming.json', 'contracts/recipes.json']);
+    expect(contracts).toEqual([
+      'contracts/families.json',
+      'contracts/identity.json',
+      'contracts/libm.json',
+      'contracts/naming.json',
+      'contracts/recipes.json',
+    ]);
     expect(Object.keys(files)).toContain('workflows/families/retrieval.py');
     expect(Object.keys(files).some((f) => f.includes('__pycache__'))).toBe(false);
   });

@@ -2,14 +2,14 @@
 // preloaded into every worker. Its bits are glibc's own generic code's; a worker with other math is
 // refused before any record, naming libm; with the pin, co2 and concrete give the published hashes.
 import { execaSync } from 'execa';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasPublished, publishedRecords } from '../../pipelines/catalog/published.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { DEFAULT_PROFILE, profileByName } from '../../pipelines/core/profiles.ts';
-import { LIBM_PIN_SCRIPT } from '../../pipelines/core/runtime.ts';
+import { ensureLibmPin, LIBM_PIN_SCRIPT } from '../../pipelines/core/runtime.ts';
 import { loadSettings } from '../../pipelines/core/settings.ts';
 import { workerEnvironment } from '../../pipelines/execution/dask/cluster.ts';
 import { pythonEnvironment } from '../../pipelines/execution/launcher.ts';
@@ -17,6 +17,7 @@ import { WorkerPool } from '../../pipelines/execution/local/local-pool.ts';
 import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { loadCatalog } from '../../pipelines/references/store.ts';
 import { readReferenceTable, tablePath } from '../support/raw-references.ts';
+import { cliProcess } from '../support/cli.ts';
 import { expectRefusedBeforeAnyTask } from '../support/refusal.ts';
 import { currentSettings, useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
@@ -42,7 +43,6 @@ function bits(env: Record<string, string>): { log1p: string; expm1: string } {
 }
 
 const isGlibc = execaSync('ldd', ['--version'], { reject: false }).stdout.toLowerCase().includes('glibc');
-const hasCompiler = ['cc', 'gcc', 'clang'].some((c) => execaSync('sh', ['-c', `command -v ${c}`], { reject: false }).exitCode === 0);
 
 let scratch: string;
 /** A library that exports another log1p (log(1 + x)) and, when loaded, creates $OTHER_LIBM_LOADED. */
@@ -67,7 +67,8 @@ beforeAll(() => {
       '',
     ].join('\n'),
   );
-  if (hasCompiler) execaSync('cc', ['-O2', '-fPIC', '-shared', '-o', otherLibm, source, '-lm']);
+  // the tests need a C compiler, as the pin itself does (test/setup/runtime.ts builds it first)
+  execaSync('cc', ['-O2', '-fPIC', '-shared', '-o', otherLibm, source, '-lm']);
 });
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -86,7 +87,7 @@ describe.skipIf(!isGlibc)('the pinned log1p/expm1 are glibc’s generic code', (
   });
 });
 
-describe.skipIf(!hasCompiler)('a worker with other math', () => {
+describe('a worker with other math', () => {
   it('another log1p preloaded by the environment comes after the pin: the same bits', async () => {
     const mark = join(scratch, 'loaded');
     const settings = loadSettings({}, { ...process.env, LD_PRELOAD: otherLibm, OTHER_LIBM_LOADED: mark });
@@ -126,7 +127,7 @@ describe('scripts/build-libm-pin.py', () => {
   const build = (args: string[], env: Record<string, string> = {}) =>
     execaSync(PYTHON, [LIBM_PIN_SCRIPT, ...args], { cwd: ROOT, reject: false, env: { ...process.env, ...env } });
 
-  it.skipIf(!hasCompiler)('builds from a glibc tree into another folder, and the bits decide', () => {
+  it('builds from a glibc tree into another folder, and the bits decide', () => {
     const out = join(scratch, 'pin');
     const done = build(['--out', out, '--glibc-source', join(ROOT, '.tools', 'libm-pin', 'glibc')]);
     expect(done.exitCode, done.stderr).toBe(0);
@@ -136,15 +137,55 @@ describe('scripts/build-libm-pin.py', () => {
   });
 
   it('says in one line what it lacks: a compiler, glibc source, a folder of its own', () => {
-    const noCompiler = build(['--out', join(scratch, 'none')], { CC: join(scratch, 'no-such-cc') });
+    const noCompiler = build(['--out', join(scratch, 'none')], { CC: '', PATH: scratch });
     expect([noCompiler.exitCode, noCompiler.stderr.trim().split('\n')]).toEqual([1, [expect.stringMatching(/needs a C compiler/)]]);
+    const wrongCompiler = build(['--out', join(scratch, 'none')], { CC: join(scratch, 'no-such-cc') });
+    expect([wrongCompiler.exitCode, wrongCompiler.stderr.trim()]).toEqual([1, expect.stringMatching(/CC=.*no-such-cc names no program/)]);
     const notGlibc = build(['--out', join(scratch, 'none'), '--glibc-source', scratch]);
-    expect([notGlibc.exitCode, notGlibc.stderr.trim()]).toEqual([1, expect.stringMatching(/is not a glibc source tree/)]);
+    expect([notGlibc.exitCode, notGlibc.stderr.trim()]).toEqual([2, expect.stringMatching(/is not a glibc source tree/)]);
     const missing = build(['--glibc-source', join(scratch, 'absent')]);
     expect([missing.exitCode, missing.stderr.trim()]).toEqual([2, expect.stringMatching(/no such file or folder/)]);
     const foreign = build(['--out', ROOT]);
     expect([foreign.exitCode, foreign.stderr.trim()]).toEqual([2, expect.stringMatching(/is not a libm pin folder/)]);
     expect(existsSync(join(scratch, 'none'))).toBe(false);
+  });
+
+  it('never replaces a folder that holds anything but an earlier pin, even one with a build.json', () => {
+    const project = join(scratch, 'project');
+    mkdirSync(join(project, 'src'), { recursive: true });
+    writeFileSync(join(project, 'build.json'), '{}');
+    writeFileSync(join(project, 'src', 'thesis.tex'), 'x');
+    const refused = build(['--out', project, '--glibc-source', join(ROOT, '.tools', 'libm-pin', 'glibc')]);
+    expect([refused.exitCode, refused.stderr.trim()]).toEqual([2, expect.stringMatching(/is not a libm pin folder/)]);
+    expect(readFileSync(join(project, 'src', 'thesis.tex'), 'utf8')).toBe('x');
+  });
+});
+
+describe('ensureLibmPin', () => {
+  it('rebuilds a damaged pin from its own glibc files before anything preloads it', () => {
+    const copy = join(scratch, 'damaged');
+    cpSync(dirname(pin.library), copy, { recursive: true });
+    const library = join(copy, basename(pin.library));
+    writeFileSync(library, readFileSync(library).subarray(0, 1000)); // a truncated library crashes every process that preloads it
+    const lines: string[] = [];
+    expect(ensureLibmPin(currentSettings(), { library }, (line) => lines.push(line))).toBe(library);
+    expect(readFileSync(library)).toEqual(readFileSync(pin.library));
+    expect(lines.join('\n')).toMatch(/libm pin: built .* give the pinned bits/);
+  });
+
+  it('refuses a path LD_PRELOAD cannot carry, in one line', () => {
+    expect(() => ensureLibmPin(currentSettings(), { library: join(scratch, 'a b', 'pin.so') })).toThrow(
+      /LD_PRELOAD cannot carry a path with a space or colon: move the checkout/,
+    );
+  });
+
+  it("'wwref worker --print-env' output survives a POSIX shell, quotes included", async () => {
+    const odd = join(scratch, "it's.so");
+    copyFileSync(otherLibm, odd);
+    const printed = await cliProcess(['worker', '--print-env'], ROOT, { LD_PRELOAD: odd });
+    expect(printed.code).toBe(0);
+    const { stdout } = execaSync('sh', ['-c', `${printed.stdout}\nprintf %s "$LD_PRELOAD"`]);
+    expect(stdout).toBe(`${pin.library} ${odd}`);
   });
 });
 

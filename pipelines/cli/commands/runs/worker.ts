@@ -18,7 +18,8 @@ export default defineCommand({
   run: async (argv, { settings, out }) => {
     const { startWorkers, workerEnvironment } = await import('../../../execution/dask/cluster.ts');
     if (argv.printEnv) {
-      for (const [name, value] of Object.entries(workerEnvironment(settings))) out(`export ${name}='${value}'`);
+      // single-quoted for a POSIX shell: a quote inside a value is closed, escaped and reopened
+      for (const [name, value] of Object.entries(workerEnvironment(settings))) out(`export ${name}='${value.replaceAll("'", "'\\''")}'`);
       return 0;
     }
     if (!argv.scheduler) throw new UserError('wwref worker needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)');
