@@ -27,6 +27,19 @@ import type { ExecutorChoice } from '../pipelines/execution/executors.ts';
 import { rebuild, type RebuildSummary } from '../pipelines/jobs/rebuild.ts';
 import { readManifest } from '../pipelines/sources/prepare.ts';
 import { replay, type ReplayReport } from '../pipelines/jobs/replay.ts';
+import { runPython } from '../pipelines/execution/launcher.ts';
+
+/** Nanoseconds per element of NumPy's float64 log1p and expm1 (the best of 7 passes over 2 million inputs). */
+const LIBM_CALL_SCRIPT = `
+import json, time, numpy as np
+x = np.random.default_rng(1).uniform(-0.9, 3.0, 2_000_000)
+def best(f):
+    times = []
+    for _ in range(7):
+        t = time.perf_counter(); f(x); times.append(time.perf_counter() - t)
+    return min(times) / x.size * 1e9
+print(json.dumps({"log1p": best(np.log1p), "expm1": best(np.expm1)}))
+`;
 
 const THROUGHPUT = ['scifact', 'wine', 'spambase', 'concrete', 'co2', 'astronaut', 'mitdb_100__d6', 'graph_lesmis__d6'];
 /** Six cheap 64-mask conditions of six families: the records where overhead shows. */
@@ -147,11 +160,25 @@ if (sections.has('profile')) {
     `  libm pin (${pinned.libm!.pinned.join(', ')}): ${DEFAULT_PROFILE} without it ${unpinned.nativeSeconds.toFixed(2)} s, with it ` +
       `${portable.nativeSeconds.toFixed(2)} s: ratio ${(portable.nativeSeconds / unpinned.nativeSeconds).toFixed(3)}`,
   );
+  // The functions alone, where records are too short to show a difference above the machine's noise.
+  const perCall = (profile: NumericalProfile) =>
+    JSON.parse(String(runPython(settings, ['-c', LIBM_CALL_SCRIPT], { profile }).stdout)) as Record<string, number>;
+  const [without, withPin] = [perCall({ ...pinned, libm: undefined }), perCall(pinned)];
+  for (const name of Object.keys(withPin)) {
+    console.log(
+      `  np.${name} on 2,000,000 float64 (best of 7): ${without[name]!.toFixed(2)} ns/element without the pin, ` +
+        `${withPin[name]!.toFixed(2)} with it: ratio ${(withPin[name]! / without[name]!).toFixed(3)}`,
+    );
+  }
   const nativeBy = new Map(native.conditions.map((c) => [c.condition, c.nativeSeconds]));
+  const unpinnedBy = new Map(unpinned.conditions.map((c) => [c.condition, c.nativeSeconds]));
+  console.log(`    ${'condition'.padEnd(22)} native -> ${DEFAULT_PROFILE}; ${DEFAULT_PROFILE} without the pin -> with it`);
   for (const c of portable.conditions) {
     const n = nativeBy.get(c.condition)!;
+    const u = unpinnedBy.get(c.condition)!;
     console.log(
-      `    ${c.condition.padEnd(22)} ${n.toFixed(3)} s -> ${c.nativeSeconds.toFixed(3)} s  (${(c.nativeSeconds / n).toFixed(2)}x)`,
+      `    ${c.condition.padEnd(22)} ${n.toFixed(3)} s -> ${c.nativeSeconds.toFixed(3)} s (${(c.nativeSeconds / n).toFixed(2)}x); ` +
+        `${u.toFixed(3)} s -> ${c.nativeSeconds.toFixed(3)} s (${(c.nativeSeconds / u).toFixed(2)}x)`,
     );
   }
 }
