@@ -13,7 +13,7 @@ export function describeNumerics(report: NumericsReport): string {
 }
 
 /** The probed functions whose bits differ between two fingerprints (a function only one has counts). */
-export function libmDifferences(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): string[] {
+function libmDifferences(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): string[] {
   return [...new Set([...Object.keys(a), ...Object.keys(b)])].filter((name) => a[name] !== b[name]).sort();
 }
 

@@ -183,18 +183,26 @@ describe('serve over stdio', () => {
   it('masks host paths in refusals', async () => {
     const ep = await startEpisode(1);
     writeSurfaceCatalog(refs, [{ condition: 'toy', dimensions: 4, utility: (_z, k) => utility(k) + 0.5 }]);
-    const client = await stdioClient(ep);
     try {
-      const r = await call(client, 'status');
-      expect(r.isError).toBe(true);
-      expect(r.text).toMatch(/in <host folder> changed since the episode started/);
-      expect(r.text).not.toContain(dir);
+      await expectMaskedRefusal(ep, [dir]);
     } finally {
-      await client.close();
       writeSurfaceCatalog(refs, [{ condition: 'toy', dimensions: 4, utility: (_z, k) => utility(k) }]);
     }
   });
 });
+
+/** `status` of an episode whose reference changed is refused, naming no host path in `hidden`. */
+async function expectMaskedRefusal(ep: string, hidden: string[]): Promise<void> {
+  const client = await stdioClient(ep);
+  try {
+    const r = await call(client, 'status');
+    expect(r.isError).toBe(true);
+    expect(r.text).toMatch(/in <host folder> changed since the episode started/);
+    for (const path of hidden) expect(r.text).not.toContain(path);
+  } finally {
+    await client.close();
+  }
+}
 
 describe('serve over stdio, paths reached through a link', () => {
   it('masks the real path of a reference folder reached through a symbolic link', async () => {
@@ -204,15 +212,7 @@ describe('serve over stdio, paths reached through a link', () => {
     symlinkSync(real, link);
     const ep = await startEpisode(1, link);
     writeSurfaceCatalog(real, [{ condition: 'toy', dimensions: 4, utility: (_z, k) => utility(k) + 0.5 }]);
-    const client = await stdioClient(ep);
-    try {
-      const r = await call(client, 'status');
-      expect(r.isError).toBe(true);
-      expect(r.text).toMatch(/in <host folder> changed since the episode started/);
-      for (const path of [real, link, dir, realpathSync(dir)]) expect(r.text).not.toContain(path);
-    } finally {
-      await client.close();
-    }
+    await expectMaskedRefusal(ep, [real, link, dir, realpathSync(dir)]);
   });
 });
 
@@ -237,19 +237,25 @@ describe('serve, strict tool arguments', () => {
   });
 });
 
+/** `wwref serve --episode EP` over raw stdio, with the lines it has written so far. */
+function rawServer(ep: string) {
+  const child = execa('node', [BIN, 'serve', '--episode', ep], { cwd: ROOT, reject: false });
+  servers.push(child);
+  const lines: string[] = [];
+  let rest = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    rest += chunk.toString();
+    const parts = rest.split('\n');
+    rest = parts.pop()!;
+    lines.push(...parts.filter(Boolean));
+  });
+  return { child, lines };
+}
+
 describe('serve over stdio, strict JSON', () => {
   it('refuses an over-long line once and discards the rest of it up to the next newline', async () => {
     const ep = await startEpisode(1);
-    const child = execa('node', [BIN, 'serve', '--episode', ep], { cwd: ROOT, reject: false });
-    servers.push(child);
-    const lines: string[] = [];
-    let rest = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      rest += chunk.toString();
-      const parts = rest.split('\n');
-      rest = parts.pop()!;
-      lines.push(...parts.filter(Boolean));
-    });
+    const { child, lines } = rawServer(ep);
     const ping = (id: number) => `${JSON.stringify({ jsonrpc: '2.0', id, method: 'ping' })}\n`;
     // 1.5 MiB without a newline, whose tail would be a message of its own if read as one
     child.stdin!.write(`${'x'.repeat(1536 * 1024)}`);
@@ -270,21 +276,12 @@ describe('serve over stdio, strict JSON', () => {
 
   it('answers a message that is not strict JSON with an error and handles the next one', async () => {
     const ep = await startEpisode(1);
-    const child = execa('node', [BIN, 'serve', '--episode', ep], { cwd: ROOT, reject: false });
-    servers.push(child);
-    const lines: string[] = [];
+    const { child, lines } = rawServer(ep);
     const waitFor = (n: number) =>
       new Promise<void>((done) => {
         const check = () => (lines.length >= n ? done() : setTimeout(check, 50));
         check();
       });
-    let rest = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      rest += chunk.toString();
-      const parts = rest.split('\n');
-      rest = parts.pop()!;
-      lines.push(...parts.filter(Boolean));
-    });
     const init = {
       jsonrpc: '2.0',
       id: 1,

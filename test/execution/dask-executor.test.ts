@@ -27,6 +27,19 @@ import { currentSettings } from '../support/workspace.ts';
 const catalog = loadCatalog(currentSettings());
 const committed = (id: string) => readReferenceTable(join(ROOT, 'outputs', 'references', `${id}.arrow`)).records;
 const essentials = (records: ReturnType<typeof committed>) => records.map((r) => [r.mask, r.status, r.prediction_sha256, r.utility]);
+/** Records in a rebuild journal so far (none before it exists). */
+const journalLines = (journal: string) => (existsSync(journal) ? readFileSync(journal, 'utf8').split('\n').filter(Boolean).length : 0);
+/** A fresh rebuild of one condition on the Dask scheduler at `address`. */
+const rebuildOnDask = (id: string, address: string, workers: number) =>
+  rebuild(catalog, {
+    settings: currentSettings(),
+    conditions: [id],
+    workers,
+    fresh: true,
+    quiet: true,
+    log: () => {},
+    executor: { kind: 'dask', scheduler: address },
+  });
 
 /** Each worker process's PYTHONHASHSEED and MALLOC_TRIM_THRESHOLD_ (null: unset), read through Dask's client. */
 function workerVariables(scheduler: string): Record<string, [string | null, string | null]> {
@@ -129,17 +142,9 @@ describe('Dask executor on a two-worker cluster', () => {
     const executor = new DaskExecutor({ settings: currentSettings(), scheduler: scheduler.address });
     const [victim] = await executor.describe();
     await executor.close();
-    const run = rebuild(catalog, {
-      settings: currentSettings(),
-      conditions: [id],
-      workers: 2,
-      fresh: true,
-      quiet: true,
-      log: () => {},
-      executor: { kind: 'dask', scheduler: scheduler.address },
-    });
+    const run = rebuildOnDask(id, scheduler.address, 2);
     // Kill one worker process (its nanny starts a new one) once some records are in the journal.
-    const lines = () => (existsSync(journal) ? readFileSync(journal, 'utf8').split('\n').filter(Boolean).length : 0);
+    const lines = () => journalLines(journal);
     while (lines() < 8) await new Promise((resolve) => setTimeout(resolve, 50));
     process.kill(victim!.pid, 'SIGKILL');
     const summary = await run;
@@ -226,16 +231,8 @@ describe('Dask executor: a lost scheduler', () => {
     const scheduler = await startScheduler(currentSettings());
     const workers = startWorkers(currentSettings(), { scheduler: scheduler.address, nworkers: 1 });
     try {
-      const run = rebuild(catalog, {
-        settings: currentSettings(),
-        conditions: [id],
-        workers: 1,
-        fresh: true,
-        quiet: true,
-        log: () => {},
-        executor: { kind: 'dask', scheduler: scheduler.address },
-      });
-      const lines = () => (existsSync(journal) ? readFileSync(journal, 'utf8').split('\n').filter(Boolean).length : 0);
+      const run = rebuildOnDask(id, scheduler.address, 1);
+      const lines = () => journalLines(journal);
       while (lines() < 8) await new Promise((resolve) => setTimeout(resolve, 50));
       scheduler.process.kill('SIGKILL');
       const error = await run.then(

@@ -41,6 +41,11 @@ const cases: { family: FamilyName; pkg: string; source: string; recipe: string }
   { family: 'forecasting', pkg: 'statsmodels:statsmodels/datasets/nile/nile.csv', source: 'ns_nile', recipe: 'statsmodels_series' },
 ];
 
+/** `wwref new-source` of a package file, run in the workspace, writing `out` there; the outcome as it is. */
+function newSourceOutcome(family: string, pkg: string, out: string) {
+  return cliInProcess(['new-source', '--family', family, '--package', pkg, '--out', join(ws.root, out)], ws.root);
+}
+
 async function newSource(family: string, pkg: string, source: string, extra: string[] = []): Promise<{ file: string; stdout: string }> {
   const file = join(ws.root, `${source}.plan.json`);
   const made = await cliInProcess(
@@ -176,18 +181,7 @@ describe('new-source writes a plan with the licence and citation its package sta
   });
 
   it('a file that is not read as a table says why (scikit-learn wine_data.csv: its first row has 5 fields, the rows 14)', async () => {
-    const outcome = await cliInProcess(
-      [
-        'new-source',
-        '--family',
-        'classification',
-        '--package',
-        'scikit-learn:sklearn/datasets/data/wine_data.csv',
-        '--out',
-        join(ws.root, 'wine.plan.json'),
-      ],
-      ws.root,
-    );
+    const outcome = await newSourceOutcome('classification', 'scikit-learn:sklearn/datasets/data/wine_data.csv', 'wine.plan.json');
     expect(outcome.code).toBe(2);
     expect(outcome.stderr).toMatch(
       /^wwref: new-source: wine_data\.csv is not read as a table, which a classification source needs \(not read as a table or image: .*Expected 5 fields in line 2, saw 14\)\n$/,
@@ -195,18 +189,7 @@ describe('new-source writes a plan with the licence and citation its package sta
   });
 
   it('refuses a package file that does not exist, naming the distribution (exit 2, one line)', async () => {
-    const outcome = await cliInProcess(
-      [
-        'new-source',
-        '--family',
-        'clustering',
-        '--package',
-        'scikit-learn:sklearn/datasets/data/irises.csv',
-        '--out',
-        join(ws.root, 'x.plan.json'),
-      ],
-      ws.root,
-    );
+    const outcome = await newSourceOutcome('clustering', 'scikit-learn:sklearn/datasets/data/irises.csv', 'x.plan.json');
     expect(outcome.code).toBe(2);
     expect(outcome.stderr).toMatch(
       /^wwref: --package 'scikit-learn:sklearn\/datasets\/data\/irises\.csv': scikit-learn [\d.]+ ships no file sklearn\/datasets\/data\/irises\.csv\n$/,
