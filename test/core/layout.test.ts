@@ -5,7 +5,7 @@ import { join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
 
-const ORDER = ['core', 'catalog', 'execution', 'sources', 'references', 'jobs', 'analysis', 'cli'];
+const ORDER = ['core', 'catalog', 'execution', 'sources', 'references', 'jobs', 'analysis', 'evaluation', 'cli'];
 const PIPELINES = join(ROOT, 'pipelines');
 
 /** A folder and all folders below it. */

@@ -34,7 +34,7 @@ export default defineCommand({
     const foreign = given.filter((o) => !OPTIONS[action].includes(o));
     if (foreign.length) throw new UserError(`episode ${action} does not take ${foreign.map((o) => `--${o}`).join(', ')}`);
     const dir = outputPath(settings, argv.episode, 'episode', 'folder');
-    const episode = await import('../../../analysis/evaluation/episode.ts');
+    const episode = await import('../../../evaluation/episode.ts');
     let result: unknown;
     if (action === 'start') {
       if (argv.condition === undefined || argv.budget === undefined)

@@ -27,7 +27,7 @@ export default defineCommand({
       }),
   run: async (argv, { settings }) => {
     const dir = outputPath(settings, argv.episode, 'episode', 'folder');
-    const server = await import('../../../analysis/evaluation/server.ts');
+    const server = await import('../../../evaluation/server.ts');
     if (argv.http === undefined) {
       if (argv.host !== undefined || argv.tokenFile !== undefined) throw new UserError('--host and --token-file are for --http');
       await server.serveStdio(settings, dir);

@@ -9,7 +9,7 @@ export default defineCommand({
       .option('condition', { type: 'string', demandOption: true })
       .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
   run: async (argv, { settings, out }) => {
-    const { conditionTask } = await import('../../../analysis/evaluation/task.ts');
+    const { conditionTask } = await import('../../../evaluation/task.ts');
     out(JSON.stringify(conditionTask(settings, argv.condition), null, 2));
   },
 });

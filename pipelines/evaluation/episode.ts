@@ -9,17 +9,17 @@
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
-import { UserError } from '../../core/errors.ts';
-import { appendNoFollow, fsError, makeDirs, writeJsonAtomic } from '../../core/fsutil.ts';
-import { lstatOrNothing } from '../../core/containment.ts';
-import type { Settings } from '../../core/settings.ts';
-import { OPTION_LETTERS } from '../../catalog/families.ts';
-import { allMasks, maskIndex } from '../../catalog/masks.ts';
-import { lockFolder } from '../../references/lock.ts';
-import { ReferenceStore } from '../../references/store.ts';
-import { groupByCondition, surfaceFromRecords, type Surface } from '../effects.ts';
-import { type GradeResult, gradeSurface, predictionFromJson } from '../grade.ts';
-import { isObject, parseStrictJson, readBoundedText, readStrictJsonFile } from '../strict-json.ts';
+import { UserError } from '../core/errors.ts';
+import { appendNoFollow, fsError, makeDirs, writeJsonAtomic } from '../core/fsutil.ts';
+import { lstatOrNothing } from '../core/containment.ts';
+import type { Settings } from '../core/settings.ts';
+import { OPTION_LETTERS } from '../catalog/families.ts';
+import { allMasks, maskIndex } from '../catalog/masks.ts';
+import { lockFolder } from '../references/lock.ts';
+import { ReferenceStore } from '../references/store.ts';
+import { groupByCondition, surfaceFromRecords, type Surface } from '../analysis/effects.ts';
+import { type GradeResult, gradeSurface, predictionFromJson } from '../analysis/grade.ts';
+import { isObject, parseStrictJson, readBoundedText, readStrictJsonFile } from '../analysis/strict-json.ts';
 
 export const STATE_FILE = 'episode.json';
 export const EVENTS_FILE = 'events.jsonl';

@@ -5,13 +5,13 @@
 // reference utility beyond the anchors and the purchases, and no path of this machine.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { UserError } from '../../core/errors.ts';
-import type { Settings } from '../../core/settings.ts';
-import { FAMILIES, type FamilyName, OPTION_LETTERS } from '../../catalog/families.ts';
-import { allMasks, maskIndex } from '../../catalog/masks.ts';
-import { publishedConditions } from '../../catalog/published.ts';
-import { ReferenceStore } from '../../references/store.ts';
-import { referenceSurface } from '../grade.ts';
+import { UserError } from '../core/errors.ts';
+import type { Settings } from '../core/settings.ts';
+import { FAMILIES, type FamilyName, OPTION_LETTERS } from '../catalog/families.ts';
+import { allMasks, maskIndex } from '../catalog/masks.ts';
+import { publishedConditions } from '../catalog/published.ts';
+import { ReferenceStore } from '../references/store.ts';
+import { referenceSurface } from '../analysis/grade.ts';
 import type { EpisodeView } from './episode.ts';
 
 export interface TaskView {

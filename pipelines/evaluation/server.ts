@@ -14,10 +14,10 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { UserError } from '../../core/errors.ts';
-import type { Settings } from '../../core/settings.ts';
-import { predictionFromJson } from '../grade.ts';
-import { type Json, parseStrictJson } from '../strict-json.ts';
+import { UserError } from '../core/errors.ts';
+import type { Settings } from '../core/settings.ts';
+import { predictionFromJson } from '../analysis/grade.ts';
+import { type Json, parseStrictJson } from '../analysis/strict-json.ts';
 import { episodeContext, episodeReferences, episodeStatus, MAX_BATCH, MAX_OPTIONS, observe, submitPrediction } from './episode.ts';
 import { taskView } from './task.ts';
 
