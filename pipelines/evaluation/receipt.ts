@@ -22,7 +22,7 @@ export const EVENTS_FILE = 'events.jsonl';
 /** The most a log can hold: commits are bounded by the rules (at most 2^6 of a few KiB), notes by NOTES_MAX_BYTES. */
 export const EVENTS_MAX_BYTES = 16 << 20;
 /** Past this size, notes are counted in an `overflow` line instead of written one by one. */
-export const NOTES_MAX_BYTES = 1 << 20;
+export const NOTES_MAX_BYTES = 256 << 10;
 /** A reason in a note is cut to this many characters. */
 export const REASON_MAX_CHARS = 400;
 
@@ -98,7 +98,7 @@ export function openLog(dir: string, repair: boolean): Log {
       } catch {
         throw new UserError(`events log ${path}, line ${number}: not UTF-8 text`);
       }
-      const event = parseStrictJson(text, `events log ${path}, line ${number}`);
+      const event = parseLine(text, `events log ${path}, line ${number}`);
       if (!isObject(event) || typeof event.kind !== 'string' || typeof event.at !== 'string')
         throw new UserError(`events log ${path}, line ${number}: not an event (an object with a kind and a time)`);
       lines.push({ event, offset, bytes: end + 1 - offset });
@@ -109,6 +109,22 @@ export function openLog(dir: string, repair: boolean): Log {
     closeSync(fd);
     throw error;
   }
+}
+
+/**
+ * A line as JSON: read by the native parser, then again strictly (a repeated key, …, refused) when
+ * it could be a commit, the lines the state is derived from; a note is only kept, so its check can be lighter.
+ */
+function parseLine(text: string, what: string): Json {
+  let quick: Json;
+  try {
+    quick = JSON.parse(text) as Json;
+  } catch {
+    return parseStrictJson(text, what); // its one-line message says where
+  }
+  if (isObject(quick) && quick.kind === 'action' && quick.outcome === 'ok' && ['start', 'observe', 'submit'].includes(String(quick.action)))
+    return parseStrictJson(text, what);
+  return quick;
 }
 
 export function closeLog(log: Log): void {
@@ -130,13 +146,13 @@ function cutBack(log: Log, size: number): void {
   }
 }
 
-/** Appends `event` as one line, synced: it is in the log wholly, or (an error thrown) not at all. */
-export function appendEvent(log: Log, event: Event): void {
+/** Appends `event` as one line (a commit: synced): it is in the log wholly, or (an error thrown) not at all. */
+export function appendEvent(log: Log, event: Event, sync = true): void {
   const line = Buffer.from(`${JSON.stringify(event)}\n`);
   if (log.size + line.length > EVENTS_MAX_BYTES) throw new UserError(`the events log ${log.path} is full (${EVENTS_MAX_BYTES} bytes)`);
   try {
     writeAllAt(log.fd, line, log.size);
-    fsyncSync(log.fd);
+    if (sync) fsyncSync(log.fd);
   } catch (error) {
     cutBack(log, log.size);
     throw fsError(error, 'append to', log.path);
@@ -153,7 +169,6 @@ function replaceLast(log: Log, event: Event): void {
   try {
     ftruncateSync(log.fd, last.offset);
     writeAllAt(log.fd, line, last.offset);
-    fsyncSync(log.fd);
   } catch (error) {
     cutBack(log, last.offset);
     try {
@@ -185,7 +200,7 @@ export function appendNote(log: Log, event: Event): void {
     return;
   }
   if (log.size < NOTES_MAX_BYTES) {
-    appendEvent(log, event);
+    appendEvent(log, event, false);
     return;
   }
   const label = `${String(event.action ?? event.kind)} ${String(event.outcome ?? '')}`.trim();
@@ -193,7 +208,7 @@ export function appendNote(log: Log, event: Event): void {
     const actions = { ...last.actions, [label]: Number(last.actions[label] ?? 0) + 1 };
     replaceLast(log, { ...last, at, calls: count(last) + 1, actions });
   } else {
-    appendEvent(log, { kind: 'overflow', at, first_at: at, calls: 1, actions: { [label]: 1 } });
+    appendEvent(log, { kind: 'overflow', at, first_at: at, calls: 1, actions: { [label]: 1 } }, false);
   }
 }
 
