@@ -113,7 +113,7 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
 /** Requests handled at once over stdio; more wait, unread, in the pipe (back-pressure on the client). */
 const MAX_IN_FLIGHT = 16;
 /** Answers written but not yet taken by the client: past this, stdin is not read until they drain. */
-const MAX_UNSENT_BYTES = 1 << 20;
+const MAX_UNSENT_BYTES = 256 << 10;
 
 /**
  * The stdio transport of MCP (one JSON-RPC message per line, both ways), reading each message as
@@ -136,6 +136,8 @@ class StrictStdioTransport implements Transport {
   private ended = false;
   /** The ids of requests read and not yet answered (a request the client cancels is no longer waited for). */
   private readonly inFlight = new Set<string | number>();
+  /** Answers waiting for stdout to drain. */
+  private readonly waiters: (() => void)[] = [];
 
   private readonly onData = (chunk: string) => {
     let text = chunk;
@@ -174,6 +176,11 @@ class StrictStdioTransport implements Transport {
     if (this.ended && !this.lines.length && !this.inFlight.size) void this.close();
   };
 
+  private readonly onDrain = () => {
+    for (const done of this.waiters.splice(0)) done();
+    this.pump();
+  };
+
   // the end of input closes the server once every request read has been answered
   private readonly onEnd = () => {
     this.ended = true;
@@ -184,7 +191,7 @@ class StrictStdioTransport implements Transport {
     process.stdin.setEncoding('utf8');
     process.stdin.on('data', this.onData);
     process.stdin.once('end', this.onEnd);
-    process.stdout.on('drain', this.pump);
+    process.stdout.on('drain', this.onDrain);
   }
 
   private refuse(code: number, message: string): void {
@@ -214,12 +221,13 @@ class StrictStdioTransport implements Transport {
   }
 
   send(message: JSONRPCMessage): Promise<void> {
-    if (!('method' in message) && 'id' in message) { if (message.id !== undefined) this.inFlight.delete(message.id); } // an answer
+    // an answer: its request is no longer in flight
+    if (!('method' in message) && 'id' in message && message.id !== undefined) this.inFlight.delete(message.id);
     return new Promise((done) => {
       const flushed = process.stdout.write(`${JSON.stringify(message)}\n`);
       this.pump();
       if (flushed) done();
-      else process.stdout.once('drain', done);
+      else this.waiters.push(done);
     });
   }
 
@@ -228,7 +236,7 @@ class StrictStdioTransport implements Transport {
     this.closed = true;
     process.stdin.off('data', this.onData);
     process.stdin.off('end', this.onEnd);
-    process.stdout.off('drain', this.pump);
+    process.stdout.off('drain', this.onDrain);
     process.stdin.pause();
     this.onclose?.();
   }
