@@ -47,8 +47,10 @@ export function makeDirs(dir: string): void {
   }
 }
 
+let written = 0;
 export function writeFileAtomic(path: string, data: string | Uint8Array): void {
-  const tmp = `${path}.${process.pid}.${Date.now()}.tmp`;
+  // `<name>.<pid>.<digits>.tmp`, unique within the process too (two writes of one file in the same millisecond)
+  const tmp = `${path}.${process.pid}.${Date.now() * 1000 + (++written % 1000)}.tmp`;
   try {
     makeDirs(dirname(path));
     writeFileSync(tmp, data, { flag: 'wx' });

@@ -6,7 +6,7 @@
 // sleeps and ends at its deadline; a guard older than GUARD_STALE_MS, or seen unchanged for that
 // long (one dated in the future), is a killed writer's and removed; the private file never outlives
 // the attempt.
-import { closeSync, linkSync, lstatSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, linkSync, lstatSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { processAlive, removeStaleEntries } from '../core/containment.ts';
@@ -87,14 +87,13 @@ export async function lockFolder(dir: string, waitSeconds = LOCK_WAIT_SECONDS): 
   const deadline = Date.now() + waitSeconds * 1000;
   removeStaleEntries(dir, STALE_PRIVATE);
   try {
-    let fd: number | undefined;
     try {
-      fd = openSync(mine, 'wx');
-      writeSync(fd, JSON.stringify({ pid: process.pid, since: new Date().toISOString(), argv: process.argv.slice(2) }));
+      // written whole (a short write continues) before it is linked into place; removed below whatever happens
+      writeFileSync(mine, JSON.stringify({ pid: process.pid, since: new Date().toISOString(), argv: process.argv.slice(2) }), {
+        flag: 'wx',
+      });
     } catch (error) {
       throw fsError(error, 'lock', dir);
-    } finally {
-      if (fd !== undefined) closeSync(fd);
     }
     for (;;) {
       try {

@@ -1,6 +1,6 @@
 // Test double loaded with `node --import` (test/support/doubles.ts): writes of the file named by
 // TEST_FAIL_WRITE fail as a full disk would. An atomic write (its temporary `<name>.<pid>.<n>.tmp`)
-// fails whole; a write through a descriptor opened on the file itself (an append) is short: half its
+// fails after the temporary file is created, empty; a write through a descriptor opened on the file itself (an append) is short: half its
 // bytes reach the file, then ENOSPC, as when the disk fills in the middle of a line.
 import fs from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
@@ -13,7 +13,10 @@ if (target) {
   /** Descriptors open on the target, and whether their next write is the short one. */
   const targets = new Map();
   fs.writeFileSync = function (path, ...rest) {
-    if (typeof path === 'string' && basename(path).startsWith(`${target}.`) && path.endsWith('.tmp')) throw full(path);
+    if (typeof path === 'string' && basename(path).startsWith(`${target}.`) && path.endsWith('.tmp')) {
+      closeSync(openSync(path, 'wx')); // the file is made, its bytes are not: as when the disk fills
+      throw full(path);
+    }
     return writeFileSync.call(this, path, ...rest);
   };
   fs.openSync = function (path, ...rest) {
