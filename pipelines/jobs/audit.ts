@@ -25,7 +25,7 @@ import { WorkerPool } from '../execution/local/local-pool.ts';
 import type { PythonWorker } from '../execution/python-worker.ts';
 import { hasPublished, publishedPreparedSha256, publishedSource } from '../catalog/published.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import { ReferenceStore } from '../references/store.ts';
+import { conditionEntry, ReferenceStore } from '../references/store.ts';
 
 export type CheckState = 'ok' | 'FAIL' | 'missing' | 'n/a';
 
@@ -202,7 +202,7 @@ function auditEquivalences(settings: Settings, loaded: LoadedPlan, audit: Source
   const tables = new Map<string, ReferenceRecord[]>();
   // a table the manifest names is read through the store (sha256 and surface checked): a bad one is a problem here
   const records = (id: string) => {
-    if (!manifest?.conditions[id]) return undefined;
+    if (!manifest || !conditionEntry(manifest, id)) return undefined;
     if (!tables.has(id)) tables.set(id, store.table(id, manifest).records);
     return tables.get(id);
   };
