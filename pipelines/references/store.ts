@@ -133,6 +133,10 @@ export class ReferenceStore {
     const entry = conditionEntry(manifest, id);
     if (!entry) throw new UserError(`condition '${id}' is not in the reference manifest ${this.manifestPath}`);
     const path = insideRoot(this.dir, entry.table, `reference table of condition '${id}'`);
+    // a link in the folder is no table wwref wrote: named as such, not read through (its target is not blamed)
+    const named = join(this.dir, entry.table);
+    if (lstatOrNothing(named)?.isSymbolicLink())
+      throw new UserError(`reference table ${named} is a symbolic link; wwref writes tables as files: replace it by the table itself`);
     const bytes = readRegularFile(path, 'reference table', TABLE_BYTES_FIXED + entry.records * TABLE_BYTES_PER_RECORD);
     const actual = sha256Hex(bytes);
     if (actual !== entry.table_sha256) {

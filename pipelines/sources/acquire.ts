@@ -8,7 +8,7 @@
 // (<cache>/tmp), hashed on the way, and renamed into place only when size and sha256 match. A download
 // is aborted as soon as it exceeds the declared size (or MAX_RAW_FILE_BYTES) or sends no data for the
 // read timeout; the temporary file is removed on any failure.
-import { closeSync, lstatSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, lstatSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { createHash, randomUUID } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
@@ -60,7 +60,19 @@ function readTimeoutSeconds(options: AcquireOptions): number {
 
 /** The mirrors of an acquisition, in the order they are tried. */
 export function mirrorsOf(options: Pick<AcquireOptions, 'settings' | 'mirrors'>): string[] {
-  return [...new Set([...(options.mirrors ?? []).map((m) => resolve(m)), ...options.settings.mirrors])];
+  const mirrors = [...new Set([...(options.mirrors ?? []).map((m) => resolve(m)), ...options.settings.mirrors])];
+  for (const mirror of mirrors) {
+    // a mirror is a folder (one not there yet is only empty); a file, FIFO or device is refused, never opened
+    let stats: ReturnType<typeof statSync>;
+    try {
+      stats = statSync(mirror, { throwIfNoEntry: false });
+    } catch (error) {
+      throw new UserError(`mirror ${mirror} cannot be looked at: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    }
+    if (stats && !stats.isDirectory())
+      throw new UserError(`mirror ${mirror} is not a folder (a mirror holds raw files under their mirror_path)`);
+  }
+  return mirrors;
 }
 
 const TEMP_NAME = /^(?:copy|download|member)-(\d+)-[0-9a-f-]{36}\.part$/;
