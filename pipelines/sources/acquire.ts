@@ -15,7 +15,7 @@ import { dirname, join, resolve } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import { hashDescriptor, insideRoot, openRegularFile, removeStaleEntries } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
-import { runPython, startPython } from '../execution/launcher.ts';
+import { runPython, startPython, howItEnded } from '../execution/launcher.ts';
 import { MAX_RAW_FILE_BYTES, type Plan, type RawFile } from '../catalog/plan.ts';
 
 export type Origin = 'cache' | 'mirror' | 'package' | 'upstream';
@@ -224,7 +224,7 @@ async function extractMember(settings: Settings, archive: string, member: string
     '        dst.write(block)\n';
   const child = await startPython(settings, ['-c', script, archive, member, out, String(limit)], { reject: false });
   if (child.exitCode !== 0) {
-    const last = String(child.stderr).trim().split('\n').pop() || `exit status ${child.exitCode}`;
+    const last = howItEnded(child);
     throw new UserError(`cannot extract ${member}: ${last}`);
   }
 }
