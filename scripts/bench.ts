@@ -10,7 +10,10 @@
 //               and on one started by the job (`dask-local`), 1 and 2 workers, in alternating rounds
 //               (wall ratios per round and over all rounds), and the Dask path's
 //               per-record dispatch overhead from 2,080 small records (nile's 16 masks, 130 times)
-//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,catalog] [--condition C ...] [--workers 1,2]
+//   episode     milliseconds per episode action (status, a refused observe) on a fresh receipt, on one
+//               filled with notes up to its cap, and past the cap (notes only counted); kept out of the
+//               default sections: it measures the evaluator, not the execute stage
+//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,catalog,episode] [--condition C ...] [--workers 1,2]
 //                            [--rounds N (dask, default 3)]
 // Default sections: overhead, throughput, profile, dask (catalog takes ~10 min on 2 cores; ask for it).
 // Prepared inputs come from prepared/ (run `npx wwref prepare` first); rebuilds write to a temporary
@@ -109,6 +112,34 @@ if (sections.has('overhead')) {
   console.log(`per-record overhead, 1 worker, ${conditions.join(', ')}:`);
   describeRebuild('rebuild', await rebuildInTemp(conditions, 1));
   describeReplay('replay ', await replay({ settings, conditions, workers: 1, quiet: true }));
+}
+
+if (sections.has('episode')) {
+  const { episodeStatus, observe, startEpisode } = await import('../pipelines/evaluation/episode.ts');
+  const { NOTES_MAX_BYTES } = await import('../pipelines/evaluation/receipt.ts');
+  const { statSync } = await import('node:fs');
+  const condition = arg('condition')[0] ?? 'nile';
+  const dir = mkdtempSync(join(tmpdir(), 'wwref-bench-episode-'));
+  try {
+    const ep = join(dir, 'ep');
+    await startEpisode(settings, { dir: ep, condition, budget: 1 });
+    const size = () => statSync(join(ep, 'events.jsonl')).size;
+    const perAction = async (label: string, n: number) => {
+      const started = performance.now();
+      for (let k = 0; k < n; k++) {
+        await episodeStatus(settings, ep);
+        await observe(settings, ep, [`x${k}`]).catch(() => undefined);
+      }
+      console.log(`  ${label}: ${((performance.now() - started) / (2 * n)).toFixed(1)} ms per action (receipt ${size()} bytes)`);
+    };
+    console.log(`episode actions on ${condition} (a status and a refused observe, alternating):`);
+    await perAction('fresh receipt      ', 100);
+    while (size() < NOTES_MAX_BYTES) await observe(settings, ep, [`fill${size()}`]).catch(() => undefined);
+    await perAction('receipt at its cap ', 100);
+    await perAction('past the cap       ', 100);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 if (sections.has('catalog')) {
