@@ -1,0 +1,313 @@
+// `wwref controls run`: the numerical controls on reference surfaces. The grid (grid.ts) becomes tasks;
+// admitted workers of the pinned runtime (workflows/evaluation/worker.py, checked like record workers:
+// profile, versions, one thread, code) compute each task's purchases and tables for all its budgets;
+// here each table is scored by grade and written as a record. Records are appended task by task to
+// OUT/records.jsonl.partial, so an interrupted run keeps them and the same command resumes; the
+// complete file is renamed to OUT/records.jsonl only when every task is in it, then the summaries
+// are written (each file atomically).
+import { existsSync, readdirSync, readFileSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { Interrupted, UserError } from '../../core/errors.ts';
+import { appendNoFollow, makeDirs, writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
+import { digest, sha256Hex } from '../../core/hashing.ts';
+import { ROOT } from '../../core/paths.ts';
+import { Progress } from '../../core/progress.ts';
+import type { Settings } from '../../core/settings.ts';
+import { Catalog, type CatalogCondition } from '../../catalog/catalog.ts';
+import { admissionProblems } from '../../execution/admission.ts';
+import { HELLO_TIMEOUT_SECONDS, RuntimeRefused } from '../../execution/executor.ts';
+import { pinnedVersions, workflowsSha256 } from '../../execution/identity.ts';
+import { PythonWorker } from '../../execution/python-worker.ts';
+import { loadCatalog, ReferenceStore } from '../../references/store.ts';
+import { referenceSurface } from '../../analysis/grade.ts';
+import { gradeSurface } from '../../analysis/grade.ts';
+import type { Surface } from '../../analysis/effects.ts';
+import { type ControlTask, type MethodName, planGrid, taskKey, trackOf } from './grid.ts';
+import { type RecordContext, readControlRecords, recordLine, WorkerResult } from './records.ts';
+import { writeSummaries, type SummaryFiles } from './outputs.ts';
+
+export const RECORDS_FILE = 'records.jsonl';
+export const PARTIAL_FILE = 'records.jsonl.partial';
+export const RUN_FILE = 'run.json';
+
+export interface ControlsOptions {
+  /** Condition ids (default: every condition with references in the settings' reference folder). */
+  conditions?: readonly string[];
+  methods?: readonly MethodName[];
+  budgets?: readonly number[];
+  seeds?: number;
+  grid?: 'published';
+  /** The output folder, already checked (cli/output-path.ts). */
+  out: string;
+  workers: number;
+  log: (line: string) => void;
+  quiet?: boolean;
+}
+
+export interface ControlsOutcome {
+  out: string;
+  records: number;
+  tasks: number;
+  /** Tasks whose records an earlier, interrupted run of the same grid had written. */
+  reused_tasks: number;
+  skipped: string[];
+  seconds: number;
+  files: SummaryFiles & { records: string };
+}
+
+/** The digest of the controls' Python (workflows/evaluation/): it is not part of the references' code digest. */
+export function controlsCodeSha256(): string {
+  const folder = join(ROOT, 'workflows', 'evaluation');
+  const files = readdirSync(folder)
+    .filter((f) => f.endsWith('.py'))
+    .sort();
+  return digest(Object.fromEntries(files.map((f) => [`workflows/evaluation/${f}`, sha256Hex(readFileSync(join(folder, f)))])));
+}
+
+interface Prepared {
+  condition: CatalogCondition;
+  surface: Surface;
+  context: Omit<RecordContext, 'method' | 'seed'>;
+}
+
+function prepareConditions(settings: Settings, catalog: Catalog, ids: readonly string[]): Prepared[] {
+  const store = new ReferenceStore(settings.paths.references, settings.paths);
+  const entries = store.requireManifest().conditions;
+  const has = (id: string) => Object.hasOwn(entries, id);
+  const chosen = ids.length ? catalog.selectConditions(ids) : catalog.selectConditions().filter((c) => has(c.id));
+  const missing = chosen.filter((c) => !has(c.id)).map((c) => c.id);
+  if (missing.length)
+    throw new UserError(
+      `no references for ${missing.join(', ')} in ${store.dir}; run 'wwref rebuild' (or 'wwref add-source'), or pass --references DIR`,
+    );
+  if (!chosen.length) throw new UserError(`no condition has references in ${store.dir}`);
+  return chosen.map((condition) => {
+    const entry = entries[condition.id]!;
+    return {
+      condition,
+      surface: referenceSurface(settings, condition.id, store.dir),
+      context: {
+        condition: condition.id,
+        instance: condition.source,
+        family: condition.family,
+        track: trackOf(condition),
+        reference: { table_sha256: entry.table_sha256, plan_sha256: entry.plan_sha256 },
+      },
+    };
+  });
+}
+
+/** Tasks an interrupted run finished: every budget of the task has a whole line in the partial file. */
+function finishedTasks(partial: string, tasks: readonly ControlTask[]): { lines: string[]; done: Set<string> } {
+  if (!existsSync(partial)) return { lines: [], done: new Set() };
+  const wanted = new Map(tasks.map((t) => [taskKey(t), t]));
+  const byTask = new Map<string, { budgets: Set<number>; lines: string[] }>();
+  for (const line of readFileSync(partial, 'utf8').split('\n')) {
+    let record: { condition?: unknown; method?: unknown; seed?: unknown; budget?: unknown };
+    try {
+      record = JSON.parse(line) as typeof record;
+    } catch {
+      continue; // a torn last line: its task runs again
+    }
+    const key = taskKey({ condition: String(record.condition), method: String(record.method), seed: (record.seed as number) ?? null });
+    if (!wanted.has(key)) continue;
+    const seen = byTask.get(key) ?? { budgets: new Set<number>(), lines: [] };
+    seen.budgets.add(record.budget as number);
+    seen.lines.push(line);
+    byTask.set(key, seen);
+  }
+  const done = new Set<string>();
+  const lines: string[] = [];
+  for (const [key, seen] of byTask) {
+    if (wanted.get(key)!.budgets.every((b) => seen.budgets.has(b))) {
+      done.add(key);
+      lines.push(...seen.lines);
+    }
+  }
+  return { lines, done };
+}
+
+/** A relative cost, to start the longest tasks first. */
+function cost(task: ControlTask, dimensions: number): number {
+  const most = Math.max(...task.budgets);
+  return task.method.startsWith('gp_') ? most * 2 ** dimensions : most;
+}
+
+async function startWorker(settings: Settings): Promise<PythonWorker> {
+  const worker = PythonWorker.spawn(settings, {}, 'workflows.evaluation.worker');
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new RuntimeRefused(`the controls' worker did not answer within ${HELLO_TIMEOUT_SECONDS} s`)),
+      HELLO_TIMEOUT_SECONDS * 1000,
+    );
+  });
+  try {
+    const hello = await Promise.race([worker.hello(), late]).catch((error: unknown) => {
+      const said = worker.stderrTail().trim().split('\n').filter(Boolean).at(-1);
+      throw new RuntimeRefused(
+        `the Python runtime did not start the controls' worker: ${(error as Error).message.split('\n')[0]}` +
+          `${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; run 'npm run setup' to bring the runtime up to date`,
+      );
+    });
+    const problems = admissionProblems(hello, {
+      profile: settings.profile,
+      expectedVersions: pinnedVersions(settings.runtime),
+      codeSha256: workflowsSha256(),
+    });
+    if (problems.length) throw new RuntimeRefused(`the controls' worker was refused before it computed anything: ${problems.join('; ')}`);
+    return worker;
+  } catch (error) {
+    worker.kill();
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function runControls(settings: Settings, options: ControlsOptions): Promise<ControlsOutcome> {
+  const started = Date.now();
+  const catalog = loadCatalog(settings);
+  const prepared = prepareConditions(settings, catalog, options.conditions ?? []);
+  const byId = new Map(prepared.map((p) => [p.condition.id, p]));
+  const published = new Set(Catalog.loadPublished(settings.paths.sources).conditions.keys());
+  const grid = planGrid({
+    conditions: prepared.map((p) => p.condition),
+    grid: options.grid,
+    methods: options.methods,
+    budgets: options.budgets,
+    seeds: options.seeds,
+    published,
+  });
+  for (const line of grid.skipped) options.log(`controls: ${line}`);
+  if (!grid.tasks.length) throw new UserError('no control to run: the methods asked for do not apply to the conditions asked for');
+
+  const out = options.out;
+  const identity = {
+    controls_version: 1,
+    tasks_sha256: digest(grid.tasks),
+    references: Object.fromEntries(prepared.map((p) => [p.condition.id, p.context.reference])),
+    controls_code_sha256: controlsCodeSha256(),
+    numerical_profile: settings.profile.name,
+  };
+  const runFile = join(out, RUN_FILE);
+  const recordsFile = join(out, RECORDS_FILE);
+  const partial = join(out, PARTIAL_FILE);
+  if (existsSync(runFile)) {
+    let earlier: unknown;
+    try {
+      earlier = JSON.parse(readFileSync(runFile, 'utf8'));
+    } catch {
+      earlier = undefined;
+    }
+    const same = (earlier as { identity?: unknown } | undefined)?.identity;
+    if (digest(same ?? null) !== digest(identity))
+      throw new UserError(
+        `${out} holds controls of another grid, reference or code (its ${RUN_FILE} differs); choose another --out, or remove that folder`,
+      );
+  } else if (existsSync(recordsFile) || existsSync(partial)) {
+    throw new UserError(`${out} holds control records without their ${RUN_FILE}; choose another --out, or remove that folder`);
+  }
+  makeDirs(out);
+  writeJsonAtomic(runFile, { identity, grid: options.grid ?? 'custom', tasks: grid.tasks.length, skipped: grid.skipped });
+
+  const total = grid.tasks.reduce((n, t) => n + t.budgets.length, 0);
+  let reused = 0;
+  if (!existsSync(recordsFile)) {
+    // a resumed run keeps whole tasks only: the partial file is rewritten without a torn or foreign line
+    const kept = finishedTasks(partial, grid.tasks);
+    reused = kept.done.size;
+    writeFileAtomic(partial, kept.lines.map((l) => `${l}\n`).join(''));
+    const todo = grid.tasks
+      .filter((t) => !kept.done.has(taskKey(t)))
+      .sort((a, b) => cost(b, byId.get(b.condition)!.surface.dimensions) - cost(a, byId.get(a.condition)!.surface.dimensions));
+    if (reused) options.log(`controls: resuming: ${reused} of ${grid.tasks.length} task(s) already in ${partial}`);
+    await computeTasks(settings, todo, byId, partial, options);
+    const written = readFileSync(partial, 'utf8').split('\n').filter(Boolean).length;
+    if (written !== total) throw new Error(`controls: ${partial} holds ${written} records, the grid has ${total}`);
+    renameSync(partial, recordsFile);
+  } else reused = grid.tasks.length;
+
+  const records = readControlRecords(recordsFile);
+  const files = await writeSummaries(settings, out, records, { identity, grid: options.grid ?? 'custom', skipped: grid.skipped });
+  return {
+    out,
+    records: records.length,
+    tasks: grid.tasks.length,
+    reused_tasks: reused,
+    skipped: grid.skipped,
+    seconds: (Date.now() - started) / 1000,
+    files: { ...files, records: recordsFile },
+  };
+}
+
+async function computeTasks(
+  settings: Settings,
+  tasks: readonly ControlTask[],
+  byId: ReadonlyMap<string, Prepared>,
+  partial: string,
+  options: ControlsOptions,
+): Promise<void> {
+  if (!tasks.length) return;
+  const progress = new Progress(
+    'controls',
+    tasks.reduce((n, t) => n + t.budgets.length, 0),
+    options.quiet,
+  );
+  for (const task of tasks) progress.expect(task.condition, task.budgets.length);
+  const workers: PythonWorker[] = [];
+  let stopped: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopped) return;
+    stopped = signal;
+    options.log(`\n${signal === 'SIGINT' ? 'interrupted' : `stopped by ${signal}`}: stopping the workers…`);
+    for (const w of workers) w.kill();
+  };
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const signal of signals) process.on(signal, onSignal);
+  try {
+    const count = Math.max(1, Math.min(options.workers, tasks.length));
+    workers.push(...(await Promise.all(Array.from({ length: count }, () => startWorker(settings)))));
+    let next = 0;
+    const results = z.array(WorkerResult);
+    const loop = async (worker: PythonWorker) => {
+      while (!stopped && next < tasks.length) {
+        const task = tasks[next++]!;
+        const { condition, surface, context } = byId.get(task.condition)!;
+        const answer = await worker.call(results, {
+          op: 'controls',
+          task: {
+            width: surface.dimensions,
+            utilities: surface.utilities,
+            method: task.method,
+            budgets: task.budgets,
+            seed: task.seed ?? 0,
+            equivalences: condition.condition.equivalences.map((e) => ({ option: e.option, inactive_when: e.inactive_when })),
+          },
+        });
+        const lines = answer.map((result) => {
+          const score = gradeSurface(surface, result.prediction, { observed: result.observations.map(([mask]) => mask) });
+          return recordLine({ ...context, method: task.method, seed: task.seed }, result, score);
+        });
+        if (lines.length !== task.budgets.length)
+          throw new Error(`controls: the worker returned ${lines.length} budgets for ${taskKey(task)}`);
+        // one write per task: a crash leaves whole tasks and at most one torn line, which a resumed run drops
+        appendNoFollow(partial, lines.map((l) => `${l}\n`).join(''));
+        for (const _ of lines) progress.tick(task.condition, true);
+      }
+    };
+    await Promise.all(workers.map(loop)).catch((error: unknown) => {
+      if (stopped) return;
+      throw error;
+    });
+    if (stopped)
+      throw new Interrupted(
+        stopped,
+        `${stopped === 'SIGINT' ? 'interrupted' : `stopped by ${stopped}`}: the finished tasks are kept in ${partial}; run the same command to resume`,
+      );
+  } finally {
+    for (const signal of signals) process.removeListener(signal, onSignal);
+    await Promise.all(workers.map((w) => w.close()));
+  }
+}
