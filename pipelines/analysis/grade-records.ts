@@ -1,6 +1,6 @@
 // Scoring stored records in bulk (`wwref grade --records FILE.jsonl`): every line is one submission,
-// {condition | instance, observations, prediction_table, score?}. Each is scored again against the
-// references; its observations are checked against them and a stored score is compared key by key
+// {condition and/or instance, observations, prediction_table (or score.prediction_table), score?, reference?}.
+// Each is scored again against the references; its observations are checked against them and a stored score is compared key by key
 // (every benchmark field must be there). A record carries no budget: its observations are not held to one.
 // A malformed line is a user error (exit 2) naming it; a difference is reported, naming the record
 // and the field, and makes the command exit 1.
@@ -95,6 +95,12 @@ function tableWidth(table: Json | undefined): number | undefined {
   return typeof first === 'string' ? first.length : undefined;
 }
 
+/** The table a record submits: its `prediction_table`, or its score's (the benchmark's control records). */
+function predictionTable(json: { [key: string]: Json }): Json | undefined {
+  if (json.prediction_table !== undefined) return json.prediction_table;
+  return isObject(json.score) ? json.score.prediction_table : undefined;
+}
+
 /** Scores every line of `file`; see the header. */
 export function gradeRecords(settings: Settings, file: string, referencesDir = settings.paths.references): RecordsOutcome {
   const text = readBoundedText(file, 'records file', MAX_RECORDS_BYTES);
@@ -114,12 +120,17 @@ export function gradeRecords(settings: Settings, file: string, referencesDir = s
     const json = parseStrictJson(raw, where);
     if (!isObject(json)) throw new UserError(`${where}: expected an object {condition|instance, observations, prediction_table, score}`);
     let condition: string;
-    if (json.condition !== undefined && json.instance !== undefined)
-      throw new UserError(`${where}: has both "condition" and "instance"; give one`);
-    if (typeof json.condition === 'string') condition = json.condition;
-    else if (typeof json.instance === 'string') {
+    if (typeof json.condition === 'string') {
+      condition = json.condition;
+      // a record may name both (control records do): the condition must be one of the instance's
+      const entry = Object.hasOwn(manifest.conditions, condition) ? manifest.conditions[condition] : undefined;
+      if (json.instance !== undefined && entry && json.instance !== entry.source)
+        throw new UserError(
+          `${where}: instance ${JSON.stringify(json.instance)} is not the source of condition '${condition}' (${entry.source})`,
+        );
+    } else if (typeof json.instance === 'string') {
       const instance = json.instance;
-      const width = tableWidth(json.prediction_table);
+      const width = tableWidth(predictionTable(json));
       const matches = Object.entries(manifest.conditions).filter(
         ([, e]) => e.source === instance && (width === undefined || e.dimensions === width),
       );
@@ -133,7 +144,7 @@ export function gradeRecords(settings: Settings, file: string, referencesDir = s
     let result: GradeResult;
     try {
       reference = surface(condition);
-      const predicted = predictionFromJson(json.prediction_table ?? null, reference.dimensions, 'prediction_table');
+      const predicted = predictionFromJson(predictionTable(json) ?? null, reference.dimensions, 'prediction_table');
       const observations = observationsFromJson(json.observations ?? [], reference.dimensions, 'observations');
       for (const wrong of observationMismatches(reference, observations)) {
         outcome.differences.push({
@@ -151,6 +162,22 @@ export function gradeRecords(settings: Settings, file: string, referencesDir = s
       throw error;
     }
     outcome.scores.push({ record, line: k + 1, condition, score: result });
+    // a record that names the reference it was computed from (control records) is held to it
+    if (json.reference !== undefined) {
+      if (!isObject(json.reference)) throw new UserError(`${where}: "reference" is not an object`);
+      const entry = manifest.conditions[condition]!;
+      for (const field of ['table_sha256', 'plan_sha256'] as const) {
+        if (json.reference[field] !== entry[field])
+          outcome.differences.push({
+            record,
+            line: k + 1,
+            condition,
+            field: `reference.${field}`,
+            stored: json.reference[field],
+            recomputed: entry[field],
+          });
+      }
+    }
     if (json.score === undefined) return;
     if (!isObject(json.score)) throw new UserError(`${where}: "score" is not an object`);
     outcome.scores_compared++;

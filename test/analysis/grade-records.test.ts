@@ -122,7 +122,7 @@ describe('grade --records', () => {
       [JSON.stringify({ condition: 'lone', prediction_table: table(4, () => 0.5), score: [1] }), /"score" is not an object/],
       [
         JSON.stringify({ condition: 'lone', instance: 'inst', prediction_table: table(4, () => 0.5) }),
-        /record 1 \(line 1\): has both "condition" and "instance"/,
+        /record 1 \(line 1\): instance "inst" is not the source of condition 'lone' \(src_lone\)/,
       ],
       ['', /records file .* holds no record/],
       ['\n  \n', /records file .* holds no record/],

@@ -11,15 +11,27 @@ DESIGN_CONSTANT_RIDGE = 1e-8
 DESIGN_RIDGE = 0.01
 
 
+class Centred:
+    """Rows centred on their column means (the constant column left out) and the centred values: what a
+    fit needs whatever the penalty, computed once for all penalties."""
+
+    def __init__(self, rows: np.ndarray, y: np.ndarray) -> None:
+        columns = rows[:, 1:]
+        self.mean_x = columns.mean(axis=0)
+        centred = columns - self.mean_x
+        self.mean_y = y.mean()
+        self.gram = centred.T @ centred
+        self.moment = centred.T @ (y - self.mean_y)
+        self.identity = np.eye(columns.shape[1])
+
+    def fit(self, alpha: float) -> np.ndarray:
+        """The coefficients of every column, the intercept first; the constant column is not penalised."""
+        beta = np.linalg.solve(self.gram + alpha * self.identity, self.moment)
+        return np.concatenate([[self.mean_y - self.mean_x @ beta], beta])
+
+
 def fit(rows: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
-    """The coefficients of every column (the intercept first), fitted on centred columns: the constant
-    column is not penalised."""
-    columns = rows[:, 1:]
-    mean_x = columns.mean(axis=0)
-    centred = columns - mean_x
-    mean_y = y.mean()
-    beta = np.linalg.solve(centred.T @ centred + alpha * np.eye(columns.shape[1]), centred.T @ (y - mean_y))
-    return np.concatenate([[mean_y - mean_x @ beta], beta])
+    return Centred(rows, y).fit(alpha)
 
 
 def predict(coefficients: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -27,20 +39,22 @@ def predict(coefficients: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return rows @ coefficients
 
 
-def loo_loss(rows: np.ndarray, y: np.ndarray, alpha: float) -> float:
-    """Mean squared error of predicting each observation from the others (in order)."""
-    errors = np.empty(len(y))
+def loo_losses(rows: np.ndarray, y: np.ndarray) -> dict[float, float]:
+    """Each penalty's mean squared error of predicting each observation from the others (in order)."""
+    errors = {alpha: np.empty(len(y)) for alpha in PENALTIES}
     for i in range(len(y)):
         keep = np.arange(len(y)) != i
-        errors[i] = predict(fit(rows[keep], y[keep], alpha), rows[i : i + 1])[0] - y[i]
-    return float(np.mean(errors**2))
+        fold = Centred(rows[keep], y[keep])
+        for alpha in PENALTIES:
+            errors[alpha][i] = predict(fold.fit(alpha), rows[i : i + 1])[0] - y[i]
+    return {alpha: float(np.mean(e**2)) for alpha, e in errors.items()}
 
 
 def choose_penalty(rows: np.ndarray, y: np.ndarray) -> tuple[float, float, dict[str, float]]:
     """(alpha, its loss, every penalty's loss): the least loss rounded to 14 decimals, ties to the larger alpha."""
     if len(y) < 2:
         raise ValueError("ridge needs at least two observations")
-    losses = {alpha: loo_loss(rows, y, alpha) for alpha in PENALTIES}
+    losses = loo_losses(rows, y)
     alpha = min(PENALTIES, key=lambda a: (round(losses[a], 14), -a))
     return alpha, losses[alpha], {repr(a): loss for a, loss in losses.items()}
 
