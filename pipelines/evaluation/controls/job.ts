@@ -134,7 +134,8 @@ function cost(task: ControlTask, dimensions: number): number {
   return task.method.startsWith('gp_') ? most * 2 ** dimensions : most;
 }
 
-async function startWorker(settings: Settings): Promise<PythonWorker> {
+/** A started and admitted controls' worker (workflows/evaluation/worker.py), or RuntimeRefused. */
+export async function startControlsWorker(settings: Settings): Promise<PythonWorker> {
   const worker = PythonWorker.spawn(settings, {}, 'workflows.evaluation.worker');
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
@@ -164,6 +165,21 @@ async function startWorker(settings: Settings): Promise<PythonWorker> {
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** What the worker needs of one task: the surface (utilities by mask index), the method, budgets, seed, equivalences. */
+export interface ControlRequest {
+  width: number;
+  utilities: readonly number[];
+  method: MethodName;
+  budgets: readonly number[];
+  seed: number;
+  equivalences: readonly { option: string; inactive_when: Record<string, number> }[];
+}
+
+/** One task computed by a controls' worker: one result per budget, ascending. */
+export function computeControl(worker: PythonWorker, request: ControlRequest): Promise<WorkerResult[]> {
+  return worker.call(z.array(WorkerResult), { op: 'controls', task: { ...request } });
 }
 
 export async function runControls(settings: Settings, options: ControlsOptions): Promise<ControlsOutcome> {
@@ -268,23 +284,19 @@ async function computeTasks(
   for (const signal of signals) process.on(signal, onSignal);
   try {
     const count = Math.max(1, Math.min(options.workers, tasks.length));
-    workers.push(...(await Promise.all(Array.from({ length: count }, () => startWorker(settings)))));
+    workers.push(...(await Promise.all(Array.from({ length: count }, () => startControlsWorker(settings)))));
     let next = 0;
-    const results = z.array(WorkerResult);
     const loop = async (worker: PythonWorker) => {
       while (!stopped && next < tasks.length) {
         const task = tasks[next++]!;
         const { condition, surface, context } = byId.get(task.condition)!;
-        const answer = await worker.call(results, {
-          op: 'controls',
-          task: {
-            width: surface.dimensions,
-            utilities: surface.utilities,
-            method: task.method,
-            budgets: task.budgets,
-            seed: task.seed ?? 0,
-            equivalences: condition.condition.equivalences.map((e) => ({ option: e.option, inactive_when: e.inactive_when })),
-          },
+        const answer = await computeControl(worker, {
+          width: surface.dimensions,
+          utilities: surface.utilities,
+          method: task.method,
+          budgets: task.budgets,
+          seed: task.seed ?? 0,
+          equivalences: condition.condition.equivalences.map((e) => ({ option: e.option, inactive_when: e.inactive_when })),
         });
         const lines = answer.map((result) => {
           const score = gradeSurface(surface, result.prediction, { observed: result.observations.map(([mask]) => mask) });
