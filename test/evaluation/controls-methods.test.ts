@@ -105,7 +105,7 @@ describe('GP acquisitions', () => {
 
 describe('code-aware methods', () => {
   // F has no effect when A = 0, E none when B = 0 (as the astronaut__d6 plan declares)
-  const equivalences = [
+  const equivalences: ControlRequest['equivalences'] = [
     { option: 'F', inactive_when: { A: 0 } },
     { option: 'E', inactive_when: { B: 0 } },
   ];
