@@ -10,9 +10,12 @@
 //               and on one started by the job (`dask-local`), 1 and 2 workers, in alternating rounds
 //               (wall ratios per round and over all rounds), and the Dask path's
 //               per-record dispatch overhead from 2,080 small records (nile's 16 masks, 130 times)
-//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,catalog] [--condition C ...] [--workers 1,2]
+//   controls    the numerical controls' published grid (4,206 records: purchases, estimators, grading,
+//               records and summaries) with 1 and 2 workers: wall seconds and records per second
+//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,catalog,controls] [--condition C ...] [--workers 1,2]
 //                            [--rounds N (dask, default 3)]
-// Default sections: overhead, throughput, profile, dask (catalog takes ~10 min on 2 cores; ask for it).
+// Default sections: overhead, throughput, profile, dask (catalog takes ~10 min on 2 cores; ask for it, and
+// for controls).
 // Prepared inputs come from prepared/ (run `npx wwref prepare` first); rebuilds write to a temporary
 // folder and replays read outputs/references, which is never written.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -28,6 +31,7 @@ import { rebuild, type RebuildSummary } from '../pipelines/jobs/rebuild.ts';
 import { readManifest } from '../pipelines/sources/prepare.ts';
 import { replay, type ReplayReport } from '../pipelines/jobs/replay.ts';
 import { runPython } from '../pipelines/execution/launcher.ts';
+import { runControls } from '../pipelines/evaluation/controls/job.ts';
 
 /** Nanoseconds per element of NumPy's float64 log1p and expm1 (the best of 7 passes over 2 million inputs). */
 const LIBM_CALL_SCRIPT = `
@@ -256,4 +260,24 @@ if (sections.has('dask')) {
   } finally {
     await cluster.stop();
   }
+}
+
+if (sections.has('controls')) {
+  console.log('numerical controls, the published grid (records, summaries and figure written to a temporary folder):');
+  const walls = new Map<number, number>();
+  for (const workers of workerCounts) {
+    const out = mkdtempSync(join(tmpdir(), 'wwref-bench-controls-'));
+    try {
+      const started = performance.now();
+      const outcome = await runControls(settings, { grid: 'published', out, workers, log: () => {}, quiet: true });
+      const wall = (performance.now() - started) / 1000;
+      walls.set(workers, wall);
+      console.log(
+        `  ${workers} worker(s): ${outcome.records} records in ${wall.toFixed(2)} s wall, ${(outcome.records / wall).toFixed(0)} records/s`,
+      );
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  }
+  if (walls.has(1) && walls.has(2)) console.log(`  wall, 2 workers / 1 worker: ${(walls.get(2)! / walls.get(1)!).toFixed(3)}`);
 }

@@ -29,6 +29,14 @@ class Centred:
         beta = np.linalg.solve(self.gram + alpha * self.identity, self.moment)
         return np.concatenate([[self.mean_y - self.mean_x @ beta], beta])
 
+    def fit_each(self, penalties: tuple[float, ...]) -> list[np.ndarray]:
+        """``fit`` for each penalty, the systems solved in one call: NumPy solves a stack one system at a
+        time with the same LAPACK routine, so each solution has the bits of ``fit``'s."""
+        systems = self.gram + np.multiply.outer(np.array(penalties), self.identity)
+        moments = np.broadcast_to(self.moment, (len(penalties), len(self.moment)))[..., None]
+        betas = np.linalg.solve(systems, moments)[..., 0]
+        return [np.concatenate([[self.mean_y - self.mean_x @ beta], beta]) for beta in betas]
+
 
 def fit(rows: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
     return Centred(rows, y).fit(alpha)
@@ -45,8 +53,8 @@ def loo_losses(rows: np.ndarray, y: np.ndarray) -> dict[float, float]:
     for i in range(len(y)):
         keep = np.arange(len(y)) != i
         fold = Centred(rows[keep], y[keep])
-        for alpha in PENALTIES:
-            errors[alpha][i] = predict(fold.fit(alpha), rows[i : i + 1])[0] - y[i]
+        for alpha, coefficients in zip(PENALTIES, fold.fit_each(PENALTIES), strict=True):
+            errors[alpha][i] = predict(coefficients, rows[i : i + 1])[0] - y[i]
     return {alpha: float(np.mean(e**2)) for alpha, e in errors.items()}
 
 
