@@ -1,7 +1,7 @@
 // `wwref controls`: the published grid against the published summary (read from ../shared/published at
 // test time), records that grade --records accepts, an added source, bad input, and an interrupted run
 // that resumes.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
@@ -118,6 +118,52 @@ describe('the published grid', () => {
         if (parameters) expect(mine.final_parameters).toEqual(parameters);
         for (const field of ['effect_recovery', 'selected_mask', 'exact_optimal_choice', 'strict_effect_reconstruction'])
           expect(mine.score[field], field).toEqual(sample.score[field]);
+      }
+    },
+  );
+
+  it("a control's purchases, replayed as an episode with its budget, spend its credits and score as its record", async () => {
+    const records = lines(join(out, 'records.jsonl')).map((l) => JSON.parse(l));
+    const picks = [
+      records.find((r) => r.method === 'design_degree2' && r.condition === 'wine' && r.budget === 8),
+      records.find((r) => r.method === 'random_degree2' && r.condition === 'co2__d6' && r.budget === 20 && r.seed === 3),
+      records.find((r) => r.method === 'gp_code_effect_variance' && r.condition === 'astronaut__d6' && r.budget === 62),
+    ];
+    for (const record of picks) {
+      expect(record).toBeDefined();
+      const episode = join(dir, `episode-${record.condition}-${record.method}`);
+      const ok = async (...args: string[]) => {
+        const r = await wwref('episode', ...args, '--episode', episode);
+        expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(0);
+        return JSON.parse(r.stdout);
+      };
+      await ok('start', '--condition', record.condition, '--budget', String(record.budget));
+      const bought = Object.keys(record.observations).slice(2);
+      for (const mask of bought) await ok('observe', '--masks', mask);
+      const status = await ok('status');
+      expect(status.credits_remaining).toBe(record.budget - record.actual_credits);
+      const table = join(dir, `table-${record.condition}-${record.method}.json`);
+      writeFileSync(table, JSON.stringify(record.score.prediction_table));
+      await ok('submit', '--prediction', table);
+      const score = await ok('score');
+      for (const field of ['effect_mae', 'effect_recovery', 'grid_mae', 'support_regret', 'selected_mask', 'strict_effect_reconstruction'])
+        expect(score[field], `${record.method} ${field}`).toBe(record.score[field]);
+    }
+  });
+
+  it.skipIf(!existsSync(join(CONTROLS, 'records_sample.jsonl')))(
+    "controls summary reads the benchmark's own records, which name only the instance: the mask width finds the condition",
+    async () => {
+      const sample = join(CONTROLS, 'records_sample.jsonl');
+      const r = await wwref('controls', 'summary', '--records', sample, '--out', join(dir, 'sample'));
+      expect(r.code, r.stderr).toBe(0);
+      const cells = json(join(dir, 'sample', 'summary.json')).cells as Cell[];
+      for (const record of lines(sample).map((l) => JSON.parse(l))) {
+        const width = Object.keys(record.observations)[0]!.length;
+        const cell = cells.find((c) => c.method === record.method && c.budget === record.budget && c.condition.startsWith(record.instance));
+        expect(cell, record.method).toBeDefined();
+        expect(cell!.condition).toBe(width === 6 ? `${record.instance}__d6` : record.instance);
+        expect(cell!.recovery_mean).toBe(record.score.effect_recovery);
       }
     },
   );

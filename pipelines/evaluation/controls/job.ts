@@ -24,7 +24,7 @@ import { referenceSurface } from '../../analysis/grade.ts';
 import { gradeSurface } from '../../analysis/grade.ts';
 import type { Surface } from '../../analysis/effects.ts';
 import { type ControlTask, type MethodName, planGrid, taskKey, trackOf } from './grid.ts';
-import { type RecordContext, readControlRecords, recordLine, WorkerResult } from './records.ts';
+import { type ConditionLookup, type RecordContext, readControlRecords, recordLine, WorkerResult } from './records.ts';
 import { writeSummaries, type SummaryFiles } from './outputs.ts';
 
 export const RECORDS_FILE = 'records.jsonl';
@@ -132,6 +132,16 @@ function finishedTasks(partial: string, tasks: readonly ControlTask[]): { lines:
 function cost(task: ControlTask, dimensions: number): number {
   const most = Math.max(...task.budgets);
   return task.method.startsWith('gp_') ? most * 2 ** dimensions : most;
+}
+
+/** The condition of a record that names its instance (and a mask width), as the benchmark's records do. */
+export function catalogLookup(catalog: Catalog): ConditionLookup {
+  const conditions = [...catalog.conditions.values()];
+  return (name, width) => {
+    const byId = catalog.conditions.get(name);
+    const match = byId ? [byId] : conditions.filter((c) => c.source === name && (width === undefined || c.dimensions === width));
+    return match.length === 1 ? { id: match[0]!.id, track: trackOf(match[0]!) } : undefined;
+  };
 }
 
 /** A started and admitted controls' worker (workflows/evaluation/worker.py), or RuntimeRefused. */
@@ -245,7 +255,7 @@ export async function runControls(settings: Settings, options: ControlsOptions):
     renameSync(partial, recordsFile);
   } else reused = grid.tasks.length;
 
-  const records = readControlRecords(recordsFile);
+  const records = readControlRecords(recordsFile); // our own records name condition and track
   const files = await writeSummaries(settings, out, records, { identity, grid: options.grid ?? 'custom', skipped: grid.skipped });
   return {
     out,

@@ -91,12 +91,16 @@ export function recordLine(context: RecordContext, result: WorkerResult, score: 
   });
 }
 
-/** What summaries read of a record (every field checked; other fields are carried, not read). */
-export const StoredRecord = z.looseObject({
-  condition: z.string(),
+/**
+ * What summaries read of a record (every field checked; other fields are carried, not read). Records
+ * made elsewhere in the benchmark's form may name only the instance and leave out the track: they are
+ * completed from the catalog (`completeRecord`).
+ */
+const StoredFields = z.looseObject({
+  condition: z.string().optional(),
   instance: z.string(),
   family: z.string(),
-  track: z.string(),
+  track: z.string().optional(),
   method: z.string(),
   seed: z.number().int().nonnegative().optional(),
   budget: z.number().int().nonnegative(),
@@ -111,13 +115,16 @@ export const StoredRecord = z.looseObject({
     strict_effect_reconstruction: z.boolean(),
   }),
 });
-export type StoredRecord = z.infer<typeof StoredRecord>;
+export type StoredRecord = z.infer<typeof StoredFields> & { condition: string; track: string };
+
+/** The catalog condition a record names, or its instance's condition of the record's mask width. */
+export type ConditionLookup = (instance: string, width: number | undefined) => { id: string; track: string } | undefined;
 
 /** Largest records file a summary reads (the published grid's records take about 25 MB). */
 export const MAX_RECORDS_FILE_BYTES = 256 << 20;
 
-/** Every record of a records file, each line checked; a malformed line is a UserError naming it. */
-export function readControlRecords(file: string): StoredRecord[] {
+/** Every record of a records file, each line checked (and completed by `lookup`); a malformed line is a UserError naming it. */
+export function readControlRecords(file: string, lookup?: ConditionLookup): StoredRecord[] {
   const text = readBoundedText(file, 'control records file', MAX_RECORDS_FILE_BYTES);
   const records: StoredRecord[] = [];
   text.split('\n').forEach((line, k) => {
@@ -125,12 +132,23 @@ export function readControlRecords(file: string): StoredRecord[] {
     const where = `control records file ${file}, line ${k + 1}`;
     const json = parseStrictJson(line, where);
     if (!isObject(json)) throw new UserError(`${where}: expected a record object`);
-    const parsed = StoredRecord.safeParse(json);
+    const parsed = StoredFields.safeParse(json);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
       throw new UserError(`${where}: ${issue.path.join('.') || 'record'}: ${issue.message}`);
     }
-    records.push(parsed.data);
+    const record = parsed.data;
+    if (record.condition !== undefined && record.track !== undefined) {
+      records.push({ ...record, condition: record.condition, track: record.track });
+      return;
+    }
+    const observations = isObject(json.observations) ? Object.keys(json.observations) : [];
+    const found = lookup?.(record.condition ?? record.instance, observations[0]?.length);
+    if (!found)
+      throw new UserError(
+        `${where}: instance '${record.instance}' has no condition${observations.length ? ` of ${observations[0]!.length} options` : ''} in the catalog; give the record a "condition" and a "track"`,
+      );
+    records.push({ ...record, condition: record.condition ?? found.id, track: record.track ?? found.track });
   });
   if (!records.length) throw new UserError(`control records file ${file} holds no record`);
   return records;

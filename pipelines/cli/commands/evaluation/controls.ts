@@ -56,8 +56,11 @@ export default defineCommand({
       if (!files.length) throw new UserError('controls summary needs --records FILE…');
       const { readControlRecords } = await import('../../../evaluation/controls/records.ts');
       const { writeSummaries } = await import('../../../evaluation/controls/outputs.ts');
+      const { catalogLookup } = await import('../../../evaluation/controls/job.ts');
+      const { loadCatalog } = await import('../../../references/store.ts');
       const { makeDirs } = await import('../../../core/fsutil.ts');
-      const records = files.flatMap((f) => readControlRecords(f));
+      const lookup = catalogLookup(loadCatalog(settings));
+      const records = files.flatMap((f) => readControlRecords(f, lookup));
       makeDirs(folder);
       const written = await writeSummaries(settings, folder, records, { records_files: files });
       out(`${records.length} records summarised: ${written.summary}, ${written.summary_csv}, ${written.macro_csv}`);
