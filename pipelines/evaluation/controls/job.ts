@@ -71,11 +71,12 @@ interface Prepared {
   context: Omit<RecordContext, 'method' | 'seed'>;
 }
 
-function prepareConditions(settings: Settings, catalog: Catalog, ids: readonly string[]): Prepared[] {
+/** The named conditions, or by default every condition with references (that `admit` admits). */
+function prepareConditions(settings: Settings, catalog: Catalog, ids: readonly string[], admit: (id: string) => boolean): Prepared[] {
   const store = new ReferenceStore(settings.paths.references, settings.paths);
   const entries = store.requireManifest().conditions;
   const has = (id: string) => Object.hasOwn(entries, id);
-  const chosen = ids.length ? catalog.selectConditions(ids) : catalog.selectConditions().filter((c) => has(c.id));
+  const chosen = ids.length ? catalog.selectConditions(ids) : catalog.selectConditions().filter((c) => has(c.id) && admit(c.id));
   const missing = chosen.filter((c) => !has(c.id)).map((c) => c.id);
   if (missing.length)
     throw new UserError(
@@ -195,9 +196,15 @@ export function computeControl(worker: PythonWorker, request: ControlRequest): P
 export async function runControls(settings: Settings, options: ControlsOptions): Promise<ControlsOutcome> {
   const started = Date.now();
   const catalog = loadCatalog(settings);
-  const prepared = prepareConditions(settings, catalog, options.conditions ?? []);
-  const byId = new Map(prepared.map((p) => [p.condition.id, p]));
   const published = new Set(Catalog.loadPublished(settings.paths.sources).conditions.keys());
+  // the published grid covers the published conditions: by default those, not sources added beside them
+  const prepared = prepareConditions(
+    settings,
+    catalog,
+    options.conditions ?? [],
+    (id) => options.grid !== 'published' || published.has(id),
+  );
+  const byId = new Map(prepared.map((p) => [p.condition.id, p]));
   const grid = planGrid({
     conditions: prepared.map((p) => p.condition),
     grid: options.grid,
