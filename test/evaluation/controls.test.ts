@@ -168,6 +168,24 @@ describe('the published grid', () => {
     },
   );
 
+  it('controls summary refuses a run folder as --out, and a record given twice', async () => {
+    const intoRun = await wwref('controls', 'summary', '--records', join(out, 'records.jsonl'), '--out', out);
+    expect(intoRun.code).toBe(2);
+    expect(intoRun.stderr).toMatch(/is a controls run's folder, whose summary belongs to its records/);
+    const twice = await wwref(
+      'controls',
+      'summary',
+      '--records',
+      join(out, 'records.jsonl'),
+      join(out, 'records.jsonl'),
+      '--out',
+      join(dir, 'twice'),
+    );
+    expect(twice.code).toBe(2);
+    expect(twice.stderr).toMatch(/appears twice: .*records\.jsonl line \d+ and .*records\.jsonl line \d+/);
+    expect(existsSync(join(dir, 'twice'))).toBe(false);
+  });
+
   it('controls summary of the records reproduces the run summary', async () => {
     const again = join(dir, 'again');
     const r = await wwref('controls', 'summary', '--records', join(out, 'records.jsonl'), '--out', again);
@@ -219,7 +237,10 @@ describe('bad input', () => {
       [['--condition', 'wine', '--method', 'nope'], /unknown method 'nope' \(methods: design_degree1,/],
       [['--condition', 'wine', '--budget', '15'], /--budget 15 is outside 0 … 14 for wine/],
       [['--condition', 'wine', '--budget', '0x3'], /--budget takes whole numbers written in decimal digits, not '0x3'/],
-      [['--condition', 'wine', '--seeds', '0'], /--seeds must be a whole number above 0/],
+      [['--condition', 'wine', '--seeds', '0'], /--seeds must be a whole number from 1 to 1000, not 0/],
+      [['--condition', 'wine', '--seeds', '1001'], /--seeds must be a whole number from 1 to 1000, not 1001/],
+      [['--condition', 'wine', '--seeds', ''], /--seeds takes one whole number, not ''/],
+      [['--condition', 'wine', '--method', 'design_degree2', '--seeds', '3'], /--seeds is for random_degree2, which --method leaves out/],
       [['--condition', 'wine', '--seeds', '-1'], /--seeds takes whole numbers written in decimal digits/],
       [['--condition', 'nope'], /unknown condition 'nope'/],
       [['--references', join(ROOT, 'outputs', 'examples'), '--condition', 'wine'], /no references for wine in .*outputs\/examples/],
@@ -253,23 +274,35 @@ describe('an interrupted run', () => {
     const partial = join(out, 'records.jsonl.partial');
     const deadline = Date.now() + 120_000;
     while (Date.now() < deadline && !(existsSync(partial) && lines(partial).length >= 10)) await new Promise((r) => setTimeout(r, 50));
+    // a second run into the folder while the first one writes it is refused, not mixed in
+    const second = await wwref(...args, '--out', out);
+    expect(second.code).toBe(2);
+    expect(second.stderr).toMatch(/is being written by another wwref process/);
     child.kill('SIGINT');
     const stopped = await child;
     expect(stopped.exitCode).toBe(130);
     expect(String(stopped.stderr)).toMatch(/the finished tasks are kept in .*records\.jsonl\.partial; run the same command to resume/);
     expect(existsSync(join(out, 'records.jsonl'))).toBe(false);
-    const kept = lines(partial).length;
-    expect(kept).toBeGreaterThan(0);
+    const kept = lines(partial);
+    expect(kept.length).toBeGreaterThan(0);
+
+    // lines a resumed run must not take as written: a repeated record, a record that is not one, a
+    // changed score, a torn line
+    const first = JSON.parse(kept[0]!);
+    const changed = { ...first, score: { ...first.score, effect_recovery: 0.999 } };
+    const fake = { condition: first.condition, method: 'gp_effect_variance', budget: 0 };
+    writeFileSync(partial, [kept[0], JSON.stringify(changed), JSON.stringify(fake), ...kept, '{"condition": "wi'].join('\n'));
 
     const resumed = await wwref(...args, '--out', out);
     expect(resumed.code, resumed.stderr).toBe(0);
-    expect(resumed.stderr).toMatch(/resuming: \d+ of \d+ task\(s\) already in/);
+    expect(resumed.stderr).toMatch(/resuming: \d+ of \d+ task\(s\) kept from .*; line\(s\) left out: .*a repeated record/);
+    expect(resumed.stderr).toMatch(/a score whose effect_recovery grade does not give/);
     expect(lines(join(out, 'records.jsonl')).sort()).toEqual(lines(join(whole, 'records.jsonl')).sort());
     expect(readdirSync(out).sort()).toEqual(readdirSync(whole).sort());
 
     // another grid into the same folder is refused, not mixed in
     const other = await wwref('controls', 'run', '--condition', 'wine', '--out', out);
     expect(other.code).toBe(2);
-    expect(other.stderr).toMatch(/holds controls of another grid, reference or code/);
+    expect(other.stderr).toMatch(/holds the controls of another run: the grid \(conditions, methods, budgets or seeds\) changed since/);
   });
 });

@@ -24,19 +24,25 @@ def main() -> None:
     request = json.load(sys.stdin)
     cells = request["cells"]
     tracks = [t for t in TRACK_TITLES if any(c["track"] == t for c in cells)] + sorted({c["track"] for c in cells} - set(TRACK_TITLES))
-    figure, axes = plt.subplots(1, len(tracks), figsize=(4.2 * len(tracks), 3.4), squeeze=False)
+    # one colour and marker per method in every panel, and one legend for the figure
+    methods = sorted({c["method"] for c in cells})
+    colours = plt.get_cmap("tab10")
+    style = {m: {"color": colours(k % 10), "marker": "osD^v<>p"[k % 8]} for k, m in enumerate(methods)}
+    figure, axes = plt.subplots(1, len(tracks), figsize=(4.2 * len(tracks), 3.6), squeeze=False)
     for axis, track in zip(axes[0], tracks, strict=True):
         of_track = [c for c in cells if c["track"] == track]
-        for method in sorted({c["method"] for c in of_track}):
+        for method in methods:
             points = sorted((c["budget"], c["recovery"]) for c in of_track if c["method"] == method)
-            axis.plot([b for b, _ in points], [r for _, r in points], marker="o", markersize=3, label=method)
+            if points:
+                axis.plot([b for b, _ in points], [r for _, r in points], markersize=3, label=method, **style[method])
         axis.set_title(TRACK_TITLES.get(track, track))
         axis.set_xlabel("budget B (purchases beyond the two anchors)")
         axis.set_ylabel("effect recovery (family-macro)")
         axis.set_ylim(-0.02, 1.02)
         axis.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="lower right")
-    figure.tight_layout()
+    handles = [plt.Line2D([], [], markersize=4, label=m, **style[m]) for m in methods]
+    figure.legend(handles=handles, loc="lower center", ncol=min(4, len(methods)), fontsize=7, frameon=False)
+    figure.tight_layout(rect=(0, 0.12 if len(methods) > 4 else 0.07, 1, 1))
     out = Path(request["out"])
     # each file under a temporary name, then renamed: never a half-written figure under the real name
     for kind, options in (("svg", {"metadata": {"Date": None, "Creator": None}}), ("png", {"dpi": 150, "metadata": {"Software": None}})):

@@ -26,6 +26,8 @@ const PLAIN = METHODS.filter((m) => !CODE_AWARE.has(m));
 
 /** The random design's seeds are 0 … seeds−1. */
 export const DEFAULT_SEEDS = 20;
+/** More seeds than this is no control any summary needs (the benchmark has 20). */
+export const MAX_SEEDS = 1000;
 
 /** four: 4 options; six: a 6-option condition paired with a 4-option one; six_added: the other 6-option conditions. */
 export type Track = 'four' | 'six' | 'six_added';
@@ -73,7 +75,7 @@ export interface Grid {
 }
 
 function methodsOf(condition: CatalogCondition, request: GridRequest): { run: MethodName[]; skipped: string[] } {
-  const asked = request.methods?.length ? request.methods : METHODS;
+  const asked = request.methods?.length ? [...new Set(request.methods)] : METHODS;
   if (request.grid === 'published') {
     const track = trackOf(condition);
     return { run: asked.filter((m) => track === 'six' || !CODE_AWARE.has(m)), skipped: [] };
@@ -90,7 +92,10 @@ function methodsOf(condition: CatalogCondition, request: GridRequest): { run: Me
 /** The tasks of a grid; refuses (UserError) a budget outside 0 … 2^d − 2 and seeds ≤ 0. */
 export function planGrid(request: GridRequest): Grid {
   const seeds = request.seeds ?? DEFAULT_SEEDS;
-  if (!Number.isInteger(seeds) || seeds <= 0) throw new UserError(`--seeds must be a whole number above 0, not ${seeds}`);
+  if (!Number.isInteger(seeds) || seeds <= 0 || seeds > MAX_SEEDS)
+    throw new UserError(`--seeds must be a whole number from 1 to ${MAX_SEEDS}, not ${request.seeds}`);
+  if (request.seeds !== undefined && request.methods?.length && !request.methods.includes('random_degree2'))
+    throw new UserError('--seeds is for random_degree2, which --method leaves out');
   if (request.grid === 'published') {
     if (request.budgets?.length) throw new UserError('--grid published fixes the budgets; leave out --budget');
     if (request.seeds !== undefined) throw new UserError('--grid published fixes the seeds (0 … 19); leave out --seeds');

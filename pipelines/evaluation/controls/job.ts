@@ -24,12 +24,10 @@ import { referenceSurface } from '../../analysis/grade.ts';
 import { gradeSurface } from '../../analysis/grade.ts';
 import type { Surface } from '../../analysis/effects.ts';
 import { type ControlTask, type MethodName, planGrid, taskKey, trackOf } from './grid.ts';
-import { type ConditionLookup, type RecordContext, readControlRecords, recordLine, WorkerResult } from './records.ts';
+import { checkDistinct, type ConditionLookup, type RecordContext, readControlRecords, recordLine, WorkerResult } from './records.ts';
+import { checkRunFolder, keptRecords, PARTIAL_FILE, RECORDS_FILE, RUN_FILE, type RunIdentity } from './resume.ts';
+import { lockFolder } from '../../references/lock.ts';
 import { writeSummaries, type SummaryFiles } from './outputs.ts';
-
-export const RECORDS_FILE = 'records.jsonl';
-export const PARTIAL_FILE = 'records.jsonl.partial';
-export const RUN_FILE = 'run.json';
 
 export interface ControlsOptions {
   /** Condition ids (default: every condition with references in the settings' reference folder). */
@@ -99,36 +97,6 @@ function prepareConditions(settings: Settings, catalog: Catalog, ids: readonly s
   });
 }
 
-/** Tasks an interrupted run finished: every budget of the task has a whole line in the partial file. */
-function finishedTasks(partial: string, tasks: readonly ControlTask[]): { lines: string[]; done: Set<string> } {
-  if (!existsSync(partial)) return { lines: [], done: new Set() };
-  const wanted = new Map(tasks.map((t) => [taskKey(t), t]));
-  const byTask = new Map<string, { budgets: Set<number>; lines: string[] }>();
-  for (const line of readFileSync(partial, 'utf8').split('\n')) {
-    let record: { condition?: unknown; method?: unknown; seed?: unknown; budget?: unknown };
-    try {
-      record = JSON.parse(line) as typeof record;
-    } catch {
-      continue; // a torn last line: its task runs again
-    }
-    const key = taskKey({ condition: String(record.condition), method: String(record.method), seed: (record.seed as number) ?? null });
-    if (!wanted.has(key)) continue;
-    const seen = byTask.get(key) ?? { budgets: new Set<number>(), lines: [] };
-    seen.budgets.add(record.budget as number);
-    seen.lines.push(line);
-    byTask.set(key, seen);
-  }
-  const done = new Set<string>();
-  const lines: string[] = [];
-  for (const [key, seen] of byTask) {
-    if (wanted.get(key)!.budgets.every((b) => seen.budgets.has(b))) {
-      done.add(key);
-      lines.push(...seen.lines);
-    }
-  }
-  return { lines, done };
-}
-
 /** A relative cost, to start the longest tasks first. */
 function cost(task: ControlTask, dimensions: number): number {
   const most = Math.max(...task.budgets);
@@ -138,9 +106,12 @@ function cost(task: ControlTask, dimensions: number): number {
 /** The condition of a record that names its instance (and a mask width), as the benchmark's records do. */
 export function catalogLookup(catalog: Catalog): ConditionLookup {
   const conditions = [...catalog.conditions.values()];
+  const fits = (c: CatalogCondition, width: number | undefined) => width === undefined || c.dimensions === width;
   return (name, width) => {
+    // a condition id of the record's width; else the instance's condition of that width (a six-option
+    // record of a paired source names the instance, e.g. "wine" for wine__d6)
     const byId = catalog.conditions.get(name);
-    const match = byId ? [byId] : conditions.filter((c) => c.source === name && (width === undefined || c.dimensions === width));
+    const match = byId && fits(byId, width) ? [byId] : conditions.filter((c) => c.source === name && fits(c, width));
     return match.length === 1 ? { id: match[0]!.id, track: trackOf(match[0]!) } : undefined;
   };
 }
@@ -217,52 +188,58 @@ export async function runControls(settings: Settings, options: ControlsOptions):
   if (!grid.tasks.length) throw new UserError('no control to run: the methods asked for do not apply to the conditions asked for');
 
   const out = options.out;
-  const identity = {
+  const identity: RunIdentity = {
     controls_version: 1,
     tasks_sha256: digest(grid.tasks),
     references: Object.fromEntries(prepared.map((p) => [p.condition.id, p.context.reference])),
     controls_code_sha256: controlsCodeSha256(),
     numerical_profile: settings.profile.name,
   };
-  const runFile = join(out, RUN_FILE);
   const recordsFile = join(out, RECORDS_FILE);
   const partial = join(out, PARTIAL_FILE);
-  if (existsSync(runFile)) {
-    let earlier: unknown;
-    try {
-      earlier = JSON.parse(readFileSync(runFile, 'utf8'));
-    } catch {
-      earlier = undefined;
-    }
-    const same = (earlier as { identity?: unknown } | undefined)?.identity;
-    if (digest(same ?? null) !== digest(identity))
-      throw new UserError(
-        `${out} holds controls of another grid, reference or code (its ${RUN_FILE} differs); choose another --out, or remove that folder`,
-      );
-  } else if (existsSync(recordsFile) || existsSync(partial)) {
-    throw new UserError(`${out} holds control records without their ${RUN_FILE}; choose another --out, or remove that folder`);
-  }
-  makeDirs(out);
-  writeJsonAtomic(runFile, { identity, grid: options.grid ?? 'custom', tasks: grid.tasks.length, skipped: grid.skipped });
-
-  const total = grid.tasks.reduce((n, t) => n + t.budgets.length, 0);
+  checkRunFolder(out, identity);
+  // one run writes a folder at a time; a second one is refused at once rather than mixed in
+  const release = await lockFolder(out, 0);
   let reused = 0;
-  if (!existsSync(recordsFile)) {
-    // a resumed run keeps whole tasks only: the partial file is rewritten without a torn or foreign line
-    const kept = finishedTasks(partial, grid.tasks);
-    reused = kept.done.size;
-    writeFileAtomic(partial, kept.lines.map((l) => `${l}\n`).join(''));
-    const todo = grid.tasks
-      .filter((t) => !kept.done.has(taskKey(t)))
-      .sort((a, b) => cost(b, byId.get(b.condition)!.surface.dimensions) - cost(a, byId.get(a.condition)!.surface.dimensions));
-    if (reused) options.log(`controls: resuming: ${reused} of ${grid.tasks.length} task(s) already in ${partial}`);
-    await computeTasks(settings, todo, byId, partial, options);
-    const written = readFileSync(partial, 'utf8').split('\n').filter(Boolean).length;
-    if (written !== total) throw new Error(`controls: ${partial} holds ${written} records, the grid has ${total}`);
-    renameSync(partial, recordsFile);
-  } else reused = grid.tasks.length;
+  try {
+    const earlier = checkRunFolder(out, identity);
+    writeJsonAtomic(join(out, RUN_FILE), { identity, grid: options.grid ?? 'custom', tasks: grid.tasks.length, skipped: grid.skipped });
+    const total = grid.tasks.reduce((n, t) => n + t.budgets.length, 0);
+    if (earlier && existsSync(recordsFile)) {
+      reused = grid.tasks.length;
+      const complete = keptRecords(recordsFile, grid.tasks, (c) => ({
+        surface: byId.get(c)!.surface,
+        reference: byId.get(c)!.context.reference,
+      }));
+      if (complete.lines.length !== total)
+        throw new UserError(
+          `${recordsFile} is not this run's complete set of records (it was changed); name another --out, or remove that folder`,
+        );
+    } else {
+      // a resumed run keeps whole, verified tasks only: the partial file is rewritten without anything else
+      const kept = keptRecords(partial, grid.tasks, (c) => ({ surface: byId.get(c)!.surface, reference: byId.get(c)!.context.reference }));
+      reused = kept.done.size;
+      writeFileAtomic(partial, kept.lines.map((l) => `${l}\n`).join(''));
+      const todo = grid.tasks
+        .filter((t) => !kept.done.has(taskKey(t)))
+        .sort((a, b) => cost(b, byId.get(b.condition)!.surface.dimensions) - cost(a, byId.get(a.condition)!.surface.dimensions));
+      if (reused || kept.dropped.size) {
+        const dropped = [...kept.dropped].map(([why, n]) => `${n} with ${why}`).join(', ');
+        options.log(
+          `controls: resuming: ${reused} of ${grid.tasks.length} task(s) kept from ${partial}${dropped ? `; line(s) left out: ${dropped}` : ''}`,
+        );
+      }
+      await computeTasks(settings, todo, byId, partial, options);
+      const written = readFileSync(partial, 'utf8').split('\n').filter(Boolean).length;
+      if (written !== total) throw new Error(`controls: ${partial} holds ${written} records, the grid has ${total}`);
+      renameSync(partial, recordsFile);
+    }
+  } finally {
+    release();
+  }
 
   const records = readControlRecords(recordsFile); // our own records name condition and track
+  checkDistinct(records);
   const files = await writeSummaries(settings, out, records, { identity, grid: options.grid ?? 'custom', skipped: grid.skipped });
   return {
     out,
@@ -299,9 +276,19 @@ async function computeTasks(
   };
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   for (const signal of signals) process.on(signal, onSignal);
+  const interrupted = () =>
+    new Interrupted(
+      stopped!,
+      `${stopped === 'SIGINT' ? 'interrupted' : `stopped by ${stopped}`}: the finished tasks are kept in ${partial}; run the same command to resume`,
+    );
   try {
     const count = Math.max(1, Math.min(options.workers, tasks.length));
-    workers.push(...(await Promise.all(Array.from({ length: count }, () => startControlsWorker(settings)))));
+    const started = await Promise.allSettled(Array.from({ length: count }, () => startControlsWorker(settings)));
+    for (const s of started) if (s.status === 'fulfilled') workers.push(s.value);
+    const failed = started.find((s) => s.status === 'rejected');
+    // a worker that a signal stopped while it started is no set-up problem
+    if (stopped) throw interrupted();
+    if (failed) throw failed.reason;
     let next = 0;
     const loop = async (worker: PythonWorker) => {
       while (!stopped && next < tasks.length) {
@@ -330,11 +317,7 @@ async function computeTasks(
       if (stopped) return;
       throw error;
     });
-    if (stopped)
-      throw new Interrupted(
-        stopped,
-        `${stopped === 'SIGINT' ? 'interrupted' : `stopped by ${stopped}`}: the finished tasks are kept in ${partial}; run the same command to resume`,
-      );
+    if (stopped) throw interrupted();
   } finally {
     for (const signal of signals) process.removeListener(signal, onSignal);
     await Promise.all(workers.map((w) => w.close()));

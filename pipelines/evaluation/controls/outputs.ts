@@ -1,5 +1,6 @@
 // What a controls run leaves beside its records: summary.json (cells and family-macro cells, with the
 // run's identity), summary.csv, macro.csv and the recovery figure. Each file is written atomically.
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
@@ -17,6 +18,23 @@ export interface SummaryFiles {
 }
 
 const FIGURE_SCRIPT = join(ROOT, 'workflows', 'evaluation', 'figure.py');
+const SUMMARY_FILES = ['summary.json', 'summary.csv', 'macro.csv', 'controls-recovery.svg', 'controls-recovery.png'];
+
+/**
+ * Refuses (UserError) a folder a summary must not write into: a controls run's (its summary belongs to
+ * its records), or one holding other files than a summary's.
+ */
+export function checkSummaryFolder(out: string): void {
+  if (!existsSync(out)) return;
+  const present = readdirSync(out);
+  if (present.includes('run.json'))
+    throw new UserError(`--out ${out} is a controls run's folder, whose summary belongs to its records; name another folder`);
+  const foreign = present.filter((f) => !SUMMARY_FILES.includes(f));
+  if (foreign.length)
+    throw new UserError(
+      `--out ${out} holds other files than a summary's (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''}); name a new or empty folder`,
+    );
+}
 
 /** Writes the summaries of `records` into `out`; `meta` goes into summary.json as it is. */
 export async function writeSummaries(

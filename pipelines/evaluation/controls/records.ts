@@ -7,7 +7,7 @@ import { UserError } from '../../core/errors.ts';
 import { BENCHMARK_FIELDS } from '../../analysis/grade-records.ts';
 import type { GradeResult } from '../../analysis/grade.ts';
 import { isObject, parseStrictJson, readBoundedText } from '../../analysis/strict-json.ts';
-import type { Track } from './grid.ts';
+import { METHODS, type Track, TRACK_BUDGETS } from './grid.ts';
 
 /** An object whose keys are written in the order given (masks of a table, observations in order). */
 export class Ordered {
@@ -115,7 +115,7 @@ const StoredFields = z.looseObject({
     strict_effect_reconstruction: z.boolean(),
   }),
 });
-export type StoredRecord = z.infer<typeof StoredFields> & { condition: string; track: string };
+export type StoredRecord = z.infer<typeof StoredFields> & { condition: string; track: string; read_from: string };
 
 /** The catalog condition a record names, or its instance's condition of the record's mask width. */
 export type ConditionLookup = (instance: string, width: number | undefined) => { id: string; track: string } | undefined;
@@ -138,18 +138,40 @@ export function readControlRecords(file: string, lookup?: ConditionLookup): Stor
       throw new UserError(`${where}: ${issue.path.join('.') || 'record'}: ${issue.message}`);
     }
     const record = parsed.data;
-    if (record.condition !== undefined && record.track !== undefined) {
-      records.push({ ...record, condition: record.condition, track: record.track });
-      return;
-    }
     const observations = isObject(json.observations) ? Object.keys(json.observations) : [];
-    const found = lookup?.(record.condition ?? record.instance, observations[0]?.length);
-    if (!found)
+    const width = observations[0]?.length;
+    if (!width || observations.some((m) => !/^[01]+$/.test(m) || m.length !== width))
+      throw new UserError(`${where}: "observations" must map masks of one width to utilities`);
+    if (!(METHODS as readonly string[]).includes(record.method))
+      throw new UserError(`${where}: unknown method '${record.method}' (methods: ${METHODS.join(', ')})`);
+    if (record.budget > 2 ** width - 2)
+      throw new UserError(`${where}: budget ${record.budget} is more than a ${width}-option condition has masks beyond the anchors`);
+    if (record.track !== undefined && !Object.hasOwn(TRACK_BUDGETS, record.track))
+      throw new UserError(`${where}: unknown track '${record.track}' (tracks: ${Object.keys(TRACK_BUDGETS).join(', ')})`);
+    const found =
+      record.condition !== undefined && record.track !== undefined ? undefined : lookup?.(record.condition ?? record.instance, width);
+    const condition = record.condition ?? found?.id;
+    const track = record.track ?? found?.track;
+    if (condition === undefined || track === undefined)
       throw new UserError(
-        `${where}: instance '${record.instance}' has no condition${observations.length ? ` of ${observations[0]!.length} options` : ''} in the catalog; give the record a "condition" and a "track"`,
+        `${where}: '${record.condition ?? record.instance}' has no condition of ${width} options in the catalog; give the record a "condition" and a "track"`,
       );
-    records.push({ ...record, condition: record.condition ?? found.id, track: record.track ?? found.track });
+    records.push({ ...record, condition, track, read_from: `${file} line ${k + 1}` });
   });
   if (!records.length) throw new UserError(`control records file ${file} holds no record`);
   return records;
+}
+
+/** Refuses (UserError) two records of the same condition, method, seed and budget: a summary counts each once. */
+export function checkDistinct(records: readonly StoredRecord[]): void {
+  const seen = new Map<string, string>();
+  for (const r of records) {
+    const key = JSON.stringify([r.condition, r.method, r.seed ?? null, r.budget, (r as { repeat?: unknown }).repeat ?? null]);
+    const first = seen.get(key);
+    if (first)
+      throw new UserError(
+        `the record of ${r.condition} ${r.method}${r.seed === undefined ? '' : ` seed ${r.seed}`} at budget ${r.budget} appears twice: ${first} and ${r.read_from}`,
+      );
+    seen.set(key, r.read_from);
+  }
 }

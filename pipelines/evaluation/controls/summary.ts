@@ -112,10 +112,14 @@ export function macroCells(records: readonly StoredRecord[]): MacroCell[] {
   return cells.sort((a, b) => byName(a.track, b.track) || byName(a.method, b.method) || a.budget - b.budget);
 }
 
-/** Rows of objects as CSV (the first row's keys are the header); numbers written to round-trip. */
+/** Fields that hold whole numbers: written as integers, as summary.json and the published summary write them. */
+const COUNTS = new Set(['budget', 'records', 'exact_count', 'strict_count', 'families', 'sources']);
+
+/** Rows of objects as CSV (the first row's keys are the header); other numbers written to round-trip. */
 export function cellsCsv(rows: readonly object[]): string {
   if (!rows.length) return '';
   const header = Object.keys(rows[0]!);
-  const cell = (v: unknown) => (v === null ? '' : typeof v === 'number' ? csvFloat(v) : csvQuote(String(v)));
-  return `${[header.join(','), ...rows.map((row) => header.map((h) => cell((row as Record<string, unknown>)[h])).join(','))].join('\n')}\n`;
+  const value = (field: string, v: unknown) =>
+    v === null ? '' : typeof v === 'number' ? (COUNTS.has(field) ? String(v) : csvFloat(v)) : csvQuote(String(v));
+  return `${[header.join(','), ...rows.map((row) => header.map((h) => value(h, (row as Record<string, unknown>)[h])).join(','))].join('\n')}\n`;
 }

@@ -17,6 +17,14 @@ function wholeNumbers(values: readonly string[], flag: string): number[] {
     });
 }
 
+function seedsOf(text: string): number {
+  const [seeds, ...more] = wholeNumbers([text], 'seeds');
+  if (seeds === undefined || more.length) throw new UserError(`--seeds takes one whole number, not '${text}'`);
+  return seeds;
+}
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
 export default defineCommand({
   command: 'controls <action>',
   describe:
@@ -59,11 +67,16 @@ export default defineCommand({
       const { catalogLookup } = await import('../../../evaluation/controls/job.ts');
       const { loadCatalog } = await import('../../../references/store.ts');
       const { makeDirs } = await import('../../../core/fsutil.ts');
+      const { checkSummaryFolder } = await import('../../../evaluation/controls/outputs.ts');
+      const { checkDistinct } = await import('../../../evaluation/controls/records.ts');
+      checkSummaryFolder(folder);
       const lookup = catalogLookup(loadCatalog(settings));
       const records = files.flatMap((f) => readControlRecords(f, lookup));
+      checkDistinct(records);
       makeDirs(folder);
       const written = await writeSummaries(settings, folder, records, { records_files: files });
-      out(`${records.length} records summarised: ${written.summary}, ${written.summary_csv}, ${written.macro_csv}`);
+      out(`${plural(records.length, 'record')} summarised: ${written.summary}, ${written.summary_csv}, ${written.macro_csv}`);
+      if (written.figures.length) out(`figure: ${written.figures.join(', ')}`);
       return 0;
     }
     const { parseMethod } = await import('../../../evaluation/controls/grid.ts');
@@ -72,14 +85,14 @@ export default defineCommand({
       conditions: list(argv.condition, 'condition'),
       methods: list(argv.method, 'method').map(parseMethod),
       budgets: wholeNumbers(list(argv.budget, 'budget'), 'budget'),
-      seeds: argv.seeds === undefined ? undefined : (wholeNumbers([argv.seeds], 'seeds')[0] ?? Number.NaN),
+      seeds: argv.seeds === undefined ? undefined : seedsOf(argv.seeds),
       grid: argv.grid as 'published' | undefined,
       out: folder,
       workers: argv.workers,
       log: (line) => process.stderr.write(`${line}\n`),
     });
     out(
-      `${outcome.records} control records (${outcome.tasks} tasks${outcome.reused_tasks ? `, ${outcome.reused_tasks} resumed` : ''}) ` +
+      `${plural(outcome.records, 'control record')} (${plural(outcome.tasks, 'task')}${outcome.reused_tasks ? `, ${outcome.reused_tasks} resumed` : ''}) ` +
         `in ${formatSeconds(outcome.seconds)}: ${outcome.files.records}`,
     );
     out(`summary: ${outcome.files.summary}, ${outcome.files.summary_csv}, ${outcome.files.macro_csv}`);
