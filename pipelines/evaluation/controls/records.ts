@@ -82,6 +82,8 @@ export function recordLine(context: RecordContext, result: WorkerResult, score: 
     budget: result.budget,
     actual_credits: result.actual_credits,
     observations: new Ordered(result.observations),
+    // the same masks as a list: a JSON object's key order is lost where a reader puts integer-like keys first
+    acquisition_order: result.observations.map(([mask]) => mask),
     ...method,
     code_inferred_observations: inferred === undefined ? undefined : new Ordered(Object.entries(inferred)),
     score: new Ordered(

@@ -81,8 +81,13 @@ function lineProblem(record: Record<string, Json>, task: ControlTask, surface: S
   if (!isObject(record.observations) || !isObject(record.score)) return 'no observations or score';
   const observed = Object.entries(record.observations);
   const width = surface.dimensions;
-  const anchors = ['0'.repeat(width), '1'.repeat(width)];
-  if (observed[0]?.[0] !== anchors[0] || observed[1]?.[0] !== anchors[1]) return 'observations that do not start at the anchors';
+  const order = Array.isArray(record.acquisition_order) ? record.acquisition_order : [];
+  if (
+    order[0] !== '0'.repeat(width) ||
+    order[1] !== '1'.repeat(width) ||
+    canonicalJson([...order].sort()) !== canonicalJson(observed.map(([mask]) => mask).sort())
+  )
+    return 'observations that are not its acquisition order, anchors first';
   if (record.actual_credits !== observed.length - 2 || observed.length - 2 > budget) return 'credits that are not its purchases';
   for (const [mask, utility] of observed) {
     if (!/^[01]+$/.test(mask) || mask.length !== width || utility !== surface.utilities[Number.parseInt(mask, 2)])
