@@ -1,0 +1,87 @@
+"""NumPy reference of the ridge estimators and the greedy variance design of the numerical-controls
+specification (controls.md), for test/evaluation/sandbox-helpers.test.ts: the sandbox's plain-Python
+helpers must agree with it. Run by the pinned runtime; reads {"cases": [...]} as JSON on stdin and
+writes {"results": [...]} on stdout. Each case: {"width", "degree", "observations": [[index, utility],
+...] (observation order)} for a ridge table, or {"width", "degree", "chosen": [index, ...], "count"}
+for a design. When the project's own NumPy estimators are on this branch, `fit_table` and `design`
+are the two functions to point at them."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+PENALTIES = (1e-5, 1e-3, 0.1, 1.0, 10.0)
+
+
+def features(width: int, degree: int) -> np.ndarray:
+    index = np.arange(2**width)
+    coded = np.stack([np.where((index >> (width - 1 - k)) & 1, 1.0, -1.0) for k in range(width)], axis=1)
+    columns = [np.ones(2**width)] + [coded[:, k] for k in range(width)]
+    if degree == 2:
+        columns += [coded[:, i] * coded[:, j] for i in range(width) for j in range(i + 1, width)]
+    return np.stack(columns, axis=1)
+
+
+def ridge(rows: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
+    x_mean = rows[:, 1:].mean(axis=0)
+    z = rows[:, 1:] - x_mean
+    y_mean = y.mean()
+    beta = np.linalg.solve(z.T @ z + alpha * np.eye(z.shape[1]), z.T @ (y - y_mean))
+    return np.concatenate([[y_mean - x_mean @ beta], beta])
+
+
+def loo(rows: np.ndarray, y: np.ndarray, alpha: float) -> float:
+    errors = np.empty(len(y))
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        errors[i] = (rows[i : i + 1] @ ridge(rows[keep], y[keep], alpha))[0] - y[i]
+    return float(np.mean(errors**2))
+
+
+def fit_table(width: int, degree: int, observations: list[list[float]]) -> dict:
+    rows_all = features(width, degree)
+    index = np.array([int(k) for k, _ in observations])
+    y = np.array([float(v) for _, v in observations])
+    losses = {a: loo(rows_all[index], y, a) for a in PENALTIES}
+    alpha = min(PENALTIES, key=lambda a: (round(losses[a], 14), -a))
+    table = np.clip(rows_all @ ridge(rows_all[index], y, alpha), 0.0, 1.0)
+    table[index] = y
+    return {"alpha": alpha, "observed_loo_mse": losses[alpha], "losses": [losses[a] for a in PENALTIES], "table": table.tolist()}
+
+
+def design(width: int, degree: int, chosen: list[int], count: int) -> list[int]:
+    rows_all = features(width, degree)
+    p = rows_all.shape[1]
+    rows = rows_all[chosen]
+    taken = set(chosen)
+    bought = []
+    for _ in range(count):
+        free = np.array([k for k in range(2**width) if k not in taken])
+        if free.size == 0:
+            break
+        c = np.linalg.inv(rows.T @ rows + np.diag([1e-8] + [0.01] * (p - 1)))
+        x = rows_all[free]
+        scores = np.round(np.sum((x @ c) * x, axis=1), 10)
+        pick = int(free[np.argmax(scores)])
+        bought.append(pick)
+        taken.add(pick)
+        rows = np.vstack([rows, rows_all[pick]])
+    return bought
+
+
+def main() -> None:
+    cases = json.load(sys.stdin)["cases"]
+    results = []
+    for case in cases:
+        if "observations" in case:
+            results.append(fit_table(case["width"], case["degree"], case["observations"]))
+        else:
+            results.append({"design": design(case["width"], case["degree"], case["chosen"], case["count"])})
+    json.dump({"results": results}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
