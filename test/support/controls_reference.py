@@ -3,7 +3,8 @@ specification (controls.md), for test/evaluation/sandbox-helpers.test.ts: the sa
 helpers must agree with it. Run by the pinned runtime; reads {"cases": [...]} as JSON on stdin and
 writes {"results": [...]} on stdout. Each case: {"width", "degree", "observations": [[index, utility],
 ...] (observation order)} for a ridge table, or {"width", "degree", "chosen": [index, ...], "count"}
-for a design. When the project's own NumPy estimators are on this branch, `fit_table` and `design`
+for a design, or {"width", "degree", "chosen", "sequence"} for NumPy's scores along a given design.
+When the project's own NumPy estimators are on this branch, `fit_table` and `design`
 are the two functions to point at them."""
 
 from __future__ import annotations
@@ -72,11 +73,31 @@ def design(width: int, degree: int, chosen: list[int], count: int) -> list[int]:
     return bought
 
 
+def scores_along(width: int, degree: int, chosen: list[int], sequence: list[int]) -> list[dict]:
+    """For each mask of ``sequence`` bought in turn after ``chosen``: NumPy's rounded score of that mask,
+    the largest rounded score, and the masks (ascending) whose score is within 1e-9 (relative) of it."""
+    rows_all = features(width, degree)
+    p = rows_all.shape[1]
+    taken = list(chosen)
+    steps = []
+    for pick in sequence:
+        free = np.array([k for k in range(2**width) if k not in taken])
+        c = np.linalg.inv(rows_all[taken].T @ rows_all[taken] + np.diag([1e-8] + [0.01] * (p - 1)))
+        scores = np.round(np.sum((rows_all[free] @ c) * rows_all[free], axis=1), 10)
+        top = float(scores.max())
+        near = [int(k) for k, s in zip(free, scores) if s >= top - 1e-9 * max(1.0, abs(top))]
+        steps.append({"score": float(scores[list(free).index(pick)]), "top": top, "near": near})
+        taken.append(pick)
+    return steps
+
+
 def main() -> None:
     cases = json.load(sys.stdin)["cases"]
     results = []
     for case in cases:
-        if "observations" in case:
+        if "sequence" in case:
+            results.append({"steps": scores_along(case["width"], case["degree"], case["chosen"], case["sequence"])})
+        elif "observations" in case:
             results.append(fit_table(case["width"], case["degree"], case["observations"]))
         else:
             results.append({"design": design(case["width"], case["degree"], case["chosen"], case["count"])})

@@ -63,7 +63,8 @@ function evidenceBytes(evidence: CalculationRequest['evidence']): Buffer {
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UserError('the evidence must be a JSON object');
     text = evidence;
   } else {
-    if (evidence === null || typeof evidence !== 'object' || Array.isArray(evidence)) throw new UserError('the evidence must be a JSON object');
+    if (evidence === null || typeof evidence !== 'object' || Array.isArray(evidence))
+      throw new UserError('the evidence must be a JSON object');
     text = JSON.stringify(evidence);
   }
   const bytes = Buffer.from(text, 'utf8');
@@ -287,10 +288,10 @@ export async function verifyReceipt(receipt: Receipt, code: string, evidence: Ca
   const timing = (r: Receipt) => r.killedBy === 'wall' || r.killedBy === 'cpu' || r.killedBy === 'memory';
   const outputsCompared = !timing(receipt) && !timing(rerun);
   if (outputsCompared) {
-    if (rerun.returnCode !== receipt.returnCode) differences.push(`return code ${rerun.returnCode}, the receipt says ${receipt.returnCode}`);
+    if (rerun.returnCode !== receipt.returnCode)
+      differences.push(`return code ${rerun.returnCode}, the receipt says ${receipt.returnCode}`);
     // after an output kill only the stream that hit the limit is complete up to the same byte
-    const streams =
-      receipt.killedBy === 'output' ? [receipt.stdoutTruncated ? 'stdout' : 'stderr'] : (['stdout', 'stderr'] as const);
+    const streams = receipt.killedBy === 'output' ? [receipt.stdoutTruncated ? 'stdout' : 'stderr'] : (['stdout', 'stderr'] as const);
     for (const stream of streams as ('stdout' | 'stderr')[]) {
       const key = `${stream}Sha256` as const;
       if (rerun[key] !== receipt[key]) differences.push(`${stream} differs (sha256 ${rerun[key]}, the receipt says ${receipt[key]})`);

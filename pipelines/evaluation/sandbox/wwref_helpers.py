@@ -25,7 +25,8 @@ from __future__ import annotations
 PENALTIES = (1e-5, 1e-3, 0.1, 1.0, 10.0)
 DESIGN_CONSTANT_RIDGE = 1e-8
 DESIGN_RIDGE = 0.01
-_TINY = 2.2250738585072014e-308  # the smallest normal double: below it LAPACK divides instead of scaling
+_TINY = 2.2250738585072014e-308
+_TIE = 1e-9  # relative agreement of design scores taken as a tie (see greedy_design)  # the smallest normal double: below it LAPACK divides instead of scaling
 
 
 class SingularMatrixError(ValueError):
@@ -311,7 +312,7 @@ def greedy_design(width: int, degree: int, chosen, count: int, candidates=None) 
         for j in range(1, p):
             gram[j][j] += DESIGN_RIDGE
         c = inverse(gram)
-        best, best_score = None, None
+        scores = []
         for index in open_:
             x = rows_all[index]
             score = 0.0
@@ -320,9 +321,13 @@ def greedy_design(width: int, degree: int, chosen, count: int, candidates=None) 
                 for j in range(p):
                     t += x[j] * c[j][k]
                 score += t * x[k]
-            score = _round_like_numpy(score, 10)
-            if best_score is None or score > best_score:
-                best, best_score = index, score
+            scores.append(_round_like_numpy(score, 10))
+        top = max(scores)
+        # Scores equal in exact arithmetic (symmetric masks) differ here by rounding noise, which for
+        # degree 2 (scores of 1e3 and more) is larger than the 10-decimal rounding: agreement to 1e-9
+        # relative counts as a tie, and the lowest index wins, as the specification's rule intends.
+        near = _TIE * max(1.0, abs(top))
+        best = next(index for index, score in zip(open_, scores, strict=True) if score >= top - near)
         bought.append(best)
         open_.remove(best)
         rows.append(rows_all[best])
