@@ -122,9 +122,10 @@ export function sandboxArgv(tools: Tools, limits: CalculationLimits): string[] {
     '--',
     tools.node,
     // Node's permission model on top: no child processes, no worker threads, no native addons, files
-    // read only under /sbx and written only under /scratch. The namespaces above hold even if it fails.
+    // read only under /sbx and /scratch, written only under /scratch. The namespaces above hold even if it fails.
     '--experimental-permission',
     '--allow-fs-read=/sbx/*',
+    '--allow-fs-read=/scratch/*',
     '--allow-fs-write=/scratch/*',
     '--no-warnings',
     `--max-old-space-size=${JS_HEAP_MIB}`,

@@ -64,17 +64,25 @@ pyodide.FS.writeFile('/home/pyodide/evidence.json', input.evidence);
 pyodide.globals.set('_wwref_code', input.code);
 
 // The driver runs the code as `__main__` with CPython's own rules for SystemExit and tracebacks
-// (frames of the driver left out), and reports whether an uncaught MemoryError ended it.
+// (frames of the driver left out), and reports whether an uncaught MemoryError ended it. Top-level
+// `await` is allowed (asyncio, JavaScript promises); whatever is still pending when the code returns
+// is dropped with the process.
 const DRIVER = `
-import json, sys, traceback
+import ast, errno, inspect, json, os, sys, traceback
 sys.path.insert(0, '/wwref')
+def _no_system(command):
+    # Emscripten's system() would call child_process, which the sandbox denies with a fatal error
+    raise OSError(errno.ENOSYS, 'the calculation sandbox starts no process')
+os.system = _no_system
 sys.argv = ['<calculation>']
 with open('/home/pyodide/evidence.json', encoding='utf-8') as _f:
     _evidence = json.load(_f)
 _ns = {'__name__': '__main__', '__builtins__': __builtins__, 'evidence': _evidence}
 _exit, _memory = 0, False
 try:
-    exec(compile(_wwref_code, '<calculation>', 'exec'), _ns)
+    _result = eval(compile(_wwref_code, '<calculation>', 'exec', flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), _ns)
+    if inspect.iscoroutine(_result):
+        await _result
 except SystemExit as _e:
     if _e.code is None:
         _exit = 0
@@ -99,7 +107,7 @@ status({ ready: true });
 resetClock();
 let result;
 try {
-  result = pyodide.runPython(DRIVER, { filename: '<wwref-driver>' }).toJs();
+  result = (await pyodide.runPythonAsync(DRIVER, { filename: '<wwref-driver>' })).toJs();
 } catch (error) {
   // an error outside the driver's reach (the interpreter itself failed): report it plainly
   fs.writeSync(2, `sandbox: the interpreter failed: ${error?.message ?? error}\n`);
