@@ -21,7 +21,13 @@ interface DesignCase {
   chosen: number[];
   count: number;
 }
-type Case = TableCase | DesignCase;
+interface SequenceCase {
+  width: number;
+  degree: number;
+  chosen: number[];
+  sequence: number[];
+}
+type Case = TableCase | DesignCase | SequenceCase;
 interface TableResult {
   alpha: number;
   observed_loo_mse: number;
@@ -32,7 +38,7 @@ interface TableResult {
 function reference(cases: Case[]): ({ design: number[] } | TableResult)[] {
   const script = join(ROOT, 'test', 'support', 'controls_reference.py');
   const result = runPython(loadSettings({}, process.env), [script], { input: JSON.stringify({ cases }) });
-  return JSON.parse(result.stdout).results;
+  return JSON.parse(String(result.stdout)).results;
 }
 
 /** The same cases through wwref_helpers inside the sandbox (the cases are the evidence). */

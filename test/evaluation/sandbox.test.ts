@@ -159,129 +159,6 @@ print(list({str(i): i for i in range(5)}), id(object()) > 0)
     expect(other.differences[0]).toMatch(/^evidence sha256 [0-9a-f]{64} is not the receipt's/);
   });
 
-  it('shows no host file: Python open, js.process, the host through NODEFS, the Function constructor', async () => {
-    const shared = join(ROOT, '..', 'shared', 'spec', 'controls.md');
-    const paths = ['/etc/hostname', '/etc/passwd', join(ROOT, 'package.json'), secretFile, shared, '/proc/1/environ', '/proc/self/environ'];
-    const list = JSON.stringify(paths);
-    const receipt = await calc(
-      attempts(`
-import js, os, pyodide_js
-paths = ${list}
-for p in paths:
-    await attempt('open ' + p, lambda p=p: open(p).read())
-fs = js.process.getBuiltinModule('fs')
-for p in paths:
-    await attempt('js fs ' + p, lambda p=p: fs.readFileSync(p, 'utf8'))
-await attempt('js fs list /', lambda: list(fs.readdirSync('/')))
-await attempt('require', lambda: js.require('fs'))
-await attempt('process.binding fs', lambda: js.process.binding('fs'))
-FS = pyodide_js.FS
-def mount():
-    FS.mkdirTree('/host')
-    FS.mount(FS.filesystems.NODEFS, js.JSON.parse('{"root": "/"}'), '/host')
-    return os.listdir('/host')
-await attempt('NODEFS mount /', mount)
-for p in paths:
-    await attempt('NODEFS ' + p, lambda p=p: open('/host' + p).read())
-F = FS.mkdir.constructor
-await attempt('Function is Function', lambda: F.name)
-for p in paths:
-    await attempt('Function ' + p, lambda p=p: F('p', "return process.getBuiltinModule('fs').readFileSync(p, 'utf8')")(p))
-await attempt('Function import', lambda: F("return import('node:fs').then(m => m.readFileSync('${secretFile}', 'utf8'))")())
-`),
-    );
-    const results = outcomes(receipt);
-    expect(results['Function is Function']).toBe('OK:Function');
-    expect(Object.keys(results)).toHaveLength(4 * paths.length + 6);
-    for (const [name, result] of Object.entries(results)) {
-      if (name === 'Function is Function') continue;
-      expect(result, name).toMatch(/^ERR:/);
-    }
-    expect(receipt.stdout).not.toContain(SECRET);
-    expect(receipt.stdout).not.toContain('"name": "wwref"');
-  });
-
-  it('reaches no network: no connection to listeners on 127.0.0.1, on the host address or on a Unix socket', async () => {
-    const targets = [`127.0.0.1:${port}`, `localhost:${port}`, ...hostIps.map((ip) => `${ip}:${widePort}`)];
-    const receipt = await calc(
-      attempts(`
-import js, pyodide_js
-F = pyodide_js.FS.mkdir.constructor
-connect = F('host', 'port', 'path', """
-  return new Promise((resolve, reject) => {
-    const net = process.getBuiltinModule('net');
-    const socket = path ? net.connect(path) : net.connect(Number(port), host);
-    socket.on('connect', () => { socket.destroy(); resolve('connected'); });
-    socket.on('error', (e) => reject(new Error(e.code || e.message)));
-    setTimeout(() => reject(new Error('no answer')), 3000);
-  });""")
-for target in ${JSON.stringify(targets)}:
-    host, port = target.rsplit(':', 1)
-    await attempt('tcp ' + target, lambda host=host, port=port: connect(host, port, None))
-await attempt('unix ${unixPath}', lambda: connect(None, None, '${unixPath}'))
-await attempt('fetch', lambda: js.fetch('http://127.0.0.1:${port}/'))
-await attempt('dns', lambda: F("return process.getBuiltinModule('dns').promises.lookup('localhost')")())
-`),
-    );
-    const results = outcomes(receipt);
-    expect(Object.keys(results)).toHaveLength(targets.length + 3);
-    for (const [name, result] of Object.entries(results)) {
-      if (name === 'dns') continue; // the sandbox's own loopback may resolve localhost: harmless
-      expect(result, name).toMatch(/^ERR:/);
-    }
-    expect(connections).toBe(0);
-  });
-
-  it('starts no process: subprocess, os.system, child_process, process.binding, worker threads', async () => {
-    const receipt = await calc(
-      attempts(`
-import os, subprocess, pyodide_js
-await attempt('subprocess', lambda: subprocess.run(['id'], capture_output=True))
-await attempt('os.system', lambda: os.system('id'))
-await attempt('os.fork', lambda: os.fork())
-F = pyodide_js.FS.mkdir.constructor
-await attempt('execSync', lambda: F("return process.getBuiltinModule('child_process').execSync('id').toString()")())
-await attempt('spawnSync node', lambda: F("return process.getBuiltinModule('child_process').spawnSync(process.execPath, ['-e', 'console.log(1)']).stdout.toString()")())
-await attempt('spawn_sync binding', lambda: F("return process.binding('spawn_sync')")())
-await attempt('worker', lambda: F("const { Worker } = process.getBuiltinModule('worker_threads'); return new Worker('1', { eval: true }).threadId")())
-await attempt('dlopen', lambda: F("const m = { exports: {} }; process.dlopen(m, '/usr/lib/x86_64-linux-gnu/libc.so.6'); return 'loaded'")())
-`),
-    );
-    const results = outcomes(receipt);
-    expect(Object.keys(results)).toHaveLength(8);
-    for (const [name, result] of Object.entries(results)) expect(result, name).toMatch(/^ERR:/);
-  });
-
-  it('leaks no environment variable of the host and leaves nothing behind: writes outside scratch refused, scratch fresh every call', async () => {
-    const before = createHash('sha256').update(readFileSync(RUNNER)).digest('hex');
-    const first = await calc(
-      attempts(`
-import js, os, pyodide_js
-F = pyodide_js.FS.mkdir.constructor
-await attempt('os.environ', lambda: dict(os.environ))
-await attempt('process.env', lambda: js.JSON.stringify(js.process.env))
-write = F('p', "process.getBuiltinModule('fs').writeFileSync(p, 'x'); return 'written'")
-for p in ['/scratch/marker', '/sbx/runner.mjs', '/tmp/x', '/x', '${join(ROOT, 'escape.txt')}', '${join(secretDir, 'escape.txt')}']:
-    await attempt('write ' + p, lambda p=p: write(p))
-await attempt('scratch', lambda: list(js.process.getBuiltinModule('fs').readdirSync('/scratch')))
-`),
-    );
-    const results = outcomes(first);
-    expect(first.stdout).not.toContain(SECRET);
-    expect(results['os.environ']).not.toContain('WWREF_SANDBOX_TEST_SECRET');
-    expect(results['process.env']).toBe('OK:{"HOME":"/scratch","PWD":"/scratch"}');
-    expect(results['write /scratch/marker']).toBe('OK:written');
-    expect(results.scratch).toBe("OK:['marker']");
-    for (const p of ['/sbx/runner.mjs', '/tmp/x', '/x', join(ROOT, 'escape.txt'), join(secretDir, 'escape.txt')])
-      expect(results[`write ${p}`], p).toMatch(/^ERR:/);
-    expect(readdirSync(secretDir).sort()).toEqual(['secret.txt', 'socket']);
-    expect(createHash('sha256').update(readFileSync(RUNNER)).digest('hex')).toBe(before);
-    const second = outcomes(
-      await calc(attempts(`import js\nawait attempt('scratch', lambda: list(js.process.getBuiltinModule('fs').readdirSync('/scratch')))`)),
-    );
-    expect(second.scratch).toBe('OK:[]');
-  });
-
   it('ends an infinite loop on CPU time and a blocked process on wall time, killing everything', async () => {
     const loop = await calc('while True:\n    pass', { cpuSeconds: 2 });
     expect(loop).toMatchObject({ status: 'timed_out', killedBy: 'cpu', returnCode: null });
@@ -326,5 +203,154 @@ await attempt('scratch', lambda: list(js.process.getBuiltinModule('fs').readdirS
     await expect(runCalculation({ code: '', evidence: {}, limits: { wallSeconds: 0 } })).rejects.toThrow(
       /^sandbox limit wallSeconds must be a number from 1 to 900, not 0$/,
     );
+  });
+});
+
+describe.each([
+  { layers: 'every layer', osOnly: false },
+  { layers: 'the OS sandbox alone (Node permission model left out)', osOnly: true },
+])('escapes contained by $layers', ({ osOnly }) => {
+  const run = (code: string) => runCalculation({ code, evidence: EVIDENCE, osLayerOnly: osOnly });
+
+  it('shows no host file: Python open, js.process, the host through NODEFS, the Function constructor', async () => {
+    const shared = join(ROOT, '..', 'shared', 'spec', 'controls.md');
+    const paths = ['/etc/hostname', '/etc/passwd', join(ROOT, 'package.json'), secretFile, shared, '/proc/1/environ', '/proc/self/environ'];
+    const list = JSON.stringify(paths);
+    const receipt = await run(
+      attempts(`
+import js, os, pyodide_js
+paths = ${list}
+for p in paths:
+    await attempt('open ' + p, lambda p=p: open(p).read())
+fs = js.process.getBuiltinModule('fs')
+for p in paths:
+    await attempt('js fs ' + p, lambda p=p: fs.readFileSync(p, 'utf8'))
+await attempt('js fs list /', lambda: list(fs.readdirSync('/')))
+await attempt('require', lambda: js.require('fs'))
+await attempt('process.binding fs', lambda: js.process.binding('fs'))
+FS = pyodide_js.FS
+def mount():
+    FS.mkdirTree('/host')
+    FS.mount(FS.filesystems.NODEFS, js.JSON.parse('{"root": "/"}'), '/host')
+    return os.listdir('/host')
+await attempt('NODEFS mount /', mount)
+for p in paths:
+    await attempt('NODEFS ' + p, lambda p=p: open('/host' + p).read())
+F = FS.mkdir.constructor
+await attempt('Function is Function', lambda: F.name)
+for p in paths:
+    await attempt('Function ' + p, lambda p=p: F('p', "return process.getBuiltinModule('fs').readFileSync(p, 'utf8')")(p))
+await attempt('Function import', lambda: F("return import('node:fs').then(m => m.readFileSync('${secretFile}', 'utf8'))")())
+`),
+    );
+    const results = outcomes(receipt);
+    expect(results['Function is Function']).toBe('OK:Function');
+    expect(Object.keys(results)).toHaveLength(4 * paths.length + 6);
+    // without Node's permission model the sandbox's own root can be listed and mounted: it holds only
+    // what was bound into it
+    const seen = new Set(['Function is Function', ...(osOnly ? ['js fs list /', 'NODEFS mount /', 'process.binding fs'] : [])]);
+    for (const [name, result] of Object.entries(results)) {
+      if (seen.has(name)) continue;
+      expect(result, name).toMatch(/^ERR:/);
+    }
+    if (osOnly) {
+      expect(results['js fs list /']).toMatch(/^OK:\[/);
+      for (const listing of [results['js fs list /'], results['NODEFS mount /']])
+        expect(
+          listing!
+            .match(/'([^']+)'/g)!
+            .map((n) => n.slice(1, -1))
+            .sort(),
+        ).toEqual(['lib', 'lib64', 'sbx', 'scratch', 'usr']);
+    }
+    expect(receipt.stdout).not.toContain(SECRET);
+    expect(receipt.stdout).not.toContain('"name": "wwref"');
+  });
+
+  it('reaches no network: no connection to listeners on 127.0.0.1, on the host address or on a Unix socket', async () => {
+    const targets = [`127.0.0.1:${port}`, `localhost:${port}`, ...hostIps.map((ip) => `${ip}:${widePort}`)];
+    const receipt = await run(
+      attempts(`
+import js, pyodide_js
+F = pyodide_js.FS.mkdir.constructor
+connect = F('host', 'port', 'path', """
+  return new Promise((resolve, reject) => {
+    const net = process.getBuiltinModule('net');
+    const socket = path ? net.connect(path) : net.connect(Number(port), host);
+    socket.on('connect', () => { socket.destroy(); resolve('connected'); });
+    socket.on('error', (e) => reject(new Error(e.code || e.message)));
+    setTimeout(() => reject(new Error('no answer')), 3000);
+  });""")
+for target in ${JSON.stringify(targets)}:
+    host, port = target.rsplit(':', 1)
+    await attempt('tcp ' + target, lambda host=host, port=port: connect(host, port, None))
+await attempt('unix ${unixPath}', lambda: connect(None, None, '${unixPath}'))
+await attempt('fetch', lambda: js.fetch('http://127.0.0.1:${port}/'))
+await attempt('dns', lambda: F("return process.getBuiltinModule('dns').promises.lookup('localhost')")())
+`),
+    );
+    const results = outcomes(receipt);
+    expect(Object.keys(results)).toHaveLength(targets.length + 3);
+    for (const [name, result] of Object.entries(results)) {
+      if (name === 'dns') continue; // the sandbox's own loopback may resolve localhost: harmless
+      expect(result, name).toMatch(/^ERR:/);
+    }
+    expect(connections).toBe(0);
+  });
+
+  it('starts no process: subprocess, os.system, child_process, process.binding, worker threads', async () => {
+    const receipt = await run(
+      attempts(`
+import os, subprocess, pyodide_js
+await attempt('subprocess', lambda: subprocess.run(['id'], capture_output=True))
+await attempt('os.system', lambda: os.system('id'))
+await attempt('os.fork', lambda: os.fork())
+F = pyodide_js.FS.mkdir.constructor
+await attempt('execSync', lambda: F("return process.getBuiltinModule('child_process').execSync('id').toString()")())
+await attempt('spawnSync node', lambda: F("return process.getBuiltinModule('child_process').spawnSync(process.execPath, ['-e', 'console.log(1)']).stdout.toString()")())
+await attempt('spawn_sync binding', lambda: F("return process.binding('spawn_sync')")())
+await attempt('worker', lambda: F("const { Worker } = process.getBuiltinModule('worker_threads'); return new Worker('1', { eval: true }).threadId")())
+await attempt('dlopen', lambda: F("const m = { exports: {} }; process.dlopen(m, '/usr/lib/x86_64-linux-gnu/libc.so.6'); return 'loaded'")())
+`),
+    );
+    const results = outcomes(receipt);
+    expect(Object.keys(results)).toHaveLength(8);
+    // Without Node's permission model node can start node (the only program in the sandbox) and load
+    // bindings: the child is inside the same namespaces, sees its own PID namespace, and dies with the call.
+    const inside = osOnly ? ['spawnSync node', 'spawn_sync binding', 'worker'] : [];
+    for (const [name, result] of Object.entries(results)) if (!inside.includes(name)) expect(result, name).toMatch(/^ERR:/);
+    if (osOnly) expect(results['spawnSync node']).toBe('OK:1\n');
+    expect(runnersAlive()).toEqual([]);
+  });
+
+  it('leaks no environment variable of the host and leaves nothing behind: writes outside scratch refused, scratch fresh every call', async () => {
+    const before = createHash('sha256').update(readFileSync(RUNNER)).digest('hex');
+    const first = await run(
+      attempts(`
+import js, os, pyodide_js
+F = pyodide_js.FS.mkdir.constructor
+await attempt('os.environ', lambda: dict(os.environ))
+await attempt('process.env', lambda: js.JSON.stringify(js.process.env))
+write = F('p', "process.getBuiltinModule('fs').writeFileSync(p, 'x'); return 'written'")
+for p in ['/scratch/marker', '/sbx/runner.mjs', '/tmp/x', '/x', '${join(ROOT, 'escape.txt')}', '${join(secretDir, 'escape.txt')}']:
+    await attempt('write ' + p, lambda p=p: write(p))
+await attempt('scratch', lambda: list(js.process.getBuiltinModule('fs').readdirSync('/scratch')))
+`),
+    );
+    const results = outcomes(first);
+    expect(first.stdout).not.toContain(SECRET);
+    expect(results['os.environ']).not.toContain('WWREF_SANDBOX_TEST_SECRET');
+    expect(results['process.env']).toBe('OK:{"HOME":"/scratch","PWD":"/scratch"}');
+    // (the permission model's layer refuses some writes before the read-only mounts would)
+    expect(results['write /scratch/marker']).toBe('OK:written');
+    expect(results.scratch).toBe("OK:['marker']");
+    for (const p of ['/sbx/runner.mjs', '/tmp/x', '/x', join(ROOT, 'escape.txt'), join(secretDir, 'escape.txt')])
+      expect(results[`write ${p}`], p).toMatch(/^ERR:/);
+    expect(readdirSync(secretDir).sort()).toEqual(['secret.txt', 'socket']);
+    expect(createHash('sha256').update(readFileSync(RUNNER)).digest('hex')).toBe(before);
+    const second = outcomes(
+      await run(attempts(`import js\nawait attempt('scratch', lambda: list(js.process.getBuiltinModule('fs').readdirSync('/scratch')))`)),
+    );
+    expect(second.scratch).toBe('OK:[]');
   });
 });

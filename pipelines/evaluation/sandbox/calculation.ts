@@ -41,6 +41,11 @@ export interface CalculationRequest {
   /** The evidence: a JSON object, or its exact JSON text (the bytes hashed and shown to the code). */
   evidence: string | Record<string, unknown>;
   limits?: Partial<CalculationLimits>;
+  /**
+   * Only for tests that show the OS sandbox alone contains an escape: leave out Node's permission
+   * model (the inner layer). Never weaker on the OS side.
+   */
+  osLayerOnly?: boolean;
 }
 
 const MAX_CODE_BYTES = 1024 * 1024;
@@ -148,7 +153,7 @@ export async function runCalculation(request: CalculationRequest): Promise<Recei
   const evidence = evidenceBytes(request.evidence);
   const limits = resolveLimits(request.limits);
   const tools = sandboxTools();
-  const argv = sandboxArgv(tools, limits);
+  const argv = sandboxArgv(tools, limits, !request.osLayerOnly);
   const started = process.hrtime.bigint();
   // its own process group (killed whole), no environment of ours, fd 3 for the runner's status line
   const child = spawn(argv[0]!, argv.slice(1), { detached: true, env: {}, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });

@@ -83,7 +83,7 @@ function nodeLibraries(node: string): string[] {
 const NOBODY = 65534;
 
 /** bwrap and its arguments for one calculation, up to and including the node command inside. */
-export function sandboxArgv(tools: Tools, limits: CalculationLimits): string[] {
+export function sandboxArgv(tools: Tools, limits: CalculationLimits, nodePermissions = true): string[] {
   const wasmPages = Math.min(65536, Math.floor((limits.memoryBytes - NODE_ROOM) / 65536));
   const binds = [tools.node, ...tools.libraries].flatMap((path) => ['--ro-bind', path, path]);
   const bwrap = [
@@ -123,10 +123,9 @@ export function sandboxArgv(tools: Tools, limits: CalculationLimits): string[] {
     tools.node,
     // Node's permission model on top: no child processes, no worker threads, no native addons, files
     // read only under /sbx and /scratch, written only under /scratch. The namespaces above hold even if it fails.
-    '--experimental-permission',
-    '--allow-fs-read=/sbx/*',
-    '--allow-fs-read=/scratch/*',
-    '--allow-fs-write=/scratch/*',
+    ...(nodePermissions
+      ? ['--experimental-permission', '--allow-fs-read=/sbx/*', '--allow-fs-read=/scratch/*', '--allow-fs-write=/scratch/*']
+      : []),
     '--no-warnings',
     `--max-old-space-size=${JS_HEAP_MIB}`,
     // Python's WebAssembly memory stops growing here: an allocation past it is Python's MemoryError
