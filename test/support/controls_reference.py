@@ -85,7 +85,7 @@ def scores_along(width: int, degree: int, chosen: list[int], sequence: list[int]
         c = np.linalg.inv(rows_all[taken].T @ rows_all[taken] + np.diag([1e-8] + [0.01] * (p - 1)))
         scores = np.round(np.sum((rows_all[free] @ c) * rows_all[free], axis=1), 10)
         top = float(scores.max())
-        near = [int(k) for k, s in zip(free, scores) if s >= top - 1e-9 * max(1.0, abs(top))]
+        near = [int(k) for k, s in zip(free, scores, strict=True) if s >= top - 1e-9 * max(1.0, abs(top))]
         steps.append({"score": float(scores[list(free).index(pick)]), "top": top, "near": near})
         taken.append(pick)
     return steps

@@ -25,8 +25,8 @@ from __future__ import annotations
 PENALTIES = (1e-5, 1e-3, 0.1, 1.0, 10.0)
 DESIGN_CONSTANT_RIDGE = 1e-8
 DESIGN_RIDGE = 0.01
-_TINY = 2.2250738585072014e-308
-_TIE = 1e-9  # relative agreement of design scores taken as a tie (see greedy_design)  # the smallest normal double: below it LAPACK divides instead of scaling
+_TINY = 2.2250738585072014e-308  # the smallest normal double: below it LAPACK divides instead of scaling
+_TIE = 1e-9  # relative agreement of two design scores taken as a tie (see greedy_design)
 
 
 class SingularMatrixError(ValueError):
