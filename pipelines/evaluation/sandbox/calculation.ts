@@ -7,6 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import { UserError } from '../../core/errors.ts';
 import { type CalculationLimits, resolveLimits, sandboxArgv, sandboxTools } from './isolation.ts';
+import { interpreterSnapshot } from './snapshot.ts';
 
 export type CalculationStatus = 'ok' | 'error' | 'timed_out' | 'over_memory' | 'output_limit';
 
@@ -153,7 +154,7 @@ export async function runCalculation(request: CalculationRequest): Promise<Recei
   const evidence = evidenceBytes(request.evidence);
   const limits = resolveLimits(request.limits);
   const tools = sandboxTools();
-  const argv = sandboxArgv(tools, limits, !request.osLayerOnly);
+  const argv = sandboxArgv(tools, limits, { nodePermissions: !request.osLayerOnly, snapshot: await interpreterSnapshot(tools) });
   const started = process.hrtime.bigint();
   // its own process group (killed whole), no environment of ours, fd 3 for the runner's status line
   const child = spawn(argv[0]!, argv.slice(1), { detached: true, env: {}, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });

@@ -50,7 +50,7 @@ export function resolveLimits(partial: Partial<CalculationLimits> = {}): Calcula
   return limits;
 }
 
-interface Tools {
+export interface Tools {
   bwrap: string;
   prlimit: string;
   /** Present when we are root: the sandbox then runs as the unprivileged user `nobody`. */
@@ -83,7 +83,12 @@ function nodeLibraries(node: string): string[] {
 const NOBODY = 65534;
 
 /** bwrap and its arguments for one calculation, up to and including the node command inside. */
-export function sandboxArgv(tools: Tools, limits: CalculationLimits, nodePermissions = true): string[] {
+export function sandboxArgv(
+  tools: Tools,
+  limits: CalculationLimits,
+  options: { nodePermissions?: boolean; snapshot?: string } = {},
+): string[] {
+  const nodePermissions = options.nodePermissions ?? true;
   const wasmPages = Math.min(65536, Math.floor((limits.memoryBytes - NODE_ROOM) / 65536));
   const binds = [tools.node, ...tools.libraries].flatMap((path) => ['--ro-bind', path, path]);
   const bwrap = [
@@ -108,6 +113,7 @@ export function sandboxArgv(tools: Tools, limits: CalculationLimits, nodePermiss
     '--ro-bind',
     HELPERS,
     '/sbx/wwref_helpers.py',
+    ...(options.snapshot ? ['--ro-bind', options.snapshot, '/sbx/snapshot'] : []),
     '--size',
     String(SCRATCH_BYTES),
     '--tmpfs',

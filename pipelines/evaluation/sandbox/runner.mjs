@@ -35,18 +35,33 @@ const resetClock = () => {
 Date.now = () => CLOCK_START_MS + ticks++;
 globalThis.performance.now = () => ticks++;
 
+/** The modules the driver imports, imported before a snapshot is taken. */
+const PRELOAD = 'import ast, errno, inspect, json, os, sys, traceback';
+
 function status(object) {
   fs.writeSync(3, `${JSON.stringify(object)}\n`);
 }
 
 const input = JSON.parse(fs.readFileSync(0, 'utf8'));
 const { loadPyodide } = await import(`${SBX}/pyodide/pyodide.mjs`);
-const pyodide = await loadPyodide({
+const options = {
   indexURL: `${SBX}/pyodide/`,
   env: { PYTHONHASHSEED: '0', HOME: '/home/pyodide', TZ: 'UTC', LANG: 'C.UTF-8' },
   stdout: () => {},
   stderr: () => {},
-});
+};
+// A memory snapshot of the interpreter after start-up (made once by this script in snapshot mode, in
+// the same sandbox, and bound read-only at /sbx/snapshot) skips most of Python's initialisation.
+if (input.makeSnapshot) options._makeSnapshot = true;
+else if (fs.existsSync(`${SBX}/snapshot`)) options._loadSnapshot = fs.readFileSync(`${SBX}/snapshot`);
+const pyodide = await loadPyodide(options);
+if (input.makeSnapshot) {
+  pyodide.runPython(PRELOAD);
+  const snapshot = pyodide.makeMemorySnapshot();
+  for (let done = 0; done < snapshot.length; ) done += fs.writeSync(1, snapshot, done, snapshot.length - done);
+  status({ snapshot: snapshot.length });
+  process.exit(0);
+}
 const writeAll = (fd) => ({
   isatty: false,
   write(buffer) {
