@@ -3,7 +3,9 @@
 // and the next call must work. Real bubblewrap, real Node processes, real Pyodide; nothing mocked.
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -162,6 +164,8 @@ print(list({str(i): i for i in range(5)}), id(object()) > 0)
   it('ends an infinite loop on CPU time and a blocked process on wall time, killing everything', async () => {
     const loop = await calc('while True:\n    pass', { cpuSeconds: 2 });
     expect(loop).toMatchObject({ status: 'timed_out', killedBy: 'cpu', returnCode: null });
+    // where a timed-out call stopped depends on timing: a replay compares the status only
+    expect(await verifyReceipt(loop, 'while True:\n    pass', EVIDENCE)).toMatchObject({ ok: true, outputsCompared: false });
     const blocked = await calc(
       'import pyodide_js\npyodide_js.FS.mkdir.constructor("Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0)")()',
       { wallSeconds: 2 },
@@ -183,9 +187,49 @@ print(list({str(i): i for i in range(5)}), id(object()) > 0)
     const flood = await calc('import sys\nwhile True:\n    sys.stdout.write("y" * 65536)', { outputBytes: 4096 });
     expect(flood).toMatchObject({ status: 'output_limit', killedBy: 'output', stdoutTruncated: true, stderrTruncated: false });
     expect(flood.stdout).toBe('y'.repeat(4096));
+    // the kept bytes are the same at every run: the receipt verifies
+    const replayed = await verifyReceipt(flood, 'import sys\nwhile True:\n    sys.stdout.write("y" * 65536)', EVIDENCE);
+    expect(replayed).toMatchObject({ ok: true, outputsCompared: true });
     const errors = await calc('import sys\nprint("fine")\nsys.stderr.write("e" * 10**8)');
     expect(errors).toMatchObject({ status: 'output_limit', stdoutTruncated: false, stderrTruncated: true });
     expect(errors.stderr).toHaveLength(65536);
+    expect(runnersAlive()).toEqual([]);
+  });
+
+  it('bounds the scratch folder: a file past 64 MiB is refused', async () => {
+    const results = outcomes(
+      await calc(
+        attempts(`
+import pyodide_js
+F = pyodide_js.FS.mkdir.constructor
+await attempt('fill', lambda: F("const fs = process.getBuiltinModule('fs'); const b = Buffer.alloc(1 << 20, 1); const fd = fs.openSync('/scratch/big', 'w'); for (let i = 0; i < 100; i++) fs.writeSync(fd, b); return 'written'")())
+await attempt('size', lambda: F("return process.getBuiltinModule('fs').statSync('/scratch/big').size")())
+`),
+      ),
+    );
+    expect(results.fill).toMatch(/^ERR:.*(EFBIG|ENOSPC)/);
+    expect(results.size).toBe(`OK:${64 * 1024 * 1024}`);
+  });
+
+  it('runs calculations side by side, each in its own sandbox', async () => {
+    const [a, b] = await Promise.all([calc('print("a" * 3)'), calc('import sys\nprint("b", file=sys.stderr)\nsys.exit(2)')]);
+    expect(a).toMatchObject({ status: 'ok', stdout: 'aaa\n', stderr: '' });
+    expect(b).toMatchObject({ status: 'error', returnCode: 2, stdout: '', stderr: 'b\n' });
+  });
+
+  it('dies with its host: killing the process that started a calculation ends the sandbox and everything in it', async () => {
+    const host = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test', 'support', 'sandbox-call.ts'), 'while True:\n    pass'], {
+      cwd: ROOT,
+      stdio: 'ignore',
+    });
+    const exited = new Promise((resolve) => host.on('exit', resolve));
+    // wait (bounded) until the sandbox is up, then kill the host alone: the sandbox has its own group
+    for (let i = 0; i < 600 && runnersAlive().length === 0; i++) await sleep(100);
+    const alive = runnersAlive();
+    expect(alive.length).toBeGreaterThan(0);
+    host.kill('SIGKILL');
+    await exited;
+    for (let i = 0; i < 300 && runnersAlive().length > 0; i++) await sleep(100);
     expect(runnersAlive()).toEqual([]);
   });
 
