@@ -188,7 +188,9 @@ function probe(): { available: true; tools: Tools } | { available: false; reason
   if (result.error) return { available: false, reason: `bubblewrap could not be started: ${result.error.message}` };
   if (result.stdout !== 'sandbox-ok') {
     const said = (result.stderr || `exit ${result.status ?? result.signal}`).trim().split('\n')[0];
-    return { available: false, reason: `bubblewrap cannot make the sandbox here (user namespaces refused?): ${said}` };
+    // as root the sandbox is made by `nobody`, who must be able to read every bound file
+    const who = setpriv ? ' (as nobody: the checkout and node must be readable by every user)' : '';
+    return { available: false, reason: `bubblewrap cannot make the sandbox here${who}: ${said}` };
   }
   return { available: true, tools };
 }
