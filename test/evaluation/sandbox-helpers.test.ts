@@ -98,7 +98,7 @@ function order(width: number, budget: number, random: ReturnType<typeof seededRa
 }
 
 describe('wwref_helpers in the sandbox agree with the NumPy reference', () => {
-  it('ridge tables (degree 1 and 2): the same penalty; every table value and the chosen loss within 1e-12 (1e-10 at penalty 1e-5)', async () => {
+  it('ridge tables (degree 1 and 2): the same penalty; every table value and the chosen loss within 1e-12 (1e-9 at penalty 1e-5)', async () => {
     const random = seededRandom(30);
     const cases: TableCase[] = [];
     for (const [width, budgets] of [
@@ -106,10 +106,11 @@ describe('wwref_helpers in the sandbox agree with the NumPy reference', () => {
       [6, [0, 4, 8, 14, 20, 32, 62]],
     ] as const) {
       for (const budget of budgets)
-        for (const degree of [1, 2]) {
-          const u = surface(width, random);
-          cases.push({ width, degree, observations: order(width, budget, random).map((k) => [k, u[k]!]) });
-        }
+        for (const degree of [1, 2])
+          for (let surfaces = 0; surfaces < 3; surfaces++) {
+            const u = surface(width, random);
+            cases.push({ width, degree, observations: order(width, budget, random).map((k) => [k, u[k]!]) });
+          }
     }
     // ties among the leave-one-out losses: a flat surface gives the same loss to every penalty
     cases.push({ width: 4, degree: 2, observations: order(4, 6, random).map((k) => [k, 0.5]) });
@@ -126,9 +127,10 @@ describe('wwref_helpers in the sandbox agree with the NumPy reference', () => {
       });
       expect(got.table).toHaveLength(2 ** c.width);
       const diff = Math.max(...got.table.map((v, k) => Math.abs(v - want.table[k]!)));
-      // At the smallest penalty (1e-5) with fewer observations than columns the system's condition
-      // number is about n/1e-5, and both solutions carry rounding errors amplified by it: 1e-10 there.
-      const tolerance = got.alpha === 1e-5 ? 1e-10 : 1e-12;
+      // Where the smallest penalty (1e-5) is chosen (few observations, many columns) the system's
+      // condition number reaches about 1e7 and amplifies both sides' rounding (measured up to 2e-10):
+      // 1e-9 there.
+      const tolerance = got.alpha === 1e-5 ? 1e-9 : 1e-12;
       expect(diff, label).toBeLessThanOrEqual(tolerance);
       expect(Math.abs(got.observed_loo_mse - want.observed_loo_mse), label).toBeLessThanOrEqual(tolerance);
     });
