@@ -27,7 +27,12 @@ interface SequenceCase {
   chosen: number[];
   sequence: number[];
 }
-type Case = TableCase | DesignCase | SequenceCase;
+interface OrderCase {
+  width: number;
+  method: string;
+  budget: number;
+}
+type Case = TableCase | DesignCase | SequenceCase | OrderCase;
 interface TableResult {
   alpha: number;
   observed_loo_mse: number;
@@ -137,6 +142,33 @@ describe('wwref_helpers in the sandbox agree with the NumPy reference', () => {
     // the comparison compared something: several penalties chosen, most cases held to 1e-12
     expect(new Set(actual.map((r) => (r as TableResult).alpha)).size).toBeGreaterThan(2);
     expect(actual.filter((r) => (r as TableResult).alpha !== 1e-5).length).toBeGreaterThan(cases.length / 2);
+  });
+
+  it("ridge tables on the published grid's observation orders (greedy designs, seeded random orders): the same penalty, within 1e-12 (1e-9 at penalty 1e-5)", async () => {
+    const random = seededRandom(32);
+    const grid: OrderCase[] = [];
+    for (const [width, budgets] of [
+      [4, [0, 4, 8, 14]],
+      [6, [0, 4, 8, 14, 20, 32, 62]],
+    ] as const)
+      for (const budget of budgets)
+        for (const method of ['design_degree1', 'design_degree2', 'random_degree2:0', 'random_degree2:7', 'random_degree2:19'])
+          grid.push({ width, method, budget });
+    const orders = (reference(grid) as unknown as { order: number[] }[]).map((r) => r.order);
+    const cases: TableCase[] = grid.map((g, i) => {
+      const u = surface(g.width, random);
+      return { width: g.width, degree: g.method === 'design_degree1' ? 1 : 2, observations: orders[i]!.map((k) => [k, u[k]!]) };
+    });
+    const [expected, actual] = [reference(cases), await inSandbox(cases)];
+    cases.forEach((c, i) => {
+      const want = expected[i] as TableResult;
+      const got = actual[i] as TableResult;
+      const label = `${grid[i]!.method}, ${c.width} options, budget ${grid[i]!.budget}`;
+      expect(got.alpha, label).toBe(want.alpha);
+      const tolerance = got.alpha === 1e-5 ? 1e-9 : 1e-12;
+      expect(Math.max(...got.table.map((v, k) => Math.abs(v - want.table[k]!))), label).toBeLessThanOrEqual(tolerance);
+      expect(Math.abs(got.observed_loo_mse - want.observed_loo_mse), label).toBeLessThanOrEqual(tolerance);
+    });
   });
 
   it('greedy variance designs: degree 1 the very masks NumPy buys; degree 2 every purchase the lowest-index maximiser of NumPy scores', async () => {

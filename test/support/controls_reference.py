@@ -3,7 +3,8 @@ specification (controls.md), for test/evaluation/sandbox-helpers.test.ts: the sa
 helpers must agree with it. Run by the pinned runtime; reads {"cases": [...]} as JSON on stdin and
 writes {"results": [...]} on stdout. Each case: {"width", "degree", "observations": [[index, utility],
 ...] (observation order)} for a ridge table, or {"width", "degree", "chosen": [index, ...], "count"}
-for a design, or {"width", "degree", "chosen", "sequence"} for NumPy's scores along a given design.
+for a design, or {"width", "degree", "chosen", "sequence"} for NumPy's scores along a given design, or {"width",
+"method", "budget"} for the observation order of a published-grid control.
 When the project's own NumPy estimators are on this branch, `fit_table` and `design`
 are the two functions to point at them."""
 
@@ -91,11 +92,24 @@ def scores_along(width: int, degree: int, chosen: list[int], sequence: list[int]
     return steps
 
 
+def grid_order(width: int, method: str, budget: int) -> list[int]:
+    """The observation order of a published-grid control: the anchors, then ``budget`` masks of the greedy
+    design (``design_degree1``/``design_degree2``) or of the seeded random order (``random_degree2:S``)."""
+    anchors = [0, 2**width - 1]
+    if method.startswith("random_degree2:"):
+        seed = int(method.split(":")[1])
+        order = np.random.default_rng(20260907 + seed).permutation(np.arange(1, 2**width - 1))
+        return anchors + [int(k) for k in order[:budget]]
+    return anchors + design(width, int(method[-1]), anchors, budget)
+
+
 def main() -> None:
     cases = json.load(sys.stdin)["cases"]
     results = []
     for case in cases:
-        if "sequence" in case:
+        if "method" in case:
+            results.append({"order": grid_order(case["width"], case["method"], case["budget"])})
+        elif "sequence" in case:
             results.append({"steps": scores_along(case["width"], case["degree"], case["chosen"], case["sequence"])})
         elif "observations" in case:
             results.append(fit_table(case["width"], case["degree"], case["observations"]))
