@@ -176,7 +176,9 @@ export async function runCalculation(request: CalculationRequest): Promise<Recei
   let readyAt: bigint | null = null;
   let cpuAtReady = 0;
   let wall: NodeJS.Timeout | undefined;
+  let startup: NodeJS.Timeout | undefined;
   const ready = () => {
+    clearTimeout(startup); // the code's own wall limit takes over
     readyAt = process.hrtime.bigint();
     cpuAtReady = usage(processTree(child.pid!), tools.clockTicks).cpu;
     wall = setTimeout(() => kill('wall'), limits.wallSeconds * 1000);
@@ -186,7 +188,7 @@ export async function runCalculation(request: CalculationRequest): Promise<Recei
     statusText += chunk.toString('utf8');
     if (readyAt === null && statusText.startsWith('{"ready":true}\n')) ready();
   });
-  const startup = setTimeout(() => kill('wall'), STARTUP_SECONDS * 1000);
+  startup = setTimeout(() => kill('wall'), STARTUP_SECONDS * 1000);
   const watch = setInterval(() => {
     if (child.pid === undefined) return;
     const { rss, cpu } = usage(processTree(child.pid), tools.clockTicks);
