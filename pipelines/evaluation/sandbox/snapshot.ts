@@ -4,7 +4,7 @@
 // that shapes it (Pyodide's files, the runner, node), made again when any of them changes.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { ROOT } from '../../core/paths.ts';
@@ -54,6 +54,9 @@ async function makeSnapshot(tools: Tools, path: string): Promise<void> {
   mkdirSync(SNAPSHOT_DIR, { recursive: true });
   const partial = `${path}.${process.pid}.tmp`;
   writeFileSync(partial, bytes);
+  // readable by `nobody`, who makes the sandbox when we are root, whatever our umask
+  chmodSync(SNAPSHOT_DIR, 0o755);
+  chmodSync(partial, 0o644);
   renameSync(partial, path); // atomic: a concurrent maker writes the same bytes
 }
 
