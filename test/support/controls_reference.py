@@ -5,73 +5,40 @@ writes {"results": [...]} on stdout. Each case: {"width", "degree", "observation
 ...] (observation order)} for a ridge table, or {"width", "degree", "chosen": [index, ...], "count"}
 for a design, or {"width", "degree", "chosen", "sequence"} for NumPy's scores along a given design, or {"width",
 "method", "budget"} for the observation order of a published-grid control.
-When the project's own NumPy estimators are on this branch, `fit_table` and `design`
-are the two functions to point at them."""
+`fit_table` and `design` are the project's own estimators (workflows/evaluation/, the ones the
+numerical controls use); `scores_along` recomputes the design's scores to show ties."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
-PENALTIES = (1e-5, 1e-3, 0.1, 1.0, 10.0)
+# run as a script from test/support/: the repository root holds the workflows package
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from workflows.evaluation import ridge  # noqa: E402
+from workflows.evaluation.surface import feature_rows  # noqa: E402
 
 
 def features(width: int, degree: int) -> np.ndarray:
-    index = np.arange(2**width)
-    coded = np.stack([np.where((index >> (width - 1 - k)) & 1, 1.0, -1.0) for k in range(width)], axis=1)
-    columns = [np.ones(2**width)] + [coded[:, k] for k in range(width)]
-    if degree == 2:
-        columns += [coded[:, i] * coded[:, j] for i in range(width) for j in range(i + 1, width)]
-    return np.stack(columns, axis=1)
-
-
-def ridge(rows: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
-    x_mean = rows[:, 1:].mean(axis=0)
-    z = rows[:, 1:] - x_mean
-    y_mean = y.mean()
-    beta = np.linalg.solve(z.T @ z + alpha * np.eye(z.shape[1]), z.T @ (y - y_mean))
-    return np.concatenate([[y_mean - x_mean @ beta], beta])
-
-
-def loo(rows: np.ndarray, y: np.ndarray, alpha: float) -> float:
-    errors = np.empty(len(y))
-    for i in range(len(y)):
-        keep = np.arange(len(y)) != i
-        errors[i] = (rows[i : i + 1] @ ridge(rows[keep], y[keep], alpha))[0] - y[i]
-    return float(np.mean(errors**2))
+    return feature_rows(width, degree)
 
 
 def fit_table(width: int, degree: int, observations: list[list[float]]) -> dict:
     rows_all = features(width, degree)
     index = np.array([int(k) for k, _ in observations])
     y = np.array([float(v) for _, v in observations])
-    losses = {a: loo(rows_all[index], y, a) for a in PENALTIES}
-    alpha = min(PENALTIES, key=lambda a: (round(losses[a], 14), -a))
-    table = np.clip(rows_all @ ridge(rows_all[index], y, alpha), 0.0, 1.0)
+    raw, chosen = ridge.table(rows_all, rows_all[index], y)
+    table = np.clip(raw, 0.0, 1.0)
     table[index] = y
-    return {"alpha": alpha, "observed_loo_mse": losses[alpha], "losses": [losses[a] for a in PENALTIES], "table": table.tolist()}
+    losses = [chosen["loo_losses"][repr(a)] for a in ridge.PENALTIES]
+    return {"alpha": chosen["alpha"], "observed_loo_mse": chosen["observed_loo_mse"], "losses": losses, "table": table.tolist()}
 
 
 def design(width: int, degree: int, chosen: list[int], count: int) -> list[int]:
-    rows_all = features(width, degree)
-    p = rows_all.shape[1]
-    rows = rows_all[chosen]
-    taken = set(chosen)
-    bought = []
-    for _ in range(count):
-        free = np.array([k for k in range(2**width) if k not in taken])
-        if free.size == 0:
-            break
-        c = np.linalg.inv(rows.T @ rows + np.diag([1e-8] + [0.01] * (p - 1)))
-        x = rows_all[free]
-        scores = np.round(np.sum((x @ c) * x, axis=1), 10)
-        pick = int(free[np.argmax(scores)])
-        bought.append(pick)
-        taken.add(pick)
-        rows = np.vstack([rows, rows_all[pick]])
-    return bought
+    return ridge.greedy_design(features(width, degree), list(chosen), count)
 
 
 def scores_along(width: int, degree: int, chosen: list[int], sequence: list[int]) -> list[dict]:
