@@ -10,12 +10,16 @@
 //               and on one started by the job (`dask-local`), 1 and 2 workers, in alternating rounds
 //               (wall ratios per round and over all rounds), and the Dask path's
 //               per-record dispatch overhead from 2,080 small records (nile's 16 masks, 130 times)
+//   controls    the numerical controls' published grid (4,206 records: purchases, estimators, grading,
+//               records and summaries) with 1 and 2 workers: wall seconds and records per second
+//   sandbox     the calculation sandbox (pipelines/evaluation/sandbox/): start-up and a trivial call, and a
+//               22-observation pair-effect ridge fit (wwref_helpers, 6 options) in it; medians of --rounds runs
 //   episode     milliseconds per episode action (status, a refused observe) on a fresh receipt, on one
-//               filled with notes up to its cap, and past the cap (notes only counted); kept out of the
-//               default sections: it measures the evaluator, not the execute stage
-//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,catalog,episode] [--condition C ...] [--workers 1,2]
-//                            [--rounds N (dask, default 3)]
-// Default sections: overhead, throughput, profile, dask (catalog takes ~10 min on 2 cores; ask for it).
+//               filled with notes up to its cap, and past the cap (notes only counted); ask for it
+//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode] [--condition C ...] [--workers 1,2]
+//                            [--rounds N (dask, default 3; sandbox, default 5)]
+// Default sections: overhead, throughput, profile, dask, sandbox (catalog takes ~10 min on 2 cores; ask for
+// it, and for controls and episode).
 // Prepared inputs come from prepared/ (run `npx wwref prepare` first); rebuilds write to a temporary
 // folder and replays read outputs/references, which is never written.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -31,6 +35,9 @@ import { rebuild, type RebuildSummary } from '../pipelines/jobs/rebuild.ts';
 import { readManifest } from '../pipelines/sources/prepare.ts';
 import { replay, type ReplayReport } from '../pipelines/jobs/replay.ts';
 import { runPython } from '../pipelines/execution/launcher.ts';
+import { runControls } from '../pipelines/evaluation/controls/job.ts';
+import { runCalculation } from '../pipelines/evaluation/sandbox/calculation.ts';
+import { sandboxAvailable } from '../pipelines/evaluation/sandbox/isolation.ts';
 
 /** Nanoseconds per element of NumPy's float64 log1p and expm1 (the best of 7 passes over 2 million inputs). */
 const LIBM_CALL_SCRIPT = `
@@ -60,7 +67,7 @@ function arg(name: string): string[] {
   return values;
 }
 
-const sections = new Set((arg('section')[0] ?? 'overhead,throughput,profile,dask').split(','));
+const sections = new Set((arg('section')[0] ?? 'overhead,throughput,profile,dask,sandbox').split(','));
 const workerCounts = (arg('workers')[0] ?? '1,2').split(',').map(Number);
 // the settings of this shell; each rebuild writes into a temporary folder of its own
 const settings = loadSettings({}, process.env);
@@ -286,5 +293,63 @@ if (sections.has('dask')) {
     );
   } finally {
     await cluster.stop();
+  }
+}
+
+if (sections.has('controls')) {
+  console.log('numerical controls, the published grid (records, summaries and figure written to a temporary folder):');
+  const walls = new Map<number, number>();
+  for (const workers of workerCounts) {
+    const out = mkdtempSync(join(tmpdir(), 'wwref-bench-controls-'));
+    try {
+      const started = performance.now();
+      const outcome = await runControls(settings, { grid: 'published', out, workers, log: () => {}, quiet: true });
+      const wall = (performance.now() - started) / 1000;
+      walls.set(workers, wall);
+      console.log(
+        `  ${workers} worker(s): ${outcome.records} records in ${wall.toFixed(2)} s wall, ${(outcome.records / wall).toFixed(0)} records/s`,
+      );
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  }
+  if (walls.has(1) && walls.has(2)) console.log(`  wall, 2 workers / 1 worker: ${(walls.get(2)! / walls.get(1)!).toFixed(3)}`);
+}
+
+if (sections.has('sandbox')) {
+  const rounds = Number(arg('rounds')[0] ?? 5);
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const available = sandboxAvailable();
+  if (!available.available) console.log(`calculation sandbox: not available here (${available.reason})`);
+  else {
+    console.log(`calculation sandbox (Pyodide in a fresh node under bubblewrap), medians of ${rounds} runs:`);
+    // a 6-option surface with main and pair effects; the anchors and 20 purchases in a fixed order
+    const utility = (k: number) => 0.5 + 0.1 * ((k >> 5) & 1) - 0.07 * ((k >> 2) & 1) + 0.05 * (((k >> 1) ^ k) & 1) + 0.003 * (k % 7);
+    const order = [0, 63, ...Array.from({ length: 20 }, (_, i) => (i * 37 + 11) % 62).map((k) => k + 1)];
+    const observations = [...new Set(order)].map((k) => ({ mask: k.toString(2).padStart(6, '0'), utility: utility(k) }));
+    const cases = [
+      { label: 'trivial call (print(1))', code: 'print(1)', evidence: {} },
+      {
+        label: `pair-effect ridge, ${observations.length} observations, 6 options (wwref_helpers.ridge_pair)`,
+        code: 'import wwref_helpers as h\nr = h.ridge_pair(evidence["observations"])\nprint(r["alpha"], r["observed_loo_mse"])',
+        evidence: { observations },
+      },
+    ];
+    for (const { label, code, evidence } of cases) {
+      const startup: number[] = [];
+      const inside: number[] = [];
+      const total: number[] = [];
+      for (let r = 0; r < rounds; r++) {
+        const started = performance.now();
+        const receipt = await runCalculation({ code, evidence });
+        total.push((performance.now() - started) / 1000);
+        if (receipt.status !== 'ok') throw new Error(`sandbox bench: ${label} ended ${receipt.status}: ${receipt.stderr.slice(0, 200)}`);
+        startup.push(receipt.startupSeconds);
+        inside.push(receipt.wallSeconds);
+      }
+      console.log(
+        `  ${label}: start-up ${median(startup).toFixed(2)} s, the code ${median(inside).toFixed(3)} s, whole call ${median(total).toFixed(2)} s`,
+      );
+    }
   }
 }

@@ -1,6 +1,6 @@
 // Scoring stored records in bulk (`wwref grade --records FILE.jsonl`): every line is one submission,
-// {condition | instance, observations, prediction_table, score?}. Each is scored again against the
-// references; its observations are checked against them and a stored score is compared key by key
+// {condition and/or instance, observations, prediction_table (or score.prediction_table), score?, reference?}.
+// Each is scored again against the references; its observations are checked against them and a stored score is compared key by key
 // (every benchmark field must be there). A record carries no budget: its observations are not held to one.
 // A malformed line is a user error (exit 2) naming it; a difference is reported, naming the record
 // and the field, and makes the command exit 1.
@@ -26,8 +26,16 @@ export const MAX_RECORDS_BYTES = 256 << 20;
 export const MAX_RECORD_BYTES = 4 << 20;
 /** The differences kept for the outcome; beyond them only their number (`differences_total`). */
 export const MAX_DIFFERENCES_KEPT = 10_000;
-/** The keys of a record: any other (a misspelled `scores`, a `__proto__`) is refused, never ignored. */
-const RECORD_KEYS = ['condition', 'instance', 'observations', 'prediction_table', 'score'];
+/** The keys grade reads in a record; other keys (a control record's method, seed, …) are kept, not read. */
+const RECORD_KEYS = ['condition', 'instance', 'observations', 'prediction_table', 'score', 'reference'];
+
+/** Why `key` cannot be one a record may carry unread: a known key misspelled (case, plural) or an object's prototype key. */
+function keyProblem(key: string): string | undefined {
+  if (['__proto__', 'constructor', 'prototype'].includes(key)) return `key ${JSON.stringify(key)} is an object's prototype key; refused`;
+  const stem = (k: string) => k.toLowerCase().replace(/s$/, '');
+  const meant = RECORD_KEYS.find((known) => known !== key && stem(known) === stem(key));
+  return meant ? `key ${JSON.stringify(key)} is not ${JSON.stringify(meant)} (a misspelled key is refused, never ignored)` : undefined;
+}
 /** The benchmark's score fields: a stored score missing one of them differs from the recomputed one. */
 export const BENCHMARK_FIELDS = [
   'effect_mae',
@@ -170,6 +178,12 @@ function tableWidth(table: Json | undefined): number | undefined {
   return typeof first === 'string' ? first.length : undefined;
 }
 
+/** The table a record submits: its `prediction_table`, or its score's (the benchmark's control records). */
+function predictionTable(json: { [key: string]: Json }): Json | undefined {
+  if (json.prediction_table !== undefined) return json.prediction_table;
+  return isObject(json.score) ? json.score.prediction_table : undefined;
+}
+
 /**
  * Scores every line of `file`, streamed in bounded memory; see the header. With `onScore`, each
  * recomputed score goes there as it is made and none is kept in the outcome.
@@ -198,18 +212,20 @@ export function gradeRecords(
     const where = `records file ${file}, record ${record} (line ${line})`;
     const json = parseStrictJson(raw, where);
     if (!isObject(json)) throw new UserError(`${where}: expected an object {condition|instance, observations, prediction_table, score}`);
-    const unknown = Object.keys(json).filter((key) => !RECORD_KEYS.includes(key));
-    if (unknown.length)
-      throw new UserError(
-        `${where}: unknown key ${unknown.map((k) => JSON.stringify(k)).join(', ')} (a record holds ${RECORD_KEYS.join(', ')})`,
-      );
+    const problem = Object.keys(json).map(keyProblem).find(Boolean);
+    if (problem) throw new UserError(`${where}: ${problem}`);
     let condition: string;
-    if (json.condition !== undefined && json.instance !== undefined)
-      throw new UserError(`${where}: has both "condition" and "instance"; give one`);
-    if (typeof json.condition === 'string') condition = json.condition;
-    else if (typeof json.instance === 'string') {
+    if (typeof json.condition === 'string') {
+      condition = json.condition;
+      // a record may name both (control records do): the condition must be one of the instance's
+      const entry = Object.hasOwn(manifest.conditions, condition) ? manifest.conditions[condition] : undefined;
+      if (json.instance !== undefined && entry && json.instance !== entry.source)
+        throw new UserError(
+          `${where}: instance ${JSON.stringify(json.instance)} is not the source of condition '${condition}' (${entry.source})`,
+        );
+    } else if (typeof json.instance === 'string') {
       const instance = json.instance;
-      const width = tableWidth(json.prediction_table);
+      const width = tableWidth(predictionTable(json));
       const matches = Object.entries(manifest.conditions).filter(
         ([, e]) => e.source === instance && (width === undefined || e.dimensions === width),
       );
@@ -223,7 +239,7 @@ export function gradeRecords(
     let result: GradeResult;
     try {
       reference = surface(condition);
-      const predicted = predictionFromJson(json.prediction_table ?? null, reference.dimensions, 'prediction_table');
+      const predicted = predictionFromJson(predictionTable(json) ?? null, reference.dimensions, 'prediction_table');
       const observations = observationsFromJson(json.observations ?? [], reference.dimensions, 'observations');
       for (const wrong of observationMismatches(reference, observations)) {
         differ({ record, line, condition, field: `observations.${wrong.mask}`, stored: wrong.observed, recomputed: wrong.reference });
@@ -236,6 +252,15 @@ export function gradeRecords(
     const scored = { record, line, condition, score: result };
     if (onScore) onScore(scored);
     else outcome.scores.push(scored);
+    // a record that names the reference it was computed from (control records) is held to it
+    if (json.reference !== undefined) {
+      if (!isObject(json.reference)) throw new UserError(`${where}: "reference" is not an object`);
+      const entry = manifest.conditions[condition]!;
+      for (const field of ['table_sha256', 'plan_sha256'] as const) {
+        if (json.reference[field] !== entry[field])
+          differ({ record, line, condition, field: `reference.${field}`, stored: json.reference[field], recomputed: entry[field] });
+      }
+    }
     if (json.score === undefined) continue;
     if (!isObject(json.score)) throw new UserError(`${where}: "score" is not an object`);
     outcome.scores_compared++;

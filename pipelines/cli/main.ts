@@ -18,6 +18,7 @@ import audit from './commands/runs/audit.ts';
 import diff from './commands/analysis/diff.ts';
 import doctor from './commands/runs/doctor.ts';
 import effects from './commands/analysis/effects.ts';
+import controls from './commands/evaluation/controls.ts';
 import episode from './commands/evaluation/episode.ts';
 import serve from './commands/evaluation/serve.ts';
 import task from './commands/evaluation/task.ts';
@@ -56,6 +57,7 @@ const COMMANDS: Command[] = [
   episode,
   task,
   serve,
+  controls,
 ];
 
 /** The settings of this run: --references (unless the command's own), --runtime and --mirror on top of the file and `env`. */

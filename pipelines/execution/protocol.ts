@@ -44,6 +44,8 @@ export const Request = z.discriminatedUnion('op', [
   z.strictObject({ op: z.literal('joined') }),
   z.strictObject({ op: z.literal('admit'), workers: z.array(z.string()), retire: z.array(z.string()) }),
   z.strictObject({ op: z.literal('describe') }),
+  /** The controls' worker (workflows/evaluation/worker.py): one policy on one condition (pipelines/evaluation/controls/). */
+  z.strictObject({ op: z.literal('controls'), task: z.record(z.string(), z.unknown()) }),
 ]);
 export type Request = z.infer<typeof Request>;
 

@@ -122,22 +122,19 @@ describe('grade --records', () => {
       [JSON.stringify({ condition: 'lone', prediction_table: table(4, () => 0.5), score: [1] }), /"score" is not an object/],
       [
         JSON.stringify({ condition: 'lone', instance: 'inst', prediction_table: table(4, () => 0.5) }),
-        /record 1 \(line 1\): has both "condition" and "instance"/,
+        /record 1 \(line 1\): instance "inst" is not the source of condition 'lone' \(src_lone\)/,
       ],
       ['', /records file .* holds no record/],
       ['\n  \n', /records file .* holds no record/],
       // a misspelled key or a prototype key is refused, never ignored
       [
         JSON.stringify({ condition: 'lone', prediction_table: table(4, () => 0.5), scores: {} }),
-        /record 1 \(line 1\): unknown key "scores"/,
+        /record 1 \(line 1\): key "scores" is not "score" \(a misspelled key is refused, never ignored\)/,
       ],
-      [
-        JSON.stringify({ condition: 'lone', prediction_table: table(4, () => 0.5), Score: {} }),
-        /unknown key "Score" \(a record holds condition, instance/,
-      ],
+      [JSON.stringify({ condition: 'lone', prediction_table: table(4, () => 0.5), Score: {} }), /key "Score" is not "score"/],
       [
         `{"condition": "lone", "__proto__": {"score": {}}, "prediction_table": ${JSON.stringify(table(4, () => 0.5))}}`,
-        /unknown key "__proto__"/,
+        /key "__proto__" is an object's prototype key; refused/,
       ],
       // a condition named like an object's inherited member is no condition of the manifest
       [

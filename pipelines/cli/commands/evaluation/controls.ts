@@ -1,0 +1,102 @@
+import { UserError } from '../../../core/errors.ts';
+import { formatSeconds } from '../../../core/progress.ts';
+import { defineCommand } from '../../command.ts';
+import { list, withReferences, withWorkers } from '../../options.ts';
+import { outputPath } from '../../output-path.ts';
+
+const ACTIONS = ['run', 'summary'] as const;
+
+/** Whole numbers as written in decimal digits (yargs' number type would read 0x3, 1e1 or ''). */
+function wholeNumbers(values: readonly string[], flag: string): number[] {
+  return values
+    .flatMap((v) => v.split(/[\s,]+/))
+    .filter(Boolean)
+    .map((v) => {
+      if (!/^\d+$/.test(v)) throw new UserError(`--${flag} takes whole numbers written in decimal digits, not '${v}'`);
+      return Number(v);
+    });
+}
+
+function seedsOf(text: string): number {
+  const [seeds, ...more] = wholeNumbers([text], 'seeds');
+  if (seeds === undefined || more.length) throw new UserError(`--seeds takes one whole number, not '${text}'`);
+  return seeds;
+}
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+export default defineCommand({
+  command: 'controls <action>',
+  describe:
+    "the benchmark's numerical controls: run (fixed designs and estimators on the references, scored by grade) or summary (of records made elsewhere)",
+  builder: (y) =>
+    withWorkers(withReferences(y))
+      .positional('action', { choices: ACTIONS, describe: 'run | summary' })
+      .option('condition', { type: 'string', array: true, describe: 'run: condition(s); default every condition with references' })
+      .option('method', { type: 'string', array: true, describe: 'run: method(s); default all eight' })
+      .option('budget', {
+        type: 'string',
+        array: true,
+        describe: 'run: budget(s) B, 0 … 2^d − 2; default the published budgets of the track',
+      })
+      .option('seeds', { type: 'string', describe: 'run: seeds of the random design, 0 … N−1 (default 20)' })
+      .option('grid', {
+        type: 'string',
+        choices: ['published'],
+        describe: "run: the published grid (4,206 records on the catalog's conditions)",
+      })
+      .option('records', { type: 'string', array: true, describe: 'summary: records files (JSON lines)' })
+      .option('out', {
+        type: 'string',
+        demandOption: true,
+        describe: 'output folder (records.jsonl, summary.json and .csv, macro.csv, figure)',
+      }),
+  run: async (argv, { settings, out }) => {
+    const action = argv.action as (typeof ACTIONS)[number];
+    const runOnly = ['condition', 'method', 'budget', 'seeds', 'grid'].filter((o) => argv[o] !== undefined);
+    if (action === 'summary' && runOnly.length)
+      throw new UserError(`controls summary does not take ${runOnly.map((o) => `--${o}`).join(', ')}`);
+    if (action === 'run' && argv.records !== undefined)
+      throw new UserError('controls run does not take --records (that is controls summary)');
+    const folder = outputPath(settings, argv.out, 'out', 'folder');
+    if (action === 'summary') {
+      const files = list(argv.records, 'records');
+      if (!files.length) throw new UserError('controls summary needs --records FILE…');
+      const { readControlRecords } = await import('../../../evaluation/controls/records.ts');
+      const { writeSummaries } = await import('../../../evaluation/controls/outputs.ts');
+      const { catalogLookup } = await import('../../../evaluation/controls/job.ts');
+      const { loadCatalog } = await import('../../../references/store.ts');
+      const { makeDirs } = await import('../../../core/fsutil.ts');
+      const { checkSummaryFolder } = await import('../../../evaluation/controls/outputs.ts');
+      const { checkDistinct } = await import('../../../evaluation/controls/records.ts');
+      checkSummaryFolder(folder);
+      const lookup = catalogLookup(loadCatalog(settings));
+      const records = files.flatMap((f) => readControlRecords(f, lookup));
+      checkDistinct(records);
+      makeDirs(folder);
+      const written = await writeSummaries(settings, folder, records, { records_files: files });
+      out(`${plural(records.length, 'record')} summarised: ${written.summary}, ${written.summary_csv}, ${written.macro_csv}`);
+      if (written.figures.length) out(`figure: ${written.figures.join(', ')}`);
+      return 0;
+    }
+    const { parseMethod } = await import('../../../evaluation/controls/grid.ts');
+    const { runControls } = await import('../../../evaluation/controls/job.ts');
+    const outcome = await runControls(settings, {
+      conditions: list(argv.condition, 'condition'),
+      methods: list(argv.method, 'method').map(parseMethod),
+      budgets: wholeNumbers(list(argv.budget, 'budget'), 'budget'),
+      seeds: argv.seeds === undefined ? undefined : seedsOf(argv.seeds),
+      grid: argv.grid as 'published' | undefined,
+      out: folder,
+      workers: argv.workers,
+      log: (line) => process.stderr.write(`${line}\n`),
+    });
+    out(
+      `${plural(outcome.records, 'control record')} (${plural(outcome.tasks, 'task')}${outcome.reused_tasks ? `, ${outcome.reused_tasks} resumed` : ''}) ` +
+        `in ${formatSeconds(outcome.seconds)}: ${outcome.files.records}`,
+    );
+    out(`summary: ${outcome.files.summary}, ${outcome.files.summary_csv}, ${outcome.files.macro_csv}`);
+    if (outcome.files.figures.length) out(`figure: ${outcome.files.figures.join(', ')}`);
+    return 0;
+  },
+});

@@ -1,0 +1,71 @@
+// What a controls run leaves beside its records: summary.json (cells and family-macro cells, with the
+// run's identity), summary.csv, macro.csv and the recovery figure. Each file is written atomically.
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { UserError } from '../../core/errors.ts';
+import { writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
+import { ROOT } from '../../core/paths.ts';
+import type { Settings } from '../../core/settings.ts';
+import { runPython } from '../../execution/launcher.ts';
+import type { StoredRecord } from './records.ts';
+import { cellsCsv, macroCells, summaryCells } from './summary.ts';
+
+export interface SummaryFiles {
+  summary: string;
+  summary_csv: string;
+  macro_csv: string;
+  figures: string[];
+}
+
+const FIGURE_SCRIPT = join(ROOT, 'workflows', 'evaluation', 'figure.py');
+const SUMMARY_FILES = ['summary.json', 'summary.csv', 'macro.csv', 'controls-recovery.svg', 'controls-recovery.png'];
+
+/**
+ * Refuses (UserError) a folder a summary must not write into: a controls run's (its summary belongs to
+ * its records), or one holding other files than a summary's.
+ */
+export function checkSummaryFolder(out: string): void {
+  if (!existsSync(out)) return;
+  const present = readdirSync(out);
+  if (present.includes('run.json'))
+    throw new UserError(`--out ${out} is a controls run's folder, whose summary belongs to its records; name another folder`);
+  const foreign = present.filter((f) => !SUMMARY_FILES.includes(f));
+  if (foreign.length)
+    throw new UserError(
+      `--out ${out} holds other files than a summary's (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''}); name a new or empty folder`,
+    );
+}
+
+/** Writes the summaries of `records` into `out`; `meta` goes into summary.json as it is. */
+export async function writeSummaries(
+  settings: Settings,
+  out: string,
+  records: readonly StoredRecord[],
+  meta: Record<string, unknown>,
+  figures = true,
+): Promise<SummaryFiles> {
+  const cells = summaryCells(records);
+  const macro = macroCells(records);
+  const files: SummaryFiles = {
+    summary: join(out, 'summary.json'),
+    summary_csv: join(out, 'summary.csv'),
+    macro_csv: join(out, 'macro.csv'),
+    figures: [],
+  };
+  writeJsonAtomic(files.summary, { ...meta, records: records.length, cells, family_macro: macro });
+  writeFileAtomic(files.summary_csv, cellsCsv(cells));
+  writeFileAtomic(files.macro_csv, cellsCsv(macro));
+  if (figures) {
+    const child = runPython(settings, [FIGURE_SCRIPT], {
+      env: { MPLBACKEND: 'Agg', MPLCONFIGDIR: join(settings.paths.cache, 'matplotlib') },
+      input: JSON.stringify({ out, cells: macro }),
+      reject: false,
+    });
+    if (child.exitCode !== 0) {
+      const last = String(child.stderr).trim().split('\n').pop() || `exit status ${child.exitCode}`;
+      throw new UserError(`the controls' figure could not be drawn (matplotlib): ${last}`);
+    }
+    files.figures = (JSON.parse(String(child.stdout)) as string[]).map((f) => join(out, f));
+  }
+  return files;
+}
