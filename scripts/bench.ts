@@ -14,10 +14,12 @@
 //               records and summaries) with 1 and 2 workers: wall seconds and records per second
 //   sandbox     the calculation sandbox (pipelines/evaluation/sandbox/): start-up and a trivial call, and a
 //               22-observation pair-effect ridge fit (wwref_helpers, 6 options) in it; medians of --rounds runs
-//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls] [--condition C ...] [--workers 1,2]
-//                            [--rounds N (dask, default 3; sandbox, default 5)]
+//   episode     milliseconds per episode action (status, a refused observe) on a fresh receipt, on one
+//               filled with notes up to its cap, and past the cap (notes only counted)
+//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode] [--condition C ...]
+//                            [--workers 1,2] [--rounds N (dask, default 3; sandbox, default 5)]
 // Default sections: overhead, throughput, profile, dask, sandbox (catalog takes ~10 min on 2 cores; ask for
-// it, and for controls).
+// it, and for controls and episode, which measure the evaluator).
 // Prepared inputs come from prepared/ (run `npx wwref prepare` first); rebuilds write to a temporary
 // folder and replays read outputs/references, which is never written.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -117,6 +119,34 @@ if (sections.has('overhead')) {
   console.log(`per-record overhead, 1 worker, ${conditions.join(', ')}:`);
   describeRebuild('rebuild', await rebuildInTemp(conditions, 1));
   describeReplay('replay ', await replay({ settings, conditions, workers: 1, quiet: true }));
+}
+
+if (sections.has('episode')) {
+  const { episodeStatus, observe, startEpisode } = await import('../pipelines/evaluation/episode.ts');
+  const { NOTES_MAX_BYTES } = await import('../pipelines/evaluation/receipt.ts');
+  const { statSync } = await import('node:fs');
+  const condition = arg('condition')[0] ?? 'nile';
+  const dir = mkdtempSync(join(tmpdir(), 'wwref-bench-episode-'));
+  try {
+    const ep = join(dir, 'ep');
+    await startEpisode(settings, { dir: ep, condition, budget: 1 });
+    const size = () => statSync(join(ep, 'events.jsonl')).size;
+    const perAction = async (label: string, n: number) => {
+      const started = performance.now();
+      for (let k = 0; k < n; k++) {
+        await episodeStatus(settings, ep);
+        await observe(settings, ep, [`x${k}`]).catch(() => undefined);
+      }
+      console.log(`  ${label}: ${((performance.now() - started) / (2 * n)).toFixed(1)} ms per action (receipt ${size()} bytes)`);
+    };
+    console.log(`episode actions on ${condition} (a status and a refused observe, alternating):`);
+    await perAction('fresh receipt      ', 100);
+    while (size() < NOTES_MAX_BYTES) await observe(settings, ep, [`fill${size()}`]).catch(() => undefined);
+    await perAction('receipt at its cap ', 100);
+    await perAction('past the cap       ', 100);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 if (sections.has('catalog')) {

@@ -8,7 +8,7 @@ import { UserError } from '../core/errors.ts';
 import { makeDirs } from '../core/fsutil.ts';
 import { ROOT } from '../core/paths.ts';
 import type { Settings } from '../core/settings.ts';
-import { runPython } from '../execution/launcher.ts';
+import { runPython, howItEnded } from '../execution/launcher.ts';
 import type { ConditionAnalysis } from './effects.ts';
 
 export const FIGURE_SCRIPT = join(ROOT, 'pipelines', 'analysis', 'figures.py');
@@ -42,7 +42,7 @@ export function writeFigures(settings: Settings, dir: string, analyses: readonly
     maxBuffer: 16 * 1024 * 1024,
   });
   if (child.exitCode !== 0) {
-    const last = String(child.stderr).trim().split('\n').pop() || `exit status ${child.exitCode}`;
+    const last = howItEnded(child);
     throw new UserError(`the figures could not be drawn (matplotlib): ${last}`);
   }
   return JSON.parse(String(child.stdout)) as string[];

@@ -4,6 +4,8 @@
 // (every benchmark field must be there). A record carries no budget: its observations are not held to one.
 // A malformed line is a user error (exit 2) naming it; a difference is reported, naming the record
 // and the field, and makes the command exit 1.
+import { closeSync, readSync } from 'node:fs';
+import { openRegularFile } from '../core/containment.ts';
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
 import { ReferenceStore } from '../references/store.ts';
@@ -16,10 +18,39 @@ import {
   predictionFromJson,
   referenceSurface,
 } from './grade.ts';
-import { isObject, type Json, parseStrictJson, readBoundedText } from './strict-json.ts';
+import { isObject, type Json, parseStrictJson } from './strict-json.ts';
 
 /** A records file larger than this is refused unread. */
 export const MAX_RECORDS_BYTES = 256 << 20;
+/** One record (one line) longer than this is refused: a 6-option record with a stored score is a few KiB. */
+export const MAX_RECORD_BYTES = 4 << 20;
+/** The differences kept for the outcome; beyond them only their number (`differences_total`). */
+export const MAX_DIFFERENCES_KEPT = 10_000;
+/** The keys of a record: any other (a misspelled `scores`, a `__proto__`) is refused, never ignored. */
+const RECORD_KEYS = [
+  'condition',
+  'instance',
+  'observations',
+  'prediction_table',
+  'score',
+  'reference',
+  // what the benchmark's records also carry and grade does not read: the method, its budget and its choices
+  'family',
+  'track',
+  'method',
+  'seed',
+  'budget',
+  'actual_credits',
+  'acquisition_order',
+  'degree',
+  'alpha',
+  'observed_loo_mse',
+  'loo_losses',
+  'trajectory',
+  'parameters',
+  'final_parameters',
+  'code_inferred_observations',
+];
 /** The benchmark's score fields: a stored score missing one of them differs from the recomputed one. */
 export const BENCHMARK_FIELDS = [
   'effect_mae',
@@ -54,9 +85,75 @@ export interface RecordsOutcome {
   records: number;
   /** Records that carried a stored score. */
   scores_compared: number;
+  /** The first MAX_DIFFERENCES_KEPT differences. */
   differences: RecordDifference[];
-  /** The recomputed score of every record. */
-  scores: { record: number; line: number; condition: string; score: GradeResult }[];
+  differences_total: number;
+  /** The recomputed score of every record (none kept when they are passed to `onScore`). */
+  scores: RecordScore[];
+}
+
+export interface RecordScore {
+  record: number;
+  line: number;
+  condition: string;
+  score: GradeResult;
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The lines of a records file, read in 1 MiB blocks (never whole): at most MAX_RECORDS_BYTES in all
+ * and MAX_RECORD_BYTES a line, each decoded as UTF-8 on its own; a FIFO, device or link is refused unopened.
+ */
+function* recordLines(file: string): Generator<{ text: string; line: number }> {
+  const { fd, size } = openRegularFile(file, 'records file');
+  const tooLong = (line: number) => new UserError(`records file ${file}, line ${line} is over ${MAX_RECORD_BYTES} bytes; refused`);
+  const decode = (bytes: Buffer, line: number) => {
+    try {
+      const text = UTF8.decode(bytes);
+      return line === 1 && text.startsWith('\uFEFF') ? text.slice(1) : text;
+    } catch {
+      throw new UserError(`records file ${file}, line ${line} is not UTF-8 text`);
+    }
+  };
+  try {
+    if (size > MAX_RECORDS_BYTES)
+      throw new UserError(`records file ${file} is ${size} bytes, more than the ${MAX_RECORDS_BYTES} allowed; refused`);
+    const block = Buffer.allocUnsafe(1 << 20);
+    let carry: Buffer[] = [];
+    let carried = 0;
+    let line = 0;
+    let total = 0;
+    for (;;) {
+      const n = readSync(fd, block, 0, block.length, null);
+      if (n === 0) break;
+      total += n;
+      if (total > MAX_RECORDS_BYTES)
+        throw new UserError(`records file ${file} grew past the ${MAX_RECORDS_BYTES} bytes allowed while it was read; refused`);
+      const data = block.subarray(0, n);
+      let start = 0;
+      for (let end = data.indexOf(0x0a); end >= 0; end = data.indexOf(0x0a, start)) {
+        line++;
+        if (end === start && !carried) {
+          start = end + 1; // an empty line: nothing to decode
+          continue;
+        }
+        const piece = data.subarray(start, end);
+        if (carried + piece.length > MAX_RECORD_BYTES) throw tooLong(line);
+        const bytes = carried ? Buffer.concat([...carry, piece]) : piece;
+        carry = [];
+        carried = 0;
+        yield { text: decode(bytes, line), line };
+        start = end + 1;
+      }
+      if (carried + n - start > MAX_RECORD_BYTES) throw tooLong(line + 1);
+      carry.push(Buffer.from(data.subarray(start)));
+      carried += n - start;
+    }
+    if (carried) yield { text: decode(Buffer.concat(carry), line + 1), line: line + 1 };
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function sameValue(stored: Json, recomputed: Json): boolean {
@@ -75,7 +172,8 @@ function differingFields(
   if (stored === undefined || recomputed === undefined) return [{ field: path, stored, recomputed }];
   if (isObject(stored) && isObject(recomputed)) {
     const keys = [...new Set([...Object.keys(stored), ...Object.keys(recomputed)])];
-    return keys.flatMap((key) => differingFields(stored[key], recomputed[key], `${path}.${key}`));
+    const own = (o: { [key: string]: Json }, key: string) => (Object.hasOwn(o, key) ? o[key] : undefined);
+    return keys.flatMap((key) => differingFields(own(stored, key), own(recomputed, key), `${path}.${key}`));
   }
   if (Array.isArray(stored) && Array.isArray(recomputed) && stored.length === recomputed.length) {
     return stored.flatMap((item, k) => differingFields(item, recomputed[k], `${path}.${k}`));
@@ -101,9 +199,16 @@ function predictionTable(json: { [key: string]: Json }): Json | undefined {
   return isObject(json.score) ? json.score.prediction_table : undefined;
 }
 
-/** Scores every line of `file`; see the header. */
-export function gradeRecords(settings: Settings, file: string, referencesDir = settings.paths.references): RecordsOutcome {
-  const text = readBoundedText(file, 'records file', MAX_RECORDS_BYTES);
+/**
+ * Scores every line of `file`, streamed in bounded memory; see the header. With `onScore`, each
+ * recomputed score goes there as it is made and none is kept in the outcome.
+ */
+export function gradeRecords(
+  settings: Settings,
+  file: string,
+  referencesDir = settings.paths.references,
+  onScore?: (score: RecordScore) => void,
+): RecordsOutcome {
   const store = new ReferenceStore(referencesDir, settings.paths);
   const manifest = store.requireManifest();
   const surfaces = new Map<string, Surface>();
@@ -111,14 +216,22 @@ export function gradeRecords(settings: Settings, file: string, referencesDir = s
     if (!surfaces.has(condition)) surfaces.set(condition, referenceSurface(settings, condition, referencesDir));
     return surfaces.get(condition)!;
   };
-  const outcome: RecordsOutcome = { records: 0, scores_compared: 0, differences: [], scores: [] };
-  const lines = text.split('\n');
-  lines.forEach((raw, k) => {
-    if (raw.trim() === '') return;
+  const outcome: RecordsOutcome = { records: 0, scores_compared: 0, differences: [], differences_total: 0, scores: [] };
+  const differ = (d: RecordDifference) => {
+    outcome.differences_total++;
+    if (outcome.differences.length < MAX_DIFFERENCES_KEPT) outcome.differences.push(d);
+  };
+  for (const { text: raw, line } of recordLines(file)) {
+    if (raw.trim() === '') continue;
     const record = ++outcome.records;
-    const where = `records file ${file}, record ${record} (line ${k + 1})`;
+    const where = `records file ${file}, record ${record} (line ${line})`;
     const json = parseStrictJson(raw, where);
     if (!isObject(json)) throw new UserError(`${where}: expected an object {condition|instance, observations, prediction_table, score}`);
+    const unknown = Object.keys(json).filter((key) => !RECORD_KEYS.includes(key));
+    if (unknown.length)
+      throw new UserError(
+        `${where}: unknown key ${unknown.map((k) => JSON.stringify(k)).join(', ')} (a record holds ${RECORD_KEYS.join(', ')})`,
+      );
     let condition: string;
     if (typeof json.condition === 'string') {
       condition = json.condition;
@@ -147,38 +260,26 @@ export function gradeRecords(settings: Settings, file: string, referencesDir = s
       const predicted = predictionFromJson(predictionTable(json) ?? null, reference.dimensions, 'prediction_table');
       const observations = observationsFromJson(json.observations ?? [], reference.dimensions, 'observations');
       for (const wrong of observationMismatches(reference, observations)) {
-        outcome.differences.push({
-          record,
-          line: k + 1,
-          condition,
-          field: `observations.${wrong.mask}`,
-          stored: wrong.observed,
-          recomputed: wrong.reference,
-        });
+        differ({ record, line, condition, field: `observations.${wrong.mask}`, stored: wrong.observed, recomputed: wrong.reference });
       }
       result = gradeSurface(reference, predicted, { observed: observations.map((o) => o.mask) });
     } catch (error) {
       if (error instanceof UserError) throw new UserError(`${where}: ${error.message}`);
       throw error;
     }
-    outcome.scores.push({ record, line: k + 1, condition, score: result });
+    const scored = { record, line, condition, score: result };
+    if (onScore) onScore(scored);
+    else outcome.scores.push(scored);
     // a record that names the reference it was computed from (control records) is held to it
     if (json.reference !== undefined) {
       if (!isObject(json.reference)) throw new UserError(`${where}: "reference" is not an object`);
       const entry = manifest.conditions[condition]!;
       for (const field of ['table_sha256', 'plan_sha256'] as const) {
         if (json.reference[field] !== entry[field])
-          outcome.differences.push({
-            record,
-            line: k + 1,
-            condition,
-            field: `reference.${field}`,
-            stored: json.reference[field],
-            recomputed: entry[field],
-          });
+          differ({ record, line, condition, field: `reference.${field}`, stored: json.reference[field], recomputed: entry[field] });
       }
     }
-    if (json.score === undefined) return;
+    if (json.score === undefined) continue;
     if (!isObject(json.score)) throw new UserError(`${where}: "score" is not an object`);
     outcome.scores_compared++;
     // the fields the stored score carries and every benchmark field, each compared whole (a table mask by mask)
@@ -186,10 +287,11 @@ export function gradeRecords(settings: Settings, file: string, referencesDir = s
     const storedScore = json.score;
     const missing = BENCHMARK_FIELDS.filter((key) => !Object.hasOwn(storedScore, key));
     for (const [key, stored] of [...Object.entries(storedScore), ...missing.map((key) => [key, undefined] as const)]) {
-      for (const d of differingFields(stored, recomputed[key], `score.${key}`))
-        outcome.differences.push({ record, line: k + 1, condition, ...d });
+      // an own key only: a stored "__proto__" or "constructor" is a field the scorer does not compute
+      const mine = Object.hasOwn(recomputed, key) ? recomputed[key] : undefined;
+      for (const d of differingFields(stored, mine, `score.${key}`)) differ({ record, line, condition, ...d });
     }
-  });
+  }
   if (!outcome.records) throw new UserError(`records file ${file} holds no record`);
   return outcome;
 }
@@ -197,7 +299,9 @@ export function gradeRecords(settings: Settings, file: string, referencesDir = s
 /** One line per difference, for stderr. */
 export function differenceLines(outcome: RecordsOutcome): string[] {
   const show = (x: Json | undefined) => (x === undefined ? 'absent' : JSON.stringify(x));
-  return outcome.differences.map(
+  const lines = outcome.differences.map(
     (d) => `record ${d.record} (line ${d.line}, ${d.condition}): ${d.field}: stored ${show(d.stored)}, recomputed ${show(d.recomputed)}`,
   );
+  const omitted = outcome.differences_total - outcome.differences.length;
+  return omitted ? [...lines, `… and ${omitted} more difference(s), not listed`] : lines;
 }

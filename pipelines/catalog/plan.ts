@@ -283,6 +283,9 @@ export function parsePlan(file: string, text: string): Plan {
   return parsed.data;
 }
 
+/** The plan schema's title: how `plan-schema` recognises a file it wrote. */
+export const PLAN_SCHEMA_TITLE = 'wwref construction plan';
+
 /**
  * JSON Schema (draft 2020-12) of a construction plan, for editors (sources/plan.schema.json): the zod
  * schema above, with `preparation.params` spelled out per recipe kind. Cross-field rules (options
@@ -302,7 +305,7 @@ export function planJsonSchema(): Record<string, unknown> {
   });
   return {
     ...schema,
-    title: 'wwref construction plan',
+    title: PLAN_SCHEMA_TITLE,
     description: 'A source and its task conditions (pipelines/catalog/plan.ts); validate with `wwref add-source PLAN --dry-run`.',
   };
 }

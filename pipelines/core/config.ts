@@ -39,15 +39,49 @@ const Config = z.strictObject({
 });
 export type Config = z.infer<typeof Config>;
 
+/**
+ * The first key written twice in one object of `text` (JSON that parses), or undefined: JSON.parse
+ * would silently keep the last value (a second numerical_profile, say).
+ */
+function repeatedKey(text: string): string | undefined {
+  const open: (Set<string> | undefined)[] = []; // a set of keys per open object, undefined per open array
+  let keyNext = false;
+  for (let at = 0; at < text.length; at++) {
+    const ch = text[at];
+    if (ch === '"') {
+      let end = at + 1;
+      while (text[end] !== '"') end += text[end] === '\\' ? 2 : 1;
+      if (keyNext) {
+        const key = JSON.parse(text.slice(at, end + 1)) as string;
+        const seen = open.at(-1)!;
+        if (seen.has(key)) return key;
+        seen.add(key);
+        keyNext = false;
+      }
+      at = end;
+    } else if (ch === '{') {
+      open.push(new Set());
+      keyNext = true;
+    } else if (ch === '[') open.push(undefined);
+    else if (ch === '}' || ch === ']') open.pop();
+    else if (ch === ',') keyNext = open.at(-1) !== undefined;
+  }
+  return undefined;
+}
+
 export function readConfig(root: string): Config {
   const path = join(root, CONFIG_FILE);
   if (!existsSync(path)) return Config.parse({});
   let json: unknown;
+  let text: string;
   try {
-    json = JSON.parse(readFileSync(path, 'utf8'));
+    text = readFileSync(path, 'utf8');
+    json = JSON.parse(text);
   } catch (error) {
     throw new UserError(`${path} is not JSON: ${(error as Error).message}`);
   }
+  const repeated = repeatedKey(text);
+  if (repeated !== undefined) throw new UserError(`${path}: the key ${JSON.stringify(repeated)} is written twice in one object; keep one`);
   const parsed = Config.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

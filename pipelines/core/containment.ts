@@ -20,12 +20,14 @@ import {
   unlinkSync,
   type Stats,
 } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import { z } from 'zod';
 import { readContract } from './contracts.ts';
 import { UserError } from './errors.ts';
 import { ROOT } from './paths.ts';
+import { CONFIG_FILE } from './config.ts';
 import type { Paths } from './settings.ts';
 
 const Naming = z.strictObject({
@@ -252,13 +254,92 @@ export function generatedFolders(paths: Pick<Paths, 'references' | 'prepared' | 
   return [paths.references, join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), paths.prepared, paths.manifests];
 }
 
+let repository: { tracked: Set<string>; gitDirs: string[] } | undefined;
+/**
+ * The repository's tracked files and its git folders (a worktree's own and the common one), real
+ * absolute paths, asked of git once; none when ROOT is no git work tree (the other rules still hold).
+ */
+function repositoryFiles(): { tracked: Set<string>; gitDirs: string[] } {
+  if (!repository) {
+    const root = realPath(ROOT);
+    const git = (args: string[]) =>
+      execFileSync('git', ['-C', root, ...args], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+        timeout: 20_000,
+        maxBuffer: 64 << 20,
+      });
+    repository = { tracked: new Set(), gitDirs: [join(root, '.git')] };
+    try {
+      for (const name of git(['ls-files', '-z']).split('\0')) if (name) repository.tracked.add(join(root, name));
+      const dirs = git(['rev-parse', '--path-format=absolute', '--git-dir', '--git-common-dir']).split('\n').filter(Boolean);
+      repository.gitDirs.push(...dirs.map((d) => realPath(d)));
+    } catch {
+      // no git, or not a work tree
+    }
+  }
+  return repository;
+}
+
+/** The nearest folder at or above `path` holding a reference manifest (`manifest.json` with `manifest_version`), if any. */
+function referenceFolderAbove(path: string): string | undefined {
+  for (let dir = path; ; dir = dirname(dir)) {
+    const manifest = join(dir, 'manifest.json');
+    if (lstatOrNothing(manifest)?.isFile()) {
+      try {
+        if (readRegularFile(manifest, 'manifest', 1 << 20).includes('"manifest_version"')) return dir;
+      } catch {
+        // unreadable or too large: not a manifest this rule can recognise
+      }
+    }
+    if (dirname(dir) === dir) return undefined;
+  }
+}
+
 export interface OutputCheck {
   /** A file the command writes (default), or a folder it fills. */
   kind?: 'file' | 'folder';
   /** Further folders only wwref writes, e.g. the reference folder a command reads. */
   generated?: readonly string[];
-  /** The output may lie in the project's source folders (a plan, the plan schema in sources/). */
+  /** The output may lie in `sources/` (a plan, the plan schema): only there among the project's source folders. */
   inSources?: boolean;
+  /**
+   * Whether the existing file at the (real) path is one this same command writes (the committed plan
+   * schema is plan-schema's): only such a file among the repository's tracked files may be replaced.
+   */
+  ownFile?: (path: string) => boolean;
+}
+
+/**
+ * Why writing `path` would replace part of the project, or undefined. The rule, after `..` and links
+ * are resolved: never inside `.git/`, the configuration, a reference folder (any folder holding a
+ * reference manifest), a folder only wwref writes (prepared inputs, source manifests, the reference
+ * folders of the settings), the project's source folders (`sources/` alone for plans); never over a
+ * tracked file of the repository unless it is one the same command wrote (`ownFile`); a folder
+ * output never holds a tracked file.
+ */
+function projectClash(paths: Pick<Paths, 'references' | 'prepared' | 'manifests'>, path: string, check: OutputCheck): string | undefined {
+  const real = realPath(path);
+  const root = realPath(ROOT);
+  const { tracked, gitDirs } = repositoryFiles();
+  const git = gitDirs.find((dir) => within(real, dir));
+  if (git) return `inside ${git}, the repository itself`;
+  if (real === join(root, CONFIG_FILE)) return `the project's configuration (${CONFIG_FILE})`;
+  for (const dir of SOURCE_FOLDERS) {
+    if (check.inSources && dir === join(ROOT, 'sources')) continue;
+    if (isInside(path, dir)) return `inside ${dir}, the project's own source`;
+  }
+  for (const dir of [...generatedFolders(paths), ...(check.generated ?? [])]) {
+    if (isInside(path, dir)) return `inside ${dir}, which only wwref itself writes`;
+  }
+  const references = referenceFolderAbove(real);
+  if (references) return `inside ${references}, a reference folder (it holds a manifest), which only wwref itself writes`;
+  if ((check.kind ?? 'file') === 'folder') {
+    const prefix = real.endsWith(sep) ? real : real + sep;
+    for (const file of tracked) if (file.startsWith(prefix)) return `a folder holding ${file}, a file of the repository (tracked by git)`;
+  } else if (tracked.has(real) && !check.ownFile?.(real))
+    return 'a file of the repository (tracked by git), which this command did not write';
+  return undefined;
 }
 
 /** What is at `path` (the link itself with `link`), or undefined, a parent that is a file included. */
@@ -274,8 +355,9 @@ function outputStats(path: string, what: string, shown: string, link = false): S
 
 /**
  * The one check of an output path a user names (`what`: "--out", "report file"), made before any
- * work: refused inside the project's source folders or a folder only wwref writes (after `..` and
- * symbolic links are resolved), and when it cannot be written: a file output that is a folder, a
+ * work, for every command that writes one: refused where it would replace part of the project
+ * (projectClash: `.git/`, the configuration, a reference folder, prepared inputs, the sources, a
+ * tracked file unless the command's own), and when it cannot be written: a file output that is a folder, a
  * symbolic link, a device, FIFO or socket; a folder output that is a file; a parent that is a file;
  * a nearest existing folder that is not writable. Returns the absolute path.
  */
@@ -287,12 +369,8 @@ export function checkOutputPath(
 ): string {
   const kind = check.kind ?? 'file';
   if (path.trim() === '') throw new UserError(`${what} needs a path`);
-  for (const dir of check.inSources ? [] : SOURCE_FOLDERS) {
-    if (isInside(path, dir)) throw new UserError(`${what} ${path} is inside ${dir}, the project's own source; choose another path`);
-  }
-  for (const dir of [...generatedFolders(paths), ...(check.generated ?? [])]) {
-    if (isInside(path, dir)) throw new UserError(`${what} ${path} is inside ${dir}, which only wwref itself writes; choose another path`);
-  }
+  const clash = projectClash(paths, path, check);
+  if (clash) throw new UserError(`${what} ${path} is ${clash}; choose another path`);
   const target = resolve(path);
   if (kind === 'file' && outputStats(target, what, path, true)?.isSymbolicLink()) {
     throw new UserError(

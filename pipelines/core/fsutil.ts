@@ -1,7 +1,19 @@
 // File-system writes and reads as every stage does them: atomic writes (a temporary sibling, then a
 // rename, so a reader never sees half a file), appends that never follow a symlink, and file-system
 // failures turned into one-line user errors that name the file.
-import { closeSync, constants, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { UserError } from './errors.ts';
 
@@ -47,8 +59,10 @@ export function makeDirs(dir: string): void {
   }
 }
 
+let written = 0;
 export function writeFileAtomic(path: string, data: string | Uint8Array): void {
-  const tmp = `${path}.${process.pid}.${Date.now()}.tmp`;
+  // `<name>.<pid>.<digits>.tmp`, unique within the process too (two writes of one file in the same millisecond)
+  const tmp = `${path}.${process.pid}.${Date.now() * 1000 + (++written % 1000)}.tmp`;
   try {
     makeDirs(dirname(path));
     writeFileSync(tmp, data, { flag: 'wx' });
@@ -68,13 +82,19 @@ export function writeJsonAtomic(path: string, value: unknown): void {
   writeFileAtomic(path, `${JSON.stringify(value, null, 2)}\n`);
 }
 
-/** Appends to a file, creating it; refuses to follow a symbolic link at `path`. */
+/**
+ * Appends to a file, creating it; refuses to follow a symbolic link at `path`, and anything but a
+ * regular file there (opened without blocking: a FIFO never stalls the writer). The text is written
+ * whole (a short write continues).
+ */
 export function appendNoFollow(path: string, text: string): void {
   let fd: number | undefined;
   try {
     makeDirs(dirname(path));
-    fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o644);
-    writeSync(fd, text);
+    fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644);
+    if (!fstatSync(fd).isFile()) throw new UserError(`cannot append to ${path}: it is not a regular file (a FIFO or device); remove it`);
+    const bytes = Buffer.from(text);
+    for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done);
   } catch (error) {
     throw fsError(error, 'append to', path);
   } finally {

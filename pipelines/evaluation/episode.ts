@@ -1,17 +1,24 @@
-// Budgeted episodes with the benchmark's rules. An episode folder holds `episode.json` (the state) and
-// `events.jsonl` (the receipt: one line per action, refusals included). The two anchors (all-off and
-// all-on masks) are free; each new distinct mask costs one credit; a mask already observed is free
-// again; a batch that needs more credits than remain is refused whole, spending nothing; a submission
-// closes the episode, and only a closed episode is scored. The reference's identity (its table's
-// sha256, plan, source, family, width) is fixed at the start and checked at every action. Every action
-// runs under the folder's lock and writes the state atomically; a refused action changes no state and
-// is a UserError (exit 2), its refusal appended to the events log.
-import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, writeSync } from 'node:fs';
+// Budgeted episodes with the benchmark's rules. The two anchors (all-off and all-on masks) are free;
+// each new distinct mask costs one credit; a mask already observed is free again; a batch that needs
+// more credits than remain is refused whole, spending nothing; a submission closes the episode, and
+// only a closed episode is scored. The reference's identity (its table's sha256, plan, source,
+// family, width) is fixed at the start and checked at every action.
+//
+// One commit per action: the receipt `events.jsonl` (receipt.ts) is the episode's write-ahead log and
+// its state is derived from it, so the state and the receipt never disagree: an action that changes
+// the state is one appended line (start, a purchase, the submission with its table's sha256), in the
+// log wholly or not at all. `episode.json` is a copy of the derived state for readers, written after
+// the commit: it may lag one commit behind (a kill between the two; it is then rewritten), and any
+// other difference (an edit) refuses every action. Actions run one at a time: in order within this
+// process (a queue per episode), under the folder's lock across processes. A refused action changes
+// no state and is a UserError (exit 2), recorded as a note of the log.
+import { createHash } from 'node:crypto';
+import { closeSync, constants, openSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { UserError } from '../core/errors.ts';
-import { appendNoFollow, fsError, makeDirs, writeJsonAtomic } from '../core/fsutil.ts';
-import { lstatOrNothing } from '../core/containment.ts';
+import { fsError, makeDirs, writeJsonAtomic } from '../core/fsutil.ts';
+import { lstatOrNothing, removeStaleEntries } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
 import { OPTION_LETTERS } from '../catalog/families.ts';
 import { allMasks, maskIndex } from '../catalog/masks.ts';
@@ -19,21 +26,18 @@ import { lockFolder } from '../references/lock.ts';
 import { ReferenceStore } from '../references/store.ts';
 import { groupByCondition, surfaceFromRecords, type Surface } from '../analysis/effects.ts';
 import { type GradeResult, gradeSurface, predictionFromJson } from '../analysis/grade.ts';
-import { isObject, parseStrictJson, readBoundedText, readStrictJsonFile } from '../analysis/strict-json.ts';
+import { isObject, type Json, readStrictJsonFile } from '../analysis/strict-json.ts';
+import { appendEvent, appendNote, capReason, closeLog, EVENTS_FILE, type Event, type Log, openLog } from './receipt.ts';
 
+export { EVENTS_FILE } from './receipt.ts';
 export const STATE_FILE = 'episode.json';
-export const EVENTS_FILE = 'events.jsonl';
 /** How long an action waits for another one on the same episode. */
 const LOCK_WAIT_SECONDS = 30;
 const STATE_MAX_BYTES = 16 << 20;
-/** The events log `score` reads to check the purchases (lines are short: a batch is logged capped). */
-const EVENTS_MAX_BYTES = 64 << 20;
 /** The widest condition has this many options. */
 export const MAX_OPTIONS = OPTION_LETTERS.length;
 /** A batch holds at most 2^d masks (every mask once); more than 2^MAX_OPTIONS is refused unread. */
 export const MAX_BATCH = 2 ** MAX_OPTIONS;
-/** Actions that change nothing: repeated one after another, they are one line of the events log with a count. */
-const READ_ONLY = new Set(['status', 'task']);
 
 const Identity = z.strictObject({
   source: z.string(),
@@ -47,7 +51,7 @@ type Identity = z.infer<typeof Identity>;
 const Observation = z.strictObject({ mask: z.string(), utility: z.number(), paid: z.boolean(), at: z.string() });
 
 const EpisodeState = z.strictObject({
-  episode_version: z.literal(1),
+  episode_version: z.literal(2),
   condition: z.string(),
   dimensions: z.number().int(),
   budget: z.number().int().nonnegative(),
@@ -88,18 +92,143 @@ export function view(state: EpisodeState): EpisodeView {
   };
 }
 
-function readState(dir: string): EpisodeState {
+/** The copy of the state in `episode.json`, or undefined when there is none; refused unless strict JSON of the state's form. */
+function readSnapshot(dir: string): EpisodeState | undefined {
   const path = join(dir, STATE_FILE);
-  if (!lstatOrNothing(path)) throw new UserError(`${dir} holds no episode (no ${STATE_FILE}); start one with 'wwref episode start'`);
+  if (!lstatOrNothing(path)) return undefined;
   const parsed = EpisodeState.safeParse(readStrictJsonFile(path, 'episode state', STATE_MAX_BYTES));
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw new UserError(`episode state ${path} is malformed at ${issue.path.join('.') || '(top)'}: ${issue.message}`);
   }
-  const state = parsed.data;
-  const bad = impossibility(state);
-  if (bad) throw new UserError(`episode state ${path} is not one the rules could produce: ${bad}`);
-  return state;
+  return parsed.data;
+}
+
+/** sha256 of a prediction table, its masks in the canonical order (as the submit event records it). */
+export function tableSha256(table: Record<string, number>, dimensions: number): string {
+  return createHash('sha256')
+    .update(JSON.stringify(allMasks(dimensions).map((m) => [m, table[m] ?? null])))
+    .digest('hex');
+}
+
+const strings = (value: Json | undefined): value is string[] => Array.isArray(value) && value.every((v) => typeof v === 'string');
+const numbers = (value: Json | undefined): value is number[] => Array.isArray(value) && value.every((v) => typeof v === 'number');
+
+/**
+ * The state the log's actions produce, and the one before its last commit (a copy of the state may
+ * lag one commit behind). Refused when the log holds no start, or an action the rules could not
+ * have produced from the state before it (checked again as a whole by `impossibility`).
+ */
+function derive(log: Log, dir: string): { state: EpisodeState; previous?: EpisodeState } {
+  const actions = log.lines.map((l, k) => ({ event: l.event, line: k + 1 })).filter((l) => l.event.kind === 'action');
+  const first = actions[0];
+  if (first?.event.action !== 'start')
+    throw new UserError(`${dir} holds no episode (${EVENTS_FILE} records no start); start one with 'wwref episode start'`);
+  const bad = (line: number, why: string) => new UserError(`events log ${log.path}, line ${line}: ${why}`);
+  const start = first.event;
+  const identity = Identity.safeParse(start.reference);
+  if (
+    !identity.success ||
+    typeof start.condition !== 'string' ||
+    typeof start.budget !== 'number' ||
+    typeof start.references !== 'string' ||
+    typeof start.at !== 'string' ||
+    !strings(start.masks) ||
+    !numbers(start.utilities) ||
+    start.masks.length !== 2 ||
+    start.utilities.length !== 2
+  )
+    throw bad(first.line, 'a start without its condition, budget, reference folder, identity or anchors');
+  const at = start.at;
+  let state: EpisodeState = {
+    episode_version: 2,
+    condition: start.condition,
+    dimensions: identity.data.dimensions,
+    budget: start.budget,
+    references: start.references,
+    reference: identity.data,
+    started_at: at,
+    observations: start.masks.map((mask, k) => ({ mask, utility: (start.utilities as number[])[k]!, paid: false, at })),
+    credits_remaining: start.budget,
+    closed: false,
+    submission: null,
+  };
+  let previous: EpisodeState | undefined;
+  for (const { event, line } of actions.slice(1)) {
+    if (event.outcome !== 'ok') continue;
+    const when = String(event.at);
+    if (event.action === 'start') throw bad(line, 'a second start');
+    if (event.action === 'observe' && Array.isArray(event.new_masks) && event.new_masks.length) {
+      const masks = event.new_masks;
+      const utilities = event.utilities;
+      if (!strings(masks) || !numbers(utilities) || utilities.length !== masks.length)
+        throw bad(line, 'a purchase without a utility for each new mask');
+      if (state.closed) throw bad(line, 'a purchase after the submission');
+      if (masks.length > state.credits_remaining)
+        throw bad(line, `${masks.length} purchase(s) with ${state.credits_remaining} credit(s) left`);
+      previous = state;
+      state = {
+        ...state,
+        observations: [...state.observations, ...masks.map((mask, k) => ({ mask, utility: utilities[k]!, paid: true, at: when }))],
+        credits_remaining: state.credits_remaining - masks.length,
+      };
+    } else if (event.action === 'submit') {
+      const table = event.prediction_table;
+      if (!isObject(table) || !Object.values(table).every((v) => typeof v === 'number') || typeof event.table_sha256 !== 'string')
+        throw bad(line, 'a submission without its prediction_table and table_sha256');
+      if (state.closed) throw bad(line, 'a second submission');
+      const numeric = table as Record<string, number>;
+      if (tableSha256(numeric, state.dimensions) !== event.table_sha256)
+        throw bad(line, `the submitted table's sha256 is not ${event.table_sha256}, the one recorded at submission`);
+      previous = state;
+      state = { ...state, closed: true, submission: { at: when, prediction_table: numeric } };
+    } else continue;
+    if (event.credits_before !== previous!.credits_remaining || event.credits_after !== state.credits_remaining)
+      throw bad(
+        line,
+        `credits ${event.credits_before} -> ${event.credits_after}, where the actions before it give ${previous!.credits_remaining} -> ${state.credits_remaining}`,
+      );
+  }
+  const impossible = impossibility(state);
+  if (impossible) throw new UserError(`the events log ${log.path} records an episode the rules could not produce: ${impossible}`);
+  return { state, previous };
+}
+
+/** Stable JSON (keys sorted) for comparing states. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1))) : v,
+  );
+}
+
+/**
+ * Checks `episode.json` against the state derived from the log: rewritten when missing or one commit
+ * behind (a kill between the commit and the copy), refused when it differs otherwise (an edit).
+ */
+function reconcile(dir: string, derived: { state: EpisodeState; previous?: EpisodeState }): void {
+  const snapshot = readSnapshot(dir);
+  const path = join(dir, STATE_FILE);
+  if (snapshot && canonical(snapshot) === canonical(derived.state)) return;
+  if (!snapshot || (derived.previous && canonical(snapshot) === canonical(derived.previous))) {
+    writeSnapshot(dir, derived.state);
+    return;
+  }
+  const fields = (Object.keys(derived.state) as (keyof EpisodeState)[]).filter(
+    (key) => canonical(snapshot[key]) !== canonical(derived.state[key]),
+  );
+  throw new UserError(
+    `episode state ${path} is not the state its events log records (${fields.join(', ')} differ): it was edited; ` +
+      `the events log ${EVENTS_FILE} is the record`,
+  );
+}
+
+/** The copy of the state; a failure is left to the next action's reconcile (the commit is the log's line). */
+function writeSnapshot(dir: string, state: EpisodeState): void {
+  try {
+    writeJsonAtomic(join(dir, STATE_FILE), state);
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+  }
 }
 
 /** Why `state` is not one the episode's rules could produce (undefined: it could be), without the reference. */
@@ -134,13 +263,13 @@ function impossibility(state: EpisodeState): string | undefined {
 
 /** Refuses a state whose observed utilities are not the reference's (a state edited by hand). */
 function checkObservedValues(state: EpisodeState, surface: Surface, dir: string): void {
-  const path = join(dir, STATE_FILE);
+  const path = join(dir, EVENTS_FILE);
   if (surface.dimensions !== state.dimensions)
-    throw new UserError(`episode state ${path} has ${state.dimensions} options, the reference ${surface.dimensions}`);
+    throw new UserError(`the episode in ${path} has ${state.dimensions} options, the reference ${surface.dimensions}`);
   const wrong = state.observations.filter((o) => o.utility !== surface.utilities[maskIndex(o.mask, state.dimensions)]);
   if (wrong.length)
     throw new UserError(
-      `episode state ${path} is not one the rules could produce: the observed utility of ${wrong
+      `the events log ${path} records an episode the rules could not produce: the observed utility of ${wrong
         .slice(0, 5)
         .map((o) => o.mask)
         .join(', ')}${wrong.length > 5 ? ', …' : ''} is not the reference's`,
@@ -177,107 +306,113 @@ function referenceOf(
   return { identity, surface: surfaceFromRecords(records ?? []) };
 }
 
-function appendEvent(dir: string, event: Record<string, unknown>): void {
-  appendNoFollow(join(dir, EVENTS_FILE), `${JSON.stringify({ at: new Date().toISOString(), ...event })}\n`);
+/** The actions of this process waiting for each episode folder, in order: each runs when the one before it ends. */
+const queues = new Map<string, Promise<unknown>>();
+
+/** Runs `body` after the actions of this process already queued on `folder` (a batch or pipelined calls wait, in order). */
+function queued<T>(folder: string, body: () => Promise<T>): Promise<T> {
+  const before = queues.get(folder) ?? Promise.resolve();
+  const mine = before.then(body, body);
+  queues.set(folder, mine);
+  const done = () => {
+    if (queues.get(folder) === mine) queues.delete(folder);
+  };
+  mine.then(done, done);
+  return mine;
 }
 
-/**
- * Logs a read-only action that succeeded: when the log's last line is the same action on the same
- * credits, that line is replaced by one counting the calls (`calls`, `first_at`); else a new line.
- */
-function logRead(dir: string, event: Record<string, unknown>): void {
-  const path = join(dir, EVENTS_FILE);
-  let fd: number | undefined;
-  try {
-    fd = openSync(path, constants.O_RDWR | constants.O_NOFOLLOW);
-    const size = fstatSync(fd).size;
-    const tail = Buffer.alloc(Math.min(size, 4096));
-    readSync(fd, tail, 0, tail.length, size - tail.length);
-    const text = tail.toString('utf8');
-    const start = text.lastIndexOf('\n', text.length - 2) + 1;
-    if (text.endsWith('\n') && (start > 0 || tail.length === size)) {
-      const last = parseStrictJson(text.slice(start, -1), 'the last event');
-      if (
-        isObject(last) &&
-        last.action === event.action &&
-        last.outcome === 'ok' &&
-        last.credits_after === event.credits_after &&
-        typeof last.at === 'string'
-      ) {
-        const calls = typeof last.calls === 'number' ? last.calls + 1 : 2;
-        const line = `${JSON.stringify({ ...last, first_at: last.first_at ?? last.at, at: new Date().toISOString(), calls })}\n`;
-        const offset = size - tail.length + Buffer.byteLength(text.slice(0, start));
-        ftruncateSync(fd, offset);
-        writeSync(fd, line, offset);
-        return;
-      }
-    }
-  } catch (error) {
-    // no log yet, or a last line that is no event of ours: a new line
-    if (!(error instanceof UserError) && (error as NodeJS.ErrnoException).code !== 'ENOENT') throw fsError(error, 'append to', path);
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
-  appendEvent(dir, event);
-}
-
+/** Actions whose outcome changes the state when they succeed (the others are notes). */
 interface Step<T> {
   result: T;
-  /** The new state, written atomically; none: unchanged. */
+  /** The new state: this action is a commit. */
   state?: EpisodeState;
   /** What the events log records beyond time, action, credits and outcome. */
-  event?: Record<string, unknown>;
+  event?: Record<string, Json>;
+}
+
+/** Takes the episode's lock and opens its log, repairing a torn last line; `body` runs with both. */
+async function underLock<T>(folder: string, body: (log: Log) => T): Promise<T> {
+  return queued(folder, async () => {
+    const release = await lockFolder(folder, LOCK_WAIT_SECONDS);
+    try {
+      removeStaleEntries(folder, /^episode\.json\.(\d+)\.\d+\.tmp$/); // a copy killed mid-write
+      const log = openLog(folder, true);
+      try {
+        return body(log);
+      } finally {
+        closeLog(log);
+      }
+    } finally {
+      release();
+    }
+  });
 }
 
 /**
- * One action under the episode's lock: the state read, the reference checked, `body` run; its new
- * state written atomically and the event appended. A refusal (UserError) is appended too, and nothing else changes.
+ * One action: the state derived from the log and checked against its copy and the reference, `body`
+ * run; a commit is one appended line, then the copy rewritten; a success that changes nothing, or a
+ * refusal (UserError), is a note.
  */
 async function act<T>(
   settings: Settings,
   dir: string,
   action: string,
-  request: Record<string, unknown>,
-  body: (state: EpisodeState, surface: Surface) => Step<T>,
+  request: Record<string, Json>,
+  body: (state: EpisodeState, surface: Surface, at: string) => Step<T>,
 ): Promise<T> {
   const folder = resolve(dir);
   if (!lstatOrNothing(folder)?.isDirectory()) throw new UserError(`episode folder ${dir} does not exist`);
-  const release = await lockFolder(folder, LOCK_WAIT_SECONDS);
-  try {
-    const state = readState(folder);
+  return underLock(folder, (log) => {
+    const derived = derive(log, folder);
+    reconcile(folder, derived);
+    const { state } = derived;
     const before = state.credits_remaining;
+    const at = now(); // the action's time, in its event and in the state it makes
+    let step: Step<T>;
     try {
       const { surface } = referenceOf(settings, state.references, state.condition, state.reference);
       checkObservedValues(state, surface, folder);
-      const step = body(state, surface);
-      if (step.state) writeJsonAtomic(join(folder, STATE_FILE), step.state);
-      const event = {
-        action,
-        ...request,
-        ...step.event,
-        credits_before: before,
-        credits_after: (step.state ?? state).credits_remaining,
-        outcome: 'ok',
-      };
-      if (READ_ONLY.has(action)) logRead(folder, event);
-      else appendEvent(folder, event);
-      return step.result;
+      step = body(state, surface, at);
     } catch (error) {
-      if (error instanceof UserError)
-        appendEvent(folder, {
-          action,
-          ...request,
-          credits_before: before,
-          credits_after: before,
-          outcome: 'refused',
-          reason: error.message,
-        });
+      if (error instanceof UserError) {
+        const reason = capReason(error.message);
+        try {
+          appendNote(log, {
+            kind: 'action',
+            at,
+            action,
+            ...request,
+            credits_before: before,
+            credits_after: before,
+            outcome: 'refused',
+            reason,
+          });
+        } catch (failure) {
+          if (!(failure instanceof UserError)) throw failure;
+          // the refusal stands (nothing changed); a full disk only keeps it out of the log
+        }
+      }
       throw error;
     }
-  } finally {
-    release();
-  }
+    const event: Event = {
+      kind: 'action',
+      at,
+      action,
+      ...request,
+      ...step.event,
+      credits_before: before,
+      credits_after: (step.state ?? state).credits_remaining,
+      outcome: 'ok',
+    };
+    if (step.state) {
+      appendEvent(log, event);
+      writeSnapshot(folder, step.state);
+    } else appendNote(log, event);
+    return step.result;
+  });
 }
+
+const now = () => new Date().toISOString();
 
 function checkMasks(masks: readonly string[], dimensions: number): void {
   const size = 2 ** dimensions;
@@ -294,7 +429,7 @@ function checkMasks(masks: readonly string[], dimensions: number): void {
 }
 
 /** What the events log records of a batch: its masks when they could be masks, else a capped summary. */
-function batchRecord(masks: readonly string[]): Record<string, unknown> {
+function batchRecord(masks: readonly string[]): Record<string, Json> {
   if (masks.length <= MAX_BATCH && masks.every((m) => /^[01]+$/.test(m) && m.length <= MAX_OPTIONS)) return { masks: [...masks] };
   return { n_masks: masks.length, masks_sample: masks.slice(0, 5).map((m) => (m.length > 16 ? `${m.slice(0, 16)}…` : m)) };
 }
@@ -320,51 +455,87 @@ export async function startEpisode(settings: Settings, options: StartOptions): P
       `--budget must be a whole number from 0 to ${most} (the masks of ${options.condition} beyond the two free anchors), not ${options.budget}`,
     );
   }
-  const taken = () => {
-    if (lstatOrNothing(join(folder, STATE_FILE)))
-      throw new UserError(`${options.dir} already holds an episode (${STATE_FILE}); use another folder`);
+  // a log without a complete line is a start cut short (by a kill or a full disk): the folder holds no episode yet
+  const taken = (log?: Log) => {
+    const lines = log ? log.lines.length : lstatOrNothing(join(folder, EVENTS_FILE)) ? logLines(folder) : 0;
+    if (lines || lstatOrNothing(join(folder, STATE_FILE)))
+      throw new UserError(`${options.dir} already holds an episode (${lines ? EVENTS_FILE : STATE_FILE}); use another folder`);
   };
   taken();
   makeDirs(folder);
-  const release = await lockFolder(folder, LOCK_WAIT_SECONDS);
-  try {
-    taken(); // again under the lock: of two starts at once, one makes the episode
-    const at = new Date().toISOString();
+  return underLockCreating(folder, (log) => {
+    taken(log); // again under the lock: of two starts at once, one makes the episode
+    const at = now();
     const anchors = [allMasks(d)[0]!, allMasks(d).at(-1)!];
+    const utilities = anchors.map((mask) => surface.utilities[maskIndex(mask, d)]!);
     const state: EpisodeState = {
-      episode_version: 1,
+      episode_version: 2,
       condition: options.condition,
       dimensions: d,
       budget: options.budget,
       references,
       reference: identity,
       started_at: at,
-      observations: anchors.map((mask) => ({ mask, utility: surface.utilities[maskIndex(mask, d)]!, paid: false, at })),
+      observations: anchors.map((mask, k) => ({ mask, utility: utilities[k]!, paid: false, at })),
       credits_remaining: options.budget,
       closed: false,
       submission: null,
     };
-    writeJsonAtomic(join(folder, STATE_FILE), state);
-    appendEvent(folder, {
+    appendEvent(log, {
+      kind: 'action',
+      at,
       action: 'start',
       condition: options.condition,
       budget: options.budget,
+      references,
       reference: identity,
       masks: anchors,
+      utilities,
       new_masks: [],
       credits_before: options.budget,
       credits_after: options.budget,
       outcome: 'ok',
     });
+    writeSnapshot(folder, state);
     return view(state);
+  });
+}
+
+function logLines(folder: string): number {
+  const log = openLog(folder, false);
+  try {
+    return log.lines.length;
   } finally {
-    release();
+    closeLog(log);
   }
+}
+
+/** As underLock, the log created when missing (an episode's start). */
+function underLockCreating<T>(folder: string, body: (log: Log) => T): Promise<T> {
+  return queued(folder, async () => {
+    const release = await lockFolder(folder, LOCK_WAIT_SECONDS);
+    try {
+      const path = join(folder, EVENTS_FILE);
+      try {
+        closeSync(openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644));
+      } catch (error) {
+        throw fsError(error, 'create', path);
+      }
+      const log = openLog(folder, true);
+      try {
+        return body(log);
+      } finally {
+        closeLog(log);
+      }
+    } finally {
+      release();
+    }
+  });
 }
 
 /** Buys the new distinct masks of `masks` (repeats and known masks free), or refuses the whole batch. */
 export function observe(settings: Settings, dir: string, masks: readonly string[]): Promise<ObserveResult> {
-  return act(settings, dir, 'observe', batchRecord(masks), (state, surface) => {
+  return act(settings, dir, 'observe', batchRecord(masks), (state, surface, at) => {
     if (state.closed) throw new UserError('the episode is closed (a prediction was submitted): no more observations');
     checkMasks(masks, state.dimensions);
     if (!masks.length) throw new UserError('name at least one mask to observe');
@@ -376,7 +547,6 @@ export function observe(settings: Settings, dir: string, masks: readonly string[
         `this batch needs ${fresh.length} credit(s) for its new masks, ${state.credits_remaining} remain: refused whole, nothing spent`,
       );
     }
-    const at = new Date().toISOString();
     const next: EpisodeState = {
       ...state,
       observations: [
@@ -388,7 +558,10 @@ export function observe(settings: Settings, dir: string, masks: readonly string[
     const value = new Map(next.observations.map((o) => [o.mask, o.utility]));
     return {
       state: fresh.length ? next : undefined,
-      event: { new_masks: fresh },
+      event: {
+        new_masks: fresh,
+        ...(fresh.length ? { utilities: fresh.map((m) => surface.utilities[maskIndex(m, state.dimensions)]!) } : {}),
+      },
       result: { ...view(next), observations: wanted.map((mask) => ({ mask, utility: value.get(mask)! })), new_masks: fresh },
     };
   });
@@ -405,16 +578,17 @@ export function submitPrediction(
   dir: string,
   parse: (dimensions: number) => number[],
 ): Promise<EpisodeView & { submitted_at: string }> {
-  return act(settings, dir, 'submit', {}, (state) => {
+  return act(settings, dir, 'submit', {}, (state, _surface, at) => {
     if (state.closed) throw new UserError('the episode is closed: a prediction was already submitted');
     const values = parse(state.dimensions);
-    const at = new Date().toISOString();
-    const next: EpisodeState = {
-      ...state,
-      closed: true,
-      submission: { at, prediction_table: Object.fromEntries(allMasks(state.dimensions).map((m, k) => [m, values[k]!])) },
+    const table = Object.fromEntries(allMasks(state.dimensions).map((m, k) => [m, values[k]!]));
+    const next: EpisodeState = { ...state, closed: true, submission: { at, prediction_table: table } };
+    // the receipt binds the submission: its table and the table's sha256 (checked whenever the log is read)
+    return {
+      state: next,
+      event: { prediction_table: table, table_sha256: tableSha256(table, state.dimensions) },
+      result: { ...view(next), submitted_at: at },
     };
-    return { state: next, result: { ...view(next), submitted_at: at } };
   });
 }
 
@@ -428,7 +602,6 @@ export interface EpisodeScore extends GradeResult {
 export function scoreEpisode(settings: Settings, dir: string): Promise<EpisodeScore> {
   return act(settings, dir, 'score', {}, (state, surface) => {
     if (!state.closed || !state.submission) throw new UserError('the episode is still open: submit a prediction first');
-    checkPurchasesLogged(dir, state);
     const table = state.submission.prediction_table;
     const predicted = allMasks(state.dimensions).map((m) => table[m]!);
     const result = gradeSurface(surface, predicted, { observed: state.observations.map((o) => o.mask) });
@@ -443,29 +616,6 @@ export function scoreEpisode(settings: Settings, dir: string): Promise<EpisodeSc
   });
 }
 
-/** Refuses to score when the events log does not record, in order, the purchases the state holds. */
-function checkPurchasesLogged(dir: string, state: EpisodeState): void {
-  const path = join(resolve(dir), EVENTS_FILE);
-  if (!lstatOrNothing(path)) throw new UserError(`the episode has no events log ${path}: its purchases cannot be checked`);
-  const logged: string[] = [];
-  readBoundedText(path, 'events log', EVENTS_MAX_BYTES)
-    .split('\n')
-    .forEach((line, k) => {
-      if (line === '') return;
-      const event = parseStrictJson(line, `events log ${path}, line ${k + 1}`);
-      if (!isObject(event)) throw new UserError(`events log ${path}, line ${k + 1}: not an event`);
-      if (event.action === 'observe' && event.outcome === 'ok') {
-        if (!Array.isArray(event.new_masks)) throw new UserError(`events log ${path}, line ${k + 1}: an observation without new_masks`);
-        logged.push(...event.new_masks.map(String));
-      }
-    });
-  const paid = state.observations.filter((o) => o.paid).map((o) => o.mask);
-  if (logged.join(',') !== paid.join(',')) {
-    const show = (m: string[]) => (m.length ? (m.length > 8 ? `${m.slice(0, 8).join(', ')}, … (${m.length})` : m.join(', ')) : 'none');
-    throw new UserError(`the events log ${path} records the purchases ${show(logged)}, the state ${show(paid)}: they disagree`);
-  }
-}
-
 /** What the public task view needs of an episode: its view, the reference folder and the condition's family. */
 export interface EpisodeContext {
   view: EpisodeView;
@@ -474,9 +624,15 @@ export interface EpisodeContext {
   source: string;
 }
 
-/** The reference folder an episode was started on (read without the lock: the state is replaced whole). */
+/** The reference folder an episode was started on (read without the lock: the log is only appended to; a torn line is ignored). */
 export function episodeReferences(dir: string): string {
-  return readState(resolve(dir)).references;
+  const folder = resolve(dir);
+  const log = openLog(folder, false);
+  try {
+    return derive(log, folder).state.references;
+  } finally {
+    closeLog(log);
+  }
 }
 
 /** The episode's context for its task view (`task` in the events log). */

@@ -110,19 +110,34 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
   return server;
 }
 
+/** Requests handled at once over stdio; more wait, unread, in the pipe (back-pressure on the client). */
+const MAX_IN_FLIGHT = 16;
+/** Answers written but not yet taken by the client: past this, stdin is not read until they drain. */
+const MAX_UNSENT_BYTES = 256 << 10;
+
 /**
  * The stdio transport of MCP (one JSON-RPC message per line, both ways), reading each message as
  * strict JSON: one that is not (a repeated key, NaN, …) or is no JSON-RPC message is answered with
- * an error and not handled.
+ * an error and not handled. Bounded whatever the client does: at most MAX_IN_FLIGHT requests are
+ * handled at once and at most MAX_UNSENT_BYTES of answers wait for the client; past either, stdin
+ * is paused (the lines already read wait in order), so a client that sends without reading stalls
+ * itself, not the server's memory.
  */
 class StrictStdioTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   private pending = '';
+  /** Complete lines read but not yet handled (at most one chunk's worth: stdin is paused meanwhile). */
+  private lines: string[] = [];
   /** The rest of an over-long line is being discarded, up to the next newline. */
   private discarding = false;
   private closed = false;
+  private ended = false;
+  /** The ids of requests read and not yet answered (a request the client cancels is no longer waited for). */
+  private readonly inFlight = new Set<string | number>();
+  /** Answers waiting for stdout to drain. */
+  private readonly waiters: (() => void)[] = [];
 
   private readonly onData = (chunk: string) => {
     let text = chunk;
@@ -136,23 +151,47 @@ class StrictStdioTransport implements Transport {
     for (let end = this.pending.indexOf('\n'); end >= 0; end = this.pending.indexOf('\n')) {
       const line = this.pending.slice(0, end).replace(/\r$/, '');
       this.pending = this.pending.slice(end + 1);
-      if (Buffer.byteLength(line) > MAX_BODY_BYTES) this.refuse(-32600, `message over ${MAX_BODY_BYTES} bytes`);
-      else if (line.trim() !== '') this.receive(line);
+      if (Buffer.byteLength(line) > MAX_BODY_BYTES) this.lines.push('\0over');
+      else if (line.trim() !== '') this.lines.push(line);
     }
     if (Buffer.byteLength(this.pending) > MAX_BODY_BYTES) {
       // one refusal for the line; what follows of it, up to the next newline, is dropped unread
       this.pending = '';
       this.discarding = true;
-      this.refuse(-32600, `message over ${MAX_BODY_BYTES} bytes`);
+      this.lines.push('\0over');
     }
+    this.pump();
   };
 
-  private readonly onEnd = () => void this.close();
+  /** Handles waiting lines while the bounds allow; pauses stdin while they do not. */
+  private readonly pump = () => {
+    while (this.lines.length && !this.closed && this.inFlight.size < MAX_IN_FLIGHT && process.stdout.writableLength < MAX_UNSENT_BYTES) {
+      const line = this.lines.shift()!;
+      if (line === '\0over') this.refuse(-32600, `message over ${MAX_BODY_BYTES} bytes`);
+      else this.receive(line);
+    }
+    const full = this.lines.length > 0 || this.inFlight.size >= MAX_IN_FLIGHT || process.stdout.writableLength >= MAX_UNSENT_BYTES;
+    if (full) process.stdin.pause();
+    else if (!this.closed) process.stdin.resume();
+    if (this.ended && !this.lines.length && !this.inFlight.size) void this.close();
+  };
+
+  private readonly onDrain = () => {
+    for (const done of this.waiters.splice(0)) done();
+    this.pump();
+  };
+
+  // the end of input closes the server once every request read has been answered
+  private readonly onEnd = () => {
+    this.ended = true;
+    this.pump();
+  };
 
   async start(): Promise<void> {
     process.stdin.setEncoding('utf8');
     process.stdin.on('data', this.onData);
     process.stdin.once('end', this.onEnd);
+    process.stdout.on('drain', this.onDrain);
   }
 
   private refuse(code: number, message: string): void {
@@ -168,14 +207,27 @@ class StrictStdioTransport implements Transport {
       return;
     }
     const message = JSONRPCMessageSchema.safeParse(json);
-    if (message.success) this.onmessage?.(message.data);
-    else this.refuse(-32600, 'not a JSON-RPC message');
+    if (!message.success) {
+      this.refuse(-32600, 'not a JSON-RPC message');
+      return;
+    }
+    const data = message.data;
+    if ('method' in data && 'id' in data) this.inFlight.add(data.id); // a request: answered once by send()
+    if ('method' in data && data.method === 'notifications/cancelled' && !('id' in data)) {
+      const id = (data.params as { requestId?: unknown } | undefined)?.requestId;
+      if (typeof id === 'string' || typeof id === 'number') this.inFlight.delete(id); // cancelled: no answer will come
+    }
+    this.onmessage?.(data);
   }
 
   send(message: JSONRPCMessage): Promise<void> {
+    // an answer: its request is no longer in flight
+    if (!('method' in message) && 'id' in message && message.id !== undefined) this.inFlight.delete(message.id);
     return new Promise((done) => {
-      if (process.stdout.write(`${JSON.stringify(message)}\n`)) done();
-      else process.stdout.once('drain', done);
+      const flushed = process.stdout.write(`${JSON.stringify(message)}\n`);
+      this.pump();
+      if (flushed) done();
+      else this.waiters.push(done);
     });
   }
 
@@ -184,6 +236,7 @@ class StrictStdioTransport implements Transport {
     this.closed = true;
     process.stdin.off('data', this.onData);
     process.stdin.off('end', this.onEnd);
+    process.stdout.off('drain', this.onDrain);
     process.stdin.pause();
     this.onclose?.();
   }
@@ -263,6 +316,9 @@ export async function serveHttp(settings: Settings, dir: string, options: HttpOp
   const http = createServer(async (req, res) => {
     try {
       const port = (http.address() as AddressInfo).port;
+      // exactly one Host header (Node keeps the first of several: a second one is refused, not ignored)
+      const hosts = req.rawHeaders.filter((name, k) => k % 2 === 0 && name.toLowerCase() === 'host');
+      if (hosts.length !== 1) return reply(res, 400, 'exactly one Host header is required');
       const host = req.headers.host ?? '';
       if (LOOPBACK.has(options.host) && ![`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`].includes(host))
         return reply(res, 403, 'forbidden host');

@@ -116,3 +116,8 @@ export class ExecutorLost extends UserError {
 export class RuntimeRefused extends UserError {
   override name = 'RuntimeRefused';
 }
+
+/** An interpreter that did not start a wwref worker at all (exited, stayed silent, answered something else). */
+export class RuntimeDidNotStart extends RuntimeRefused {
+  override name = 'RuntimeDidNotStart';
+}

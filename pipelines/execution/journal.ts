@@ -5,10 +5,12 @@
 // after reverifyRun has checked it as a fresh run is checked, plus the family's utility rule
 // (rebuild.ts binds a scale taken from the data to a record computed now). The line checksum only
 // catches accidental damage: anyone can recompute it. The journal is dropped once the table is written.
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { FamilyName } from '../catalog/families.ts';
+import { lstatOrNothing, readRegularFile } from '../core/containment.ts';
+import { UserError } from '../core/errors.ts';
 import { appendNoFollow } from '../core/fsutil.ts';
 import { digest } from '../core/hashing.ts';
 import { RunResult, type Encoded } from './protocol.ts';
@@ -34,6 +36,8 @@ export interface JournalIdentity {
  * which resume reads at once; a prediction beyond that is cheaper to recompute than to keep.
  */
 export const KEPT_PREDICTION_BYTES = 1024 * 1024;
+/** A journal larger than this is damaged (64 masks of at most KEPT_PREDICTION_BYTES, each run a few times): refused unread. */
+export const JOURNAL_MAX_BYTES = 256 << 20;
 
 /** A prediction as the journal keeps it: ndarray bytes as base64, JSON as it is. */
 const KeptPrediction = z.union([
@@ -99,8 +103,19 @@ export class Journal {
    */
   resume(): Map<string, RunResult> {
     const runs = new Map<string, RunResult>();
-    if (!existsSync(this.path)) return runs;
-    for (const line of readFileSync(this.path, 'utf8').split('\n')) {
+    if (!lstatOrNothing(this.path)) return runs;
+    // a regular file of bounded size only: a FIFO would block, a link or device is no journal of ours
+    let bytes: Buffer;
+    try {
+      bytes = readRegularFile(this.path, 'journal', JOURNAL_MAX_BYTES);
+    } catch (error) {
+      if (error instanceof UserError) throw new UserError(`${error.message}; remove it (the condition's records then run again)`);
+      throw error;
+    }
+    for (let start = 0; start < bytes.length; ) {
+      const end = bytes.indexOf(0x0a, start) < 0 ? bytes.length : bytes.indexOf(0x0a, start);
+      const line = bytes.subarray(start, end).toString('utf8');
+      start = end + 1;
       if (!line.trim()) continue;
       try {
         const parsed = Entry.safeParse(JSON.parse(line));

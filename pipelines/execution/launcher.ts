@@ -76,3 +76,25 @@ export function runPython(
     env: processEnvironment(settings, env, profile),
   });
 }
+
+/**
+ * How a Python process that failed ended, for a one-line message: the last line it wrote on stderr,
+ * else its answer over the size read (it was stopped), the signal that ended it, or its exit status.
+ */
+export function howItEnded(child: {
+  stderr?: unknown;
+  exitCode?: number;
+  signal?: string;
+  isMaxBuffer?: boolean;
+  timedOut?: boolean;
+}): string {
+  const last = String(child.stderr ?? '')
+    .trim()
+    .split('\n')
+    .pop();
+  if (last) return last;
+  if (child.isMaxBuffer) return 'its answer was larger than wwref reads (it was stopped)';
+  if (child.timedOut) return 'it did not finish in time (it was stopped)';
+  if (child.signal) return `it was ended by ${child.signal}`;
+  return `exit status ${child.exitCode ?? 'unknown'}`;
+}

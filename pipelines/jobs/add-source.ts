@@ -22,7 +22,7 @@ import { problemLines, staticCheck } from '../sources/check.ts';
 import type { Condition } from '../catalog/plan.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import type { ConditionEntry, ReferenceManifest } from '../references/manifest.ts';
-import { ReferenceStore } from '../references/store.ts';
+import { conditionEntry, ReferenceStore } from '../references/store.ts';
 import { tableFile } from '../references/surface.ts';
 import { rebuild, type RebuildSummary } from './rebuild.ts';
 import type { ExecutorChoice } from '../execution/executors.ts';
@@ -218,7 +218,7 @@ function checkTarget(loaded: LoadedPlan, target: ReferenceManifest | undefined, 
       throw new UserError(
         `condition '${condition.id}' is already declared by the published catalog (${taken.plan.file}); choose another condition id`,
       );
-    const entry = target?.conditions[condition.id];
+    const entry = target && conditionEntry(target, condition.id);
     if (entry && entry.source !== plan.source) {
       throw new UserError(
         `condition '${condition.id}' already holds references of source '${entry.source}' in the target manifest; choose another condition id`,

@@ -10,22 +10,22 @@
 // into its manifest no longer passes. Nothing in prepared/, manifests/ or the raw cache is changed
 // (a raw file missing from the cache is acquired into it, as prepare does); the folder is removed
 // afterwards, and the ones of killed audits by the next audit.
-import { existsSync, lstatSync, mkdirSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { acquirePlan, rawCachePath, type AcquireOptions } from '../sources/acquire.ts';
 import type { Catalog, LoadedPlan } from '../catalog/catalog.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import { UserError } from '../core/errors.ts';
-import { digest, sha256Hex } from '../core/hashing.ts';
+import { digest } from '../core/hashing.ts';
 import type { Settings } from '../core/settings.ts';
 import { manifestPath, prepareInto, PREPARED_FILES, readManifest, SourceManifest, type PreparedNeed } from '../sources/prepare.ts';
-import { insideRoot, regularFileSha256, removeStaleEntries } from '../core/containment.ts';
+import { insideRoot, lstatOrNothing, readRegularFile, regularFileSha256, removeStaleEntries } from '../core/containment.ts';
 import { PREPARE_TIMEOUT_SECONDS } from '../execution/executor.ts';
 import { WorkerPool } from '../execution/local/local-pool.ts';
 import type { PythonWorker } from '../execution/python-worker.ts';
 import { hasPublished, publishedPreparedSha256, publishedSource } from '../catalog/published.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import { ReferenceStore } from '../references/store.ts';
+import { conditionEntry, ReferenceStore } from '../references/store.ts';
 
 export type CheckState = 'ok' | 'FAIL' | 'missing' | 'n/a';
 
@@ -35,6 +35,20 @@ export interface SourceAudit {
   checks: Record<'manifest' | 'plan' | 'raw' | 'prepared' | 'reprepared' | 'published' | 'equivalences', CheckState>;
   problems: string[];
   notes: string[];
+}
+
+/** A source manifest larger than this is refused unread. */
+const MANIFEST_MAX_BYTES = 16 << 20;
+
+/** sha256 of a regular file, streamed; a link, FIFO, device or folder is recorded in `problems` (undefined returned), never opened. */
+function hashOrProblem(path: string, what: string, problems: string[]): string | undefined {
+  try {
+    return regularFileSha256(path, what);
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    problems.push(error.message);
+    return undefined;
+  }
 }
 
 /** Facts compared with the published source block when both have them. */
@@ -82,7 +96,7 @@ export function auditSource(settings: Settings, loaded: LoadedPlan): SourceAudit
   }
   let manifest: SourceManifest;
   try {
-    const parsed = SourceManifest.safeParse(JSON.parse(readFileSync(path, 'utf8')));
+    const parsed = SourceManifest.safeParse(JSON.parse(readRegularFile(path, 'source manifest', MANIFEST_MAX_BYTES).toString('utf8')));
     if (!parsed.success) throw new Error(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
     manifest = parsed.data;
   } catch (error) {
@@ -111,13 +125,15 @@ export function auditSource(settings: Settings, loaded: LoadedPlan): SourceAudit
       audit.problems.push(`raw file ${raw.name}: manifest sha256 ${raw.sha256}, plan ${planFiles.get(raw.name) ?? '(not in plan)'}`);
     }
     const cached = rawCachePath(settings, raw.sha256);
-    if (!existsSync(cached)) {
+    if (!lstatOrNothing(cached)) {
       if (audit.checks.raw === 'ok') audit.checks.raw = 'missing';
       audit.notes.push(`raw file ${raw.name} is not in the cache (${cached}); run 'wwref acquire --source ${plan.source}'`);
       continue;
     }
-    const actual = sha256Hex(readFileSync(cached));
-    if (actual !== raw.sha256) {
+    // a regular file only, streamed: a link (to /dev/zero, say), FIFO or device is a problem, never read
+    const actual = hashOrProblem(cached, 'raw cache file', audit.problems);
+    if (actual === undefined) audit.checks.raw = 'FAIL';
+    else if (actual !== raw.sha256) {
       audit.checks.raw = 'FAIL';
       audit.problems.push(`raw cache file ${cached} (${raw.name}) changed: expected ${raw.sha256}, got ${actual}`);
     }
@@ -127,13 +143,14 @@ export function auditSource(settings: Settings, loaded: LoadedPlan): SourceAudit
   for (const name of PREPARED_FILES) {
     const file = join(folder, name);
     const expected = manifest.prepared_files[name];
-    if (!existsSync(file)) {
+    if (!lstatOrNothing(file)) {
       audit.checks.prepared = 'missing';
       audit.problems.push(`prepared file ${file} is missing; run 'wwref prepare --source ${plan.source}'`);
       continue;
     }
-    const actual = sha256Hex(readFileSync(file));
-    if (actual !== expected) {
+    const actual = hashOrProblem(file, 'prepared file', audit.problems);
+    if (actual === undefined) audit.checks.prepared = 'FAIL';
+    else if (actual !== expected) {
       audit.checks.prepared = 'FAIL';
       audit.problems.push(`prepared file ${file} changed: manifest ${expected}, file ${actual}`);
     }
@@ -185,7 +202,7 @@ function auditEquivalences(settings: Settings, loaded: LoadedPlan, audit: Source
   const tables = new Map<string, ReferenceRecord[]>();
   // a table the manifest names is read through the store (sha256 and surface checked): a bad one is a problem here
   const records = (id: string) => {
-    if (!manifest?.conditions[id]) return undefined;
+    if (!manifest || !conditionEntry(manifest, id)) return undefined;
     if (!tables.has(id)) tables.set(id, store.table(id, manifest).records);
     return tables.get(id);
   };
@@ -379,7 +396,8 @@ async function reprepareSource(
 function reprepareTarget(settings: Settings, loaded: LoadedPlan): { manifest: SourceManifest } | { reason: string } {
   let manifest: SourceManifest;
   try {
-    manifest = SourceManifest.parse(JSON.parse(readFileSync(manifestPath(settings.paths, loaded.plan.source), 'utf8')));
+    const path = manifestPath(settings.paths, loaded.plan.source);
+    manifest = SourceManifest.parse(JSON.parse(readRegularFile(path, 'source manifest', MANIFEST_MAX_BYTES).toString('utf8')));
   } catch {
     return { reason: 'not re-prepared: no readable source manifest to compare with (see manifest)' };
   }

@@ -1,13 +1,13 @@
 // `wwref doctor`: this machine's runtime identity and effective numerical profile, and whether it
 // can reproduce a reference folder bit for bit (and if not, why). It starts one worker and runs no record.
 import { relative } from 'node:path';
-import { UserError } from '../core/errors.ts';
 import { pinnedVersions, versionDrift } from '../execution/identity.ts';
 import { describeNumerics, platformDrift } from '../execution/numerics.ts';
 import { PROFILE_NAMES, profileByName, type NumericalProfile } from '../core/profiles.ts';
 import { ROOT } from '../core/paths.ts';
 import type { Settings } from '../core/settings.ts';
 import { WorkerPool } from '../execution/local/local-pool.ts';
+import { RuntimeDidNotStart, RuntimeRefused } from '../execution/executor.ts';
 import type { HelloResult } from '../execution/protocol.ts';
 import { ReferenceStore } from '../references/store.ts';
 
@@ -20,21 +20,23 @@ export interface DoctorResult {
 /** A worker's hello under `profile`; when the profile refuses this machine, the reason and a native hello. */
 async function probe(settings: Settings, profile: NumericalProfile): Promise<{ hello: HelloResult; refusal?: string }> {
   // Versions are reported below, not refused: the doctor describes whatever runtime it finds.
-  const pool = new WorkerPool(1, { settings, profile: profileByName('native'), allowVersionDrift: true });
   try {
+    const checked = new WorkerPool(1, { settings, profile, allowVersionDrift: true });
     try {
-      const checked = new WorkerPool(1, { settings, profile, allowVersionDrift: true });
-      try {
-        return { hello: await checked.hello() };
-      } finally {
-        await checked.close();
-      }
-    } catch (error) {
-      if (!(error instanceof UserError)) throw error;
-      return { hello: await pool.hello(), refusal: error.message };
+      return { hello: await checked.hello() };
+    } finally {
+      await checked.close();
     }
-  } finally {
-    await pool.close();
+  } catch (error) {
+    // a profile this machine refuses: described with a native worker's hello; an interpreter that did
+    // not start a worker at all is not tried twice (one bounded wait, then one line)
+    if (!(error instanceof RuntimeRefused) || error instanceof RuntimeDidNotStart) throw error;
+    const pool = new WorkerPool(1, { settings, profile: profileByName('native'), allowVersionDrift: true });
+    try {
+      return { hello: await pool.hello(), refusal: error.message };
+    } finally {
+      await pool.close();
+    }
   }
 }
 

@@ -25,7 +25,7 @@ import type { ReferenceRecord } from '../execution/records.ts';
 import type { Truth } from '../execution/verification/verify.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
 import type { ConditionEntry, ReferenceManifest } from '../references/manifest.ts';
-import { ReferenceStore } from '../references/store.ts';
+import { conditionEntry, ReferenceStore } from '../references/store.ts';
 import { tableFile, tableMetadata } from '../references/surface.ts';
 import { tableBytes } from '../references/tables.ts';
 import type { AcquireOptions } from '../sources/acquire.ts';
@@ -116,7 +116,7 @@ export function checkPlans(store: ReferenceStore, selected: CatalogCondition[], 
   const current = store.manifest();
   const supersedes = new Map<string, string[]>();
   for (const c of selected) {
-    const entry = current?.conditions[c.id];
+    const entry = current && conditionEntry(current, c.id);
     const earlier = entry?.supersedes_plan_sha256 ?? [];
     if (!entry || entry.plan_sha256 === c.plan.sha256) {
       if (earlier.length) supersedes.set(c.id, earlier);
@@ -171,7 +171,7 @@ function preparedInput(settings: Settings, c: CatalogCondition): PreparedInput {
 
 /** Mean recorded seconds per record of the condition's current manifest entry, if any (to start large work first). */
 function previousCost(c: CatalogCondition, previous: ReferenceManifest | undefined): number | undefined {
-  const entry = previous?.conditions[c.id];
+  const entry = previous && conditionEntry(previous, c.id);
   return entry ? entry.native_seconds / Math.max(entry.records, 1) : undefined;
 }
 
@@ -464,7 +464,7 @@ async function writeReferences(
     };
     outcome.table = entry.table;
     const metadata = tableMetadata(c.id, entry, top);
-    const old = before?.conditions[c.id];
+    const old = before && conditionEntry(before, c.id);
     const oldTable = store.tableIfValid(c.id, before);
     const untimedEntry = (e: ConditionEntry) => canonicalJson({ ...e, table_sha256: '', native_seconds: 0 });
     if (

@@ -2,11 +2,14 @@
 // whole (written to a private file, then hard-linked into place, which fails if the lock exists), so
 // a lock file is never seen empty while its writer lives: an empty or unreadable lock, or one whose
 // pid is gone, is stale. A stale lock is taken over under a short-lived guard file, re-examined under
-// that guard, so that of two writers finding the same stale lock only one removes it.
-import { closeSync, linkSync, lstatSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+// that guard, so that of two writers finding the same stale lock only one removes it. Every wait
+// sleeps and ends at its deadline; a guard older than GUARD_STALE_MS, or seen unchanged for that
+// long (one dated in the future), is a killed writer's and removed; the private file never outlives
+// the attempt.
+import { closeSync, linkSync, lstatSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { processAlive } from '../core/containment.ts';
+import { processAlive, removeStaleEntries } from '../core/containment.ts';
 import { UserError } from '../core/errors.ts';
 import { fsError, makeDirs } from '../core/fsutil.ts';
 
@@ -39,11 +42,22 @@ function holderOf(path: string): Holder | undefined {
 
 const stale = (holder: Holder) => holder.pid === undefined || !processAlive(holder.pid);
 
+/** When this process first saw each takeover guard (by inode and mtime): one seen too long is stale whatever its date. */
+const guardsSeen = new Map<string, number>();
+
 /** Removes the lock if it is still the stale one seen (same inode), under the takeover guard. */
 function takeOver(path: string, seen: Holder): void {
   const guard = `${path}.takeover`;
   const guardStats = lstatSync(guard, { throwIfNoEntry: false });
-  if (guardStats && Date.now() - guardStats.mtimeMs > GUARD_STALE_MS) rmSync(guard, { force: true });
+  if (guardStats) {
+    const key = `${guard}:${guardStats.ino}:${guardStats.mtimeMs}`;
+    const first = guardsSeen.get(key) ?? Date.now();
+    guardsSeen.set(key, first);
+    if (Date.now() - guardStats.mtimeMs > GUARD_STALE_MS || Date.now() - first > GUARD_STALE_MS) {
+      rmSync(guard, { force: true });
+      guardsSeen.delete(key);
+    }
+  }
   let fd: number;
   try {
     fd = openSync(guard, 'wx');
@@ -60,20 +74,27 @@ function takeOver(path: string, seen: Holder): void {
   }
 }
 
+let attempts = 0;
+/** The private files of killed writers: `.wwref.lock.<pid>.<n>.tmp`. */
+const STALE_PRIVATE = /^\.wwref\.lock\.(\d+)\.\d+\.tmp$/;
+
 /** Takes the folder's lock (waiting for a live holder, taking over a stale one); returns its release. */
 export async function lockFolder(dir: string, waitSeconds = LOCK_WAIT_SECONDS): Promise<() => void> {
   makeDirs(dir);
   const path = join(dir, LOCK_FILE);
-  const mine = `${path}.${process.pid}.${Date.now()}.tmp`;
+  // unique within this process too: two actions of one server may ask in the same millisecond
+  const mine = `${path}.${process.pid}.${++attempts}.tmp`;
   const deadline = Date.now() + waitSeconds * 1000;
+  removeStaleEntries(dir, STALE_PRIVATE);
   try {
-    const fd = openSync(mine, 'wx');
-    writeSync(fd, JSON.stringify({ pid: process.pid, since: new Date().toISOString(), argv: process.argv.slice(2) }));
-    closeSync(fd);
-  } catch (error) {
-    throw fsError(error, 'lock', dir);
-  }
-  try {
+    try {
+      // written whole (a short write continues) before it is linked into place; removed below whatever happens
+      writeFileSync(mine, JSON.stringify({ pid: process.pid, since: new Date().toISOString(), argv: process.argv.slice(2) }), {
+        flag: 'wx',
+      });
+    } catch (error) {
+      throw fsError(error, 'lock', dir);
+    }
     for (;;) {
       try {
         linkSync(mine, path);
@@ -88,7 +109,7 @@ export async function lockFolder(dir: string, waitSeconds = LOCK_WAIT_SECONDS): 
       const holder = holderOf(path);
       if (holder && stale(holder)) {
         takeOver(path, holder);
-        continue;
+        if (!lstatSync(path, { throwIfNoEntry: false })) continue; // taken over: link again at once
       }
       if (Date.now() > deadline) {
         throw new UserError(

@@ -32,6 +32,11 @@ const LEFTOVER = /^(.+?)\.(\d+)\.(\d+)\.(new|old|tmp)(?:\.\d+\.\d+\.tmp)?$/;
 /** The generated folders a reference folder is kept apart from. */
 export type GuardedPaths = Pick<Paths, 'prepared' | 'cache' | 'manifests'>;
 
+/** The manifest's entry of condition `id`, or undefined: an own key only ('constructor' or 'toString' is no inherited member). */
+export function conditionEntry(manifest: ReferenceManifest, id: string): ConditionEntry | undefined {
+  return Object.hasOwn(manifest.conditions, id) ? manifest.conditions[id] : undefined;
+}
+
 /**
  * Folders a reference folder must neither be inside of nor contain: prepared inputs, the raw cache and
  * the source manifests (each is rewritten wholesale by `prepare`/`acquire`). Checked after resolving
@@ -113,7 +118,7 @@ export class ReferenceStore {
   select(manifest: ReferenceManifest, conditions: readonly string[] = []): [string, ConditionEntry][] {
     const ids = conditions.length ? [...new Set(conditions)] : Object.keys(manifest.conditions);
     return ids.map((id) => {
-      const entry = manifest.conditions[id];
+      const entry = conditionEntry(manifest, id);
       if (!entry) {
         const known = Object.keys(manifest.conditions);
         const listed = known.length > 8 ? `${known.slice(0, 8).join(', ')}, … (${known.length} in all)` : known.join(', ') || 'nothing';
@@ -125,9 +130,13 @@ export class ReferenceStore {
 
   /** A condition's table: contained, bounded, its sha256 checked on the bytes decoded, its surface checked. */
   table(id: string, manifest: ReferenceManifest): LoadedTable {
-    const entry = manifest.conditions[id];
+    const entry = conditionEntry(manifest, id);
     if (!entry) throw new UserError(`condition '${id}' is not in the reference manifest ${this.manifestPath}`);
     const path = insideRoot(this.dir, entry.table, `reference table of condition '${id}'`);
+    // a link in the folder is no table wwref wrote: named as such, not read through (its target is not blamed)
+    const named = join(this.dir, entry.table);
+    if (lstatOrNothing(named)?.isSymbolicLink())
+      throw new UserError(`reference table ${named} is a symbolic link; wwref writes tables as files: replace it by the table itself`);
     const bytes = readRegularFile(path, 'reference table', TABLE_BYTES_FIXED + entry.records * TABLE_BYTES_PER_RECORD);
     const actual = sha256Hex(bytes);
     if (actual !== entry.table_sha256) {
@@ -144,7 +153,7 @@ export class ReferenceStore {
 
   /** The table of `id` if the manifest names one and it passes every check; undefined otherwise. */
   tableIfValid(id: string, manifest: ReferenceManifest | undefined): LoadedTable | undefined {
-    if (!manifest?.conditions[id]) return undefined;
+    if (!manifest || !conditionEntry(manifest, id)) return undefined;
     try {
       return this.table(id, manifest);
     } catch (error) {

@@ -8,14 +8,14 @@
 // (<cache>/tmp), hashed on the way, and renamed into place only when size and sha256 match. A download
 // is aborted as soon as it exceeds the declared size (or MAX_RAW_FILE_BYTES) or sends no data for the
 // read timeout; the temporary file is removed on any failure.
-import { closeSync, lstatSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, lstatSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { createHash, randomUUID } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { UserError } from '../core/errors.ts';
 import { hashDescriptor, insideRoot, openRegularFile, removeStaleEntries } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
-import { runPython, startPython } from '../execution/launcher.ts';
+import { runPython, startPython, howItEnded } from '../execution/launcher.ts';
 import { MAX_RAW_FILE_BYTES, type Plan, type RawFile } from '../catalog/plan.ts';
 
 export type Origin = 'cache' | 'mirror' | 'package' | 'upstream';
@@ -60,7 +60,19 @@ function readTimeoutSeconds(options: AcquireOptions): number {
 
 /** The mirrors of an acquisition, in the order they are tried. */
 export function mirrorsOf(options: Pick<AcquireOptions, 'settings' | 'mirrors'>): string[] {
-  return [...new Set([...(options.mirrors ?? []).map((m) => resolve(m)), ...options.settings.mirrors])];
+  const mirrors = [...new Set([...(options.mirrors ?? []).map((m) => resolve(m)), ...options.settings.mirrors])];
+  for (const mirror of mirrors) {
+    // a mirror is a folder (one not there yet is only empty); a file, FIFO or device is refused, never opened
+    let stats: ReturnType<typeof statSync>;
+    try {
+      stats = statSync(mirror, { throwIfNoEntry: false });
+    } catch (error) {
+      throw new UserError(`mirror ${mirror} cannot be looked at: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    }
+    if (stats && !stats.isDirectory())
+      throw new UserError(`mirror ${mirror} is not a folder (a mirror holds raw files under their mirror_path)`);
+  }
+  return mirrors;
 }
 
 const TEMP_NAME = /^(?:copy|download|member)-(\d+)-[0-9a-f-]{36}\.part$/;
@@ -212,7 +224,7 @@ async function extractMember(settings: Settings, archive: string, member: string
     '        dst.write(block)\n';
   const child = await startPython(settings, ['-c', script, archive, member, out, String(limit)], { reject: false });
   if (child.exitCode !== 0) {
-    const last = String(child.stderr).trim().split('\n').pop() || `exit status ${child.exitCode}`;
+    const last = howItEnded(child);
     throw new UserError(`cannot extract ${member}: ${last}`);
   }
 }

@@ -11,7 +11,7 @@ import type { RawFile } from '../catalog/plan.ts';
 import { UserError } from '../core/errors.ts';
 import { hashDescriptor, insideRoot, openRegularFile } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
-import { runPython } from '../execution/launcher.ts';
+import { runPython, howItEnded } from '../execution/launcher.ts';
 import { mirrorsOf, rawCachePath, sitePackages, type AcquireOptions } from './acquire.ts';
 
 export interface PlanProblem {
@@ -157,10 +157,15 @@ export function inspectRaw(settings: Settings, request: Record<string, unknown>)
     maxBuffer: 64 * 1024 * 1024,
   });
   if (child.exitCode !== 0) {
-    const last = String(child.stderr).trim().split('\n').pop() || `exit status ${child.exitCode}`;
+    const last = howItEnded(child);
     throw new UserError(`the raw-file inspection failed: ${last}`);
   }
-  const answer = JSON.parse(String(child.stdout)) as Record<string, unknown>;
+  let answer: Record<string, unknown>;
+  try {
+    answer = JSON.parse(String(child.stdout)) as Record<string, unknown>;
+  } catch {
+    throw new UserError('the raw-file inspection answered something that is not JSON');
+  }
   if (typeof answer.error === 'string') throw new UserError(answer.error);
   return answer;
 }

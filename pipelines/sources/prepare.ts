@@ -2,15 +2,15 @@
 // recipe in a Python worker, then manifests/<source>.json (raw identities, facts, prepared hashes).
 // The recipe writes into prepared/<source>.staging-<pid>, renamed into place on success; the staging
 // (and .old-<pid>) folders a killed prepare left behind are removed by the next prepare of the source.
-import { existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, renameSync, rmSync, unlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { acquirePlan, type AcquireOptions } from './acquire.ts';
 import { loadPlanFile, planFilePath, type LoadedPlan } from '../catalog/catalog.ts';
 import { UserError } from '../core/errors.ts';
-import { insideRoot, removeStaleEntries } from '../core/containment.ts';
+import { insideRoot, lstatOrNothing, regularFileSha256, removeStaleEntries } from '../core/containment.ts';
 import { writeJsonAtomic, readJsonFile } from '../core/fsutil.ts';
-import { canonicalJson, digest, sha256Hex } from '../core/hashing.ts';
+import { canonicalJson, digest } from '../core/hashing.ts';
 import type { Paths } from '../core/settings.ts';
 import { ID_RULE, isValidId, type Plan } from '../catalog/plan.ts';
 import { PREPARE_TIMEOUT_SECONDS } from '../execution/executor.ts';
@@ -65,8 +65,8 @@ export function hashPreparedFiles(folder: string): Record<string, string> {
   const hashes: Record<string, string> = {};
   for (const name of PREPARED_FILES) {
     const path = join(folder, name);
-    if (!existsSync(path)) throw new UserError(`prepared input is missing ${path}; run 'wwref prepare'`);
-    hashes[name] = sha256Hex(readFileSync(path));
+    if (!lstatOrNothing(path)) throw new UserError(`prepared input is missing ${path}; run 'wwref prepare'`);
+    hashes[name] = regularFileSha256(path, 'prepared input'); // streamed; a link, FIFO or device is refused unopened
   }
   return hashes;
 }

@@ -169,7 +169,7 @@ describe('wwref effects on a full-size catalog', () => {
     ),
   ];
   writeSurfaceCatalog(dir, specs);
-  const out = join(dir, 'effects');
+  const out = join(tempDir(), 'effects'); // outside the reference folder: no output goes inside one
   const analyses = analyzeReferences(currentSettings().paths, [], dir);
   const { summary, files } = writeEffects(currentSettings().paths, analyses, out);
 

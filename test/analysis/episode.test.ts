@@ -152,71 +152,83 @@ describe('episode', () => {
     writeFileSync(join(ep, 'episode.json'), state(ep).replace('"credits_remaining": 1, "credits_remaining": 9', '"credits_remaining": 9'));
     refused(
       await run(['status', '--episode', ep]),
-      /not one the rules could produce: 0 paid observation\(s\) and 9 credit\(s\) left of a budget of 1/,
+      /episode state .* is not the state its events log records \(credits_remaining differ\)/,
     );
   });
 
-  it('refuses a hand-edited state the rules could never produce, and a score whose events log disagrees', async () => {
+  it('refuses a receipt the rules could never produce, and a state that is not its receipt', async () => {
     const ep = freshEpisode();
     await start(ep, 2);
     await observe(ep, '0110');
-    const good = state(ep);
-    const edit = (change: (s: Record<string, any>) => void) => {
-      const s = JSON.parse(good);
-      change(s);
-      writeFileSync(join(ep, 'episode.json'), JSON.stringify(s));
+    const good = { state: state(ep), log: readFileSync(join(ep, 'events.jsonl'), 'utf8') };
+    const restore = () => {
+      writeFileSync(join(ep, 'episode.json'), good.state);
+      writeFileSync(join(ep, 'events.jsonl'), good.log);
     };
-    const closedWith = (table: Record<string, unknown>) => (s: Record<string, any>) => {
-      s.closed = true;
-      s.submission = { at: s.started_at, prediction_table: table };
-    };
-    const full = Object.fromEntries(Array.from({ length: 16 }, (_, k) => [maskOf(k, 4), 0.5]));
-    const cases: [(s: Record<string, any>) => void, RegExp][] = [
-      // a free observation beyond the anchors
-      [(s) => (s.observations[2].paid = false), /the unpaid observations are 0000, 1111, 0110, not the two anchors/],
-      [(s) => (s.observations[0].paid = true), /the unpaid observations are 1111, not the two anchors/],
-      [(s) => (s.observations[2].utility = 0.99), /the observed utility of 0110 is not the reference's/],
-      [(s) => (s.observations[0].utility = 0.99), /the observed utility of 0000 is not the reference's/],
-      [(s) => (s.dimensions = 6), /dimensions 6, the reference's 4/],
-      [
-        (s) => {
-          s.budget = 40;
-          s.credits_remaining = 39;
-        },
-        /a budget of 40, more than the 14 masks/,
-      ],
-      [(s) => (s.closed = true), /closed without a submission/],
-      [
-        (s) => {
-          closedWith(full)(s);
-          s.closed = false;
-        },
-        /a submission in an open episode/,
-      ],
-      [closedWith({ ...full, '0001': undefined }), /missing mask\(s\): 0001/],
-      [closedWith({ ...full, '0001': '0.5' }), /malformed at submission.prediction_table.0001|not a decimal number/],
-      [closedWith({ ...full, '00001': 0.5 }), /not one the rules could produce: .*mask '00001' has the wrong width/],
-    ];
-    for (const [change, pattern] of cases) {
-      edit(change);
-      for (const action of ['status', 'score']) {
-        const r = await run([action, '--episode', ep]);
-        refused(r, pattern);
-      }
-    }
-    writeFileSync(join(ep, 'episode.json'), good);
-    await run(['submit', '--episode', ep, '--prediction', table(() => 0.5)]);
-    // the log's purchases are the state's: a purchase the log does not record is refused at scoring
-    const log = readFileSync(join(ep, 'events.jsonl'), 'utf8');
-    writeFileSync(
-      join(ep, 'events.jsonl'),
-      log
+    /** Edits line `k` of the receipt (the copy of the state removed, so that only the receipt speaks). */
+    const editLog = (k: number, change: (e: Record<string, any>) => void) => {
+      const lines = good.log
+        .trim()
         .split('\n')
-        .filter((l) => !l.includes('"action":"observe"'))
-        .join('\n'),
+        .map((l) => JSON.parse(l));
+      change(lines[k]);
+      writeFileSync(join(ep, 'events.jsonl'), `${lines.map((l) => JSON.stringify(l)).join('\n')}\n`);
+      rmSync(join(ep, 'episode.json'), { force: true });
+    };
+    const cases: [number, (e: Record<string, any>) => void, RegExp][] = [
+      [
+        0,
+        (e) => (e.utilities[0] = 0.99),
+        /records an episode the rules could not produce: the observed utility of 0000 is not the reference's/,
+      ],
+      [1, (e) => (e.utilities[0] = 0.99), /the observed utility of 0110 is not the reference's/],
+      [0, (e) => (e.masks = ['0000', '0111']), /the unpaid observations are 0000, 0111, not the two anchors 0000, 1111/],
+      [0, (e) => (e.budget = 14), /line 2: credits 2 -> 1, where the actions before it give 14 -> 13/],
+      [1, (e) => (e.action = 'start'), /line 2: a second start/],
+      [
+        1,
+        (e) => {
+          Object.assign(e, { new_masks: ['0110', '0110'], utilities: [utility(6), utility(6)], credits_after: 0 });
+        },
+        /a mask observed twice/,
+      ],
+      [1, (e) => (e.credits_before = 3), /line 2: credits 3 -> 1/],
+      [1, (e) => delete e.utilities, /line 2: a purchase without a utility for each new mask/],
+      [0, (e) => (e.reference.dimensions = 6), /dimensions 6|not a mask of 6 options/],
+      [0, (e) => delete e.references, /line 1: a start without its condition, budget, reference folder/],
+    ];
+    for (const [k, change, pattern] of cases) {
+      editLog(k, change);
+      for (const action of ['status', 'score']) refused(await run([action, '--episode', ep]), pattern);
+    }
+    // a copy of the state edited consistently (budget 2 -> 14, credits raised by 12): refused against the receipt's start
+    restore();
+    const raised = JSON.parse(good.state);
+    raised.budget = 14;
+    raised.credits_remaining += 12;
+    writeFileSync(join(ep, 'episode.json'), JSON.stringify(raised));
+    for (const action of ['status', 'observe']) {
+      const r = await run(action === 'status' ? ['status', '--episode', ep] : ['observe', '--episode', ep, '--masks', '0001', '0010']);
+      refused(r, /episode state .* is not the state its events log records \(budget, credits_remaining differ\)/);
+    }
+    restore();
+    const submitted = await run(['submit', '--episode', ep, '--prediction', table(() => 0.5)]);
+    expect(submitted.code).toBe(0);
+    const closed = { state: state(ep), log: readFileSync(join(ep, 'events.jsonl'), 'utf8') };
+    const submit = JSON.parse(closed.log.trim().split('\n').at(-1)!);
+    expect(submit).toMatchObject({ kind: 'action', action: 'submit', table_sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    // the submission replaced in the copy of the state, or in the receipt: refused, not scored
+    const better = JSON.parse(closed.state);
+    better.submission.prediction_table['0001'] = utility(1);
+    writeFileSync(join(ep, 'episode.json'), JSON.stringify(better));
+    refused(await run(['score', '--episode', ep]), /not the state its events log records \(submission differ\)/);
+    writeFileSync(join(ep, 'episode.json'), closed.state);
+    writeFileSync(join(ep, 'events.jsonl'), closed.log.replace('"0001":0.5', `"0001":${utility(1)}`));
+    refused(
+      await run(['score', '--episode', ep]),
+      /line 3: the submitted table's sha256 is not [0-9a-f]{64}, the one recorded at submission/,
     );
-    refused(await run(['score', '--episode', ep]), /events log .* records the purchases none, the state 0110: they disagree/);
-    writeFileSync(join(ep, 'events.jsonl'), log);
+    writeFileSync(join(ep, 'events.jsonl'), closed.log);
     expect((await run(['score', '--episode', ep])).code).toBe(0);
   });
 

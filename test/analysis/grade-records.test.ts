@@ -126,6 +126,28 @@ describe('grade --records', () => {
       ],
       ['', /records file .* holds no record/],
       ['\n  \n', /records file .* holds no record/],
+      // a misspelled key or a prototype key is refused, never ignored
+      [
+        JSON.stringify({ condition: 'lone', prediction_table: table(4, () => 0.5), scores: {} }),
+        /record 1 \(line 1\): unknown key "scores"/,
+      ],
+      [
+        JSON.stringify({ condition: 'lone', prediction_table: table(4, () => 0.5), Score: {} }),
+        /unknown key "Score" \(a record holds condition, instance/,
+      ],
+      [
+        `{"condition": "lone", "__proto__": {"score": {}}, "prediction_table": ${JSON.stringify(table(4, () => 0.5))}}`,
+        /unknown key "__proto__"/,
+      ],
+      // a condition named like an object's inherited member is no condition of the manifest
+      [
+        JSON.stringify({ condition: 'constructor', prediction_table: table(4, () => 0.5) }),
+        /condition 'constructor' is not in the reference manifest/,
+      ],
+      [
+        JSON.stringify({ condition: 'toString', prediction_table: table(4, () => 0.5) }),
+        /condition 'toString' is not in the reference manifest/,
+      ],
     ];
     for (const [text, pattern] of cases) {
       const path = join(dir, 'bad.jsonl');
@@ -134,6 +156,17 @@ describe('grade --records', () => {
       expect(r.code, text).toBe(2);
       expect(r.stderr).toMatch(pattern);
     }
+    // read in blocks, a line at a time: an over-long line and a file of newlines end with one line, exit 2
+    const huge = join(dir, 'huge.jsonl');
+    writeFileSync(huge, `${JSON.stringify(base[2])}\n{"condition": "lone", "x": "${'y'.repeat(5 << 20)}"}\n`);
+    const long = await grade(huge);
+    expect([long.code, long.stderr]).toEqual([
+      2,
+      expect.stringMatching(/^wwref: records file \S+, line 2 is over 4194304 bytes; refused\n$/),
+    ]);
+    writeFileSync(huge, '\n'.repeat(50 << 20));
+    const blank = await grade(huge);
+    expect([blank.code, blank.stderr]).toEqual([2, expect.stringMatching(/^wwref: records file \S+ holds no record\n$/)]);
     const mixed = await cliInProcess(['grade', '--references', refs, '--records', join(dir, 'bad.jsonl'), '--condition', 'lone'], ROOT);
     expect(mixed.code).toBe(2);
     expect(mixed.stderr).toMatch(/--records takes the condition/);

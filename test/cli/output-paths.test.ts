@@ -7,7 +7,8 @@
 // - the job functions themselves (called without the command line) refuse the same paths, so a caller
 //   other than this command line gets the same check;
 // - the plan schema may still be written into sources/, where the committed one lives.
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execa } from 'execa';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
@@ -133,6 +134,77 @@ describe('outputs inside the project source folders are refused before any work,
       expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual(JSON.parse(readFileSync(join(SOURCES_DIR, 'plan.schema.json'), 'utf8')));
     } finally {
       rmSync(file, { force: true });
+    }
+  });
+});
+
+describe('no output replaces what the project is made of (one rule for every --out)', () => {
+  it('tracked files, .git, a reference folder, the configuration, the sources: refused, each file unchanged', async () => {
+    const ws = workspace();
+    const refs = join(ws.root, 'refs-protect');
+    writeSurfaceCatalog(refs, [{ condition: 'op_surface', dimensions: 4, utility: (z) => 0.2 + 0.5 * z[0]! }]);
+    const at = (name: string) => join(ROOT, name);
+    const cases: [string[], string, RegExp][] = [
+      [
+        ['export', '--references', refs, '--out', at('outputs/current/manifest.json')],
+        'outputs/current/manifest.json',
+        /a reference folder/,
+      ],
+      [['report', '--references', refs, '--out', at('wwref.config.json')], 'wwref.config.json', /the project's configuration/],
+      [['export', '--references', refs, '--out', at('native/libm-pin/pin.c')], 'native/libm-pin/pin.c', /tracked by git/],
+      [['export', '--references', refs, '--out', at('.git')], '.git', /the repository itself/],
+      [['export', '--references', refs, '--out', at('README.md')], 'README.md', /tracked by git/],
+      [
+        ['plan-schema', '--out', at('sources/wine.plan.json')],
+        'sources/wine.plan.json',
+        /tracked by git\), which this command did not write/,
+      ],
+      [['plan-schema', '--out', at('pipelines/cli/main.ts')], 'pipelines/cli/main.ts', /the project's own source/],
+      [
+        [
+          'new-source',
+          '--family',
+          'clustering',
+          '--package',
+          'scikit-learn:sklearn/datasets/data/iris.csv',
+          '--force',
+          '--out',
+          at('workflows/families/clustering.py'),
+        ],
+        'workflows/families/clustering.py',
+        /the project's own source/,
+      ],
+      [['report', '--references', refs, '--figures', at('docs')], 'docs/architecture.md', /a folder holding .*tracked by git/],
+      [['effects', '--references', refs, '--out', ROOT], 'README.md', /a folder holding .*tracked by git/],
+      [['export', '--references', refs, '--out', join(refs, 'all.csv')], 'wwref.config.json', /which only wwref itself writes/],
+    ];
+    for (const [args, file, message] of cases) {
+      const before = readFileSync(at(file));
+      const outcome = await cliInProcess(args, ws.root);
+      refused(outcome, message, args.join(' '));
+      expect(readFileSync(at(file)).equals(before), file).toBe(true);
+    }
+    // a reference folder that is no folder of the settings (a copy of one, anywhere) is recognised by its manifest
+    refused(
+      await cliInProcess(['export', '--references', refs, '--out', join(refs, 'tables', 'x.csv')], ws.root),
+      /inside \S+refs-protect, (a reference folder|which only wwref itself writes)/,
+      'inside a reference folder',
+    );
+  });
+
+  it("the committed plan schema is plan-schema's own output: regenerated in place", async () => {
+    const file = join(SOURCES_DIR, 'plan.schema.json');
+    const before = readFileSync(file);
+    const { mtimeNs } = statSync(file, { bigint: true });
+    try {
+      const outcome = await cliInProcess(['plan-schema', '--out', file], workspace().root);
+      expect(outcome.code, outcome.stderr).toBe(0);
+      expect(readFileSync(file).equals(before)).toBe(true);
+    } finally {
+      writeFileSync(file, before);
+      // the repository guard compares modification times: the committed file's is put back, to the nanosecond
+      const ns = mtimeNs % 1_000_000_000n;
+      await execa('touch', ['-m', '-d', `@${mtimeNs / 1_000_000_000n}.${ns.toString().padStart(9, '0')}`, file]);
     }
   });
 });

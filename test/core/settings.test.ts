@@ -3,6 +3,8 @@
 // refused in one line, WWREF_PYTHON explicit, WWREF_OFFLINE, the WWREF_MIRROR order, an undeclared
 // runtime refused. Every case passes its own environment, so the process's (a workspace's WWREF_*
 // variables, a developer's shell) never leaks in, and nothing here writes process.env.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { runCli } from '../../pipelines/cli/main.ts';
@@ -244,5 +246,23 @@ describe('the command line', () => {
     }
     expect(err.join('')).not.toMatch(/runtime 'nope'/);
     expect(err.join('')).toMatch(/no_such_condition/);
+  });
+});
+
+describe('wwref.config.json read strictly', () => {
+  it('a key written twice in one object is refused, naming it; the same key in two objects is fine', () => {
+    const root = mkdtempSync(join(tmpdir(), 'wwref-config-'));
+    try {
+      const write = (text: string) => writeFileSync(join(root, 'wwref.config.json'), text);
+      write('{"numerical_profile": "pinned", "mirrors": [], "numerical_profile": "native"}');
+      expect(() => readConfig(root)).toThrow(UserError);
+      expect(() => readConfig(root)).toThrow(/wwref\.config\.json: the key "numerical_profile" is written twice in one object; keep one$/);
+      write('{"numerical_profile": "pinned", "mirrors": ["a,\\"b\\"{"], "n\\u0075merical_profile": "native"}');
+      expect(() => readConfig(root)).toThrow(/the key "numerical_profile" is written twice/);
+      write('{"numerical_profile": "pinned", "mirrors": ["x"]}');
+      expect(readConfig(root).numerical_profile).toBe('pinned');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });

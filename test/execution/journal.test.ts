@@ -4,14 +4,15 @@
 // family's utility rule. Real files; the runs of every family come from real workers. An append
 // never follows a symbolic link.
 import { loadCatalog } from '../../pipelines/references/store.ts';
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allMasks } from '../../pipelines/catalog/masks.ts';
 import { digest } from '../../pipelines/core/hashing.ts';
 
 import type { PreparedInput } from '../../pipelines/execution/executor.ts';
-import { Journal, KEPT_PREDICTION_BYTES, reverifyRun, type JournalIdentity } from '../../pipelines/execution/journal.ts';
+import { Journal, JOURNAL_MAX_BYTES, KEPT_PREDICTION_BYTES, reverifyRun, type JournalIdentity } from '../../pipelines/execution/journal.ts';
 import { LocalExecutor } from '../../pipelines/execution/local/local-executor.ts';
 import type { RunResult } from '../../pipelines/execution/protocol.ts';
 import type { Truth } from '../../pipelines/execution/verification/verify.ts';
@@ -130,6 +131,21 @@ describe('journal', () => {
     expect(() => journal.append('0000', run([1]))).toThrow(/cannot append to .*linked\.jsonl: it is a symbolic link/);
     expect(readFileSync(victim, 'utf8')).toBe('untouched');
     expect(existsSync(victim)).toBe(true);
+  });
+
+  it('a FIFO, a link or an over-long file at the journal: refused with one line, never opened to read or blocked on', () => {
+    mkdirSync(join(ws.cache, 'journal'), { recursive: true });
+    const fifo = new Journal(currentSettings().paths.cache, 'fifo', identity);
+    execFileSync('mkfifo', [fifo.path]);
+    expect(() => fifo.resume()).toThrow(/^journal \S+fifo\.jsonl is a FIFO, not a regular file; refused; remove it/);
+    expect(() => fifo.append('0000', run([1]))).toThrow(/^cannot append to \S+fifo\.jsonl: /);
+    const linked = new Journal(currentSettings().paths.cache, 'to-zero', identity);
+    symlinkSync('/dev/zero', linked.path);
+    expect(() => linked.resume()).toThrow(/is a symbolic link, not a regular file; refused/);
+    const big = new Journal(currentSettings().paths.cache, 'big', identity);
+    writeFileSync(big.path, '');
+    truncateSync(big.path, JOURNAL_MAX_BYTES + 1); // sparse: no disk used
+    expect(() => big.resume()).toThrow(/is \d+ bytes, more than the \d+ allowed; refused; remove it/);
   });
 });
 

@@ -7,7 +7,8 @@ import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
-import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
+import { howItEnded, runPython } from '../../pipelines/execution/launcher.ts';
+import { currentSettings, useTempWorkspace, type Workspace } from '../support/workspace.ts';
 
 let ws: Workspace;
 beforeAll(() => {
@@ -54,5 +55,19 @@ describe('a Python runtime that cannot start a worker', () => {
     expect(await prepareWith(bare)).toMatch(
       /did not start a wwref worker: worker process exited \(its last words: ModuleNotFoundError: No module named '(?!workflows)/,
     );
+  });
+});
+
+describe('how a failed Python process ended, in one line', () => {
+  it('an answer over the size read, a signal, an exit status: never "exit status undefined"', () => {
+    const settings = currentSettings();
+    const big = runPython(settings, ['-c', 'import sys; sys.stdout.write("x" * 100000)'], { reject: false, maxBuffer: 1000 });
+    expect(howItEnded(big)).toBe('its answer was larger than wwref reads (it was stopped)');
+    const killed = runPython(settings, ['-c', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'], { reject: false });
+    expect(howItEnded(killed)).toBe('it was ended by SIGKILL');
+    const status = runPython(settings, ['-c', 'import sys; sys.exit(3)'], { reject: false });
+    expect(howItEnded(status)).toBe('exit status 3');
+    const said = runPython(settings, ['-c', 'import sys; sys.exit("the file is too large")'], { reject: false });
+    expect(howItEnded(said)).toBe('the file is too large');
   });
 });

@@ -3,7 +3,8 @@
 // compares committed hashes assumes), for references built under another runtime (outputs/current:
 // the differing versions named) and for a folder without a reference manifest.
 import { readReferenceManifest } from '../support/raw-references.ts';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execa } from 'execa';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -42,4 +43,32 @@ describe('wwref doctor', () => {
       rmSync(empty, { recursive: true, force: true });
     }
   }, 60_000);
+});
+
+describe('wwref doctor with an interpreter that never answers', () => {
+  it('waits for one hello only (not a second, native one), then says so in one line, exit 2', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wwref-doctor-silent-'));
+    try {
+      const silent = join(dir, 'python');
+      writeFileSync(silent, '#!/bin/sh\nexec sleep 600\n');
+      chmodSync(silent, 0o755);
+      const r = await execa('node', [join(ROOT, 'bin', 'wwref.mjs'), 'doctor'], {
+        cwd: dir,
+        env: { WWREF_PYTHON: silent },
+        reject: false,
+        timeout: 200_000, // one hello (120 s) and the start-up: two would pass this bound
+      });
+      expect(r.timedOut).toBe(false);
+      expect([r.exitCode, String(r.stderr).trim().split('\n')]).toEqual([
+        2,
+        [
+          expect.stringMatching(
+            /^wwref: the Python runtime \S+python did not start a wwref worker: .*did not answer its hello within 120 s/,
+          ),
+        ],
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 260_000);
 });

@@ -160,6 +160,28 @@ describe('audit re-prepares an added source from its raw files and plan', () => 
     expect(readdirSync(join(workspace().cache, 'audit'))).toEqual([]);
   });
 
+  it('a FIFO in prepared/ and a raw cache entry linked to /dev/zero: reported, never opened or read (audit ends)', async () => {
+    restore();
+    const raw = JSON.parse(readFileSync(manifestFile(), 'utf8')).raw_files as { name: string; sha256: string }[];
+    const cached = rawCachePath(currentSettings(), raw[0]!.sha256);
+    rmSync(cached);
+    symlinkSync('/dev/zero', cached);
+    const prepared = preparedFile('metadata.json.gz');
+    rmSync(prepared);
+    await execa('mkfifo', [prepared]);
+    try {
+      const outcome = await audit();
+      expect(outcome.code).toBe(1);
+      expect(outcome.column).toMatchObject({ raw: 'FAIL', prepared: 'FAIL' });
+      expect(outcome.stdout).toMatch(/raw cache file \S+ is a symbolic link, not a regular file; refused/);
+      expect(outcome.stdout).toMatch(/prepared file \S+metadata\.json\.gz is a FIFO, not a regular file; refused/);
+    } finally {
+      rmSync(cached, { force: true });
+      rmSync(prepared, { force: true });
+      restore();
+    }
+  });
+
   it('a raw file missing from the cache is acquired (from its package) and the source re-prepared', async () => {
     restore();
     const raw = JSON.parse(readFileSync(manifestFile(), 'utf8')).raw_files as { name: string; sha256: string }[];

@@ -135,6 +135,13 @@ describe('reads are contained and bounded', () => {
     rmSync(join(linked, 'alpha.arrow'));
     symlinkSync(elsewhere, join(linked, 'alpha.arrow'));
     fast(linked, /resolves to .*elsewhere\.arrow, outside/);
+
+    // a link inside the folder: named as a link, not taken for a changed table
+    const inside = copy();
+    cpSync(join(inside, 'alpha.arrow'), join(inside, 'alpha-copy.arrow'));
+    rmSync(join(inside, 'alpha.arrow'));
+    symlinkSync(join(inside, 'alpha-copy.arrow'), join(inside, 'alpha.arrow'));
+    fast(inside, /reference table \S+alpha\.arrow is a symbolic link; wwref writes tables as files/);
   });
 
   it('a manifest that is a FIFO or far too large', () => {

@@ -146,6 +146,21 @@ describe('only regular files are read', () => {
     cacheEmpty();
   });
 
+  it('a mirror that is a file or a FIFO is refused with one line, never opened', async () => {
+    const file = join(ws.root, 'mirror-file');
+    writeFileSync(file, 'not a folder');
+    const fifo = join(ws.root, 'mirror-fifo');
+    execFileSync('mkfifo', [fifo]);
+    for (const mirror of [file, fifo]) {
+      const error = await failure(
+        acquireFile(rawFile('abc', { mirror_path: 'data.csv' }), { settings: ws.settings, mirrors: [mirror], online: false }),
+      );
+      expect(error).toBeInstanceOf(UserError);
+      expect(error.message).toMatch(/^mirror \S+ is not a folder \(a mirror holds raw files under their mirror_path\)$/);
+    }
+    cacheEmpty();
+  });
+
   it('a FIFO named by mirror_path is refused at once (run in a child process, bounded, so that a hang fails the test)', async () => {
     const mirror = join(ws.root, 'mirror');
     mkdirSync(mirror, { recursive: true });

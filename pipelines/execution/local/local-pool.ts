@@ -9,7 +9,14 @@ import PQueue from 'p-queue';
 import { z } from 'zod';
 import { admissionProblems, type AdmissionRules } from '../admission.ts';
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
-import { HELLO_TIMEOUT_SECONDS, RecordTimeout, RuntimeRefused, WorkerCrash, type ExecutorOptions } from '../executor.ts';
+import {
+  HELLO_TIMEOUT_SECONDS,
+  RecordTimeout,
+  RuntimeDidNotStart,
+  RuntimeRefused,
+  WorkerCrash,
+  type ExecutorOptions,
+} from '../executor.ts';
 import type { NumericalProfile } from '../../core/profiles.ts';
 import type { HelloResult } from '../protocol.ts';
 import { PythonWorker } from '../python-worker.ts';
@@ -73,7 +80,7 @@ export class WorkerPool {
           error instanceof z.ZodError
             ? 'answered its hello with something else than a wwref worker'
             : (error as Error).message.split('\n')[0]!.replace(/:$/, '');
-        throw new RuntimeRefused(
+        throw new RuntimeDidNotStart(
           `the Python runtime ${this.options.settings.python.executable} did not start a wwref worker: ${why}` +
             `${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; ` +
             "check WWREF_PYTHON, or run 'npm run setup' to bring the runtime up to date",

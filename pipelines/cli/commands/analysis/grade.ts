@@ -32,13 +32,20 @@ export default defineCommand({
         );
       }
       const { differenceLines, gradeRecords } = await import('../../../analysis/grade-records.ts');
-      const outcome = gradeRecords(settings, argv.records);
-      out(JSON.stringify(outcome, null, 2));
+      // stdout is one JSON object written as the records are scored (its scores first): memory stays bounded
+      let first = true;
+      const outcome = gradeRecords(settings, argv.records, undefined, (scored) => {
+        process.stdout.write(`${first ? '{\n  "scores": [\n' : ',\n'}    ${JSON.stringify(scored)}`);
+        first = false;
+      });
+      const { scores: _none, ...summary } = outcome;
+      const rest = JSON.stringify(summary, null, 2).slice(1); // the summary's fields, after the scores
+      process.stdout.write(`${first ? '{\n  "scores": [' : '\n  ]'},${rest}\n`);
       for (const line of differenceLines(outcome)) process.stderr.write(`${line}\n`);
       process.stderr.write(
-        `${outcome.records} record(s) scored, ${outcome.scores_compared} stored score(s) compared: ${outcome.differences.length} difference(s)\n`,
+        `${outcome.records} record(s) scored, ${outcome.scores_compared} stored score(s) compared: ${outcome.differences_total} difference(s)\n`,
       );
-      return outcome.differences.length ? 1 : 0;
+      return outcome.differences_total ? 1 : 0;
     }
     if (argv.condition === undefined || argv.table === undefined)
       throw new UserError('grade needs --condition C and --table FILE (or --records FILE)');

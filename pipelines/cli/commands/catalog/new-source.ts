@@ -37,7 +37,7 @@ export default defineCommand({
       source: argv.source,
       title: argv.title,
     });
-    const target = outputPath(settings, argv.out ?? defaultPlanFile(plan), 'out', 'file', true);
+    const target = outputPath(settings, argv.out ?? defaultPlanFile(plan), 'out', 'file', { inSources: true });
     if (dirname(target) === resolve(ROOT, 'sources'))
       throw new UserError(
         `--out ${argv.out}: sources/ holds the published catalog; write the plan elsewhere (e.g. sources/examples/ or your own folder)`,

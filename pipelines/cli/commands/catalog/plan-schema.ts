@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { writeFileAtomic } from '../../../core/fsutil.ts';
 import { defineCommand } from '../../command.ts';
 import { outputPath } from '../../output-path.ts';
@@ -7,10 +8,18 @@ export default defineCommand({
   describe: 'write the JSON Schema of construction plans (for editors; committed as sources/plan.schema.json)',
   builder: (y) => y.option('out', { type: 'string', describe: 'output file (default: standard output)' }),
   run: async (argv, { settings, out }) => {
-    const { planJsonSchema } = await import('../../../catalog/plan.ts');
+    const { planJsonSchema, PLAN_SCHEMA_TITLE } = await import('../../../catalog/plan.ts');
     const text = `${JSON.stringify(planJsonSchema(), null, 2)}\n`;
     if (!argv.out) return void process.stdout.write(text);
-    writeFileAtomic(outputPath(settings, argv.out, 'out', 'file', true), text);
+    // the committed sources/plan.schema.json is this command's own output: it may be regenerated in place
+    const ownFile = (path: string) => {
+      try {
+        return (JSON.parse(readFileSync(path, 'utf8')) as { title?: unknown }).title === PLAN_SCHEMA_TITLE;
+      } catch {
+        return false;
+      }
+    };
+    writeFileAtomic(outputPath(settings, argv.out, 'out', 'file', { inSources: true, ownFile }), text);
     out(`plan schema written to ${argv.out}`);
   },
 });

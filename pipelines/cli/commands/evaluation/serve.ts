@@ -14,7 +14,7 @@ export default defineCommand({
     y
       .option('episode', { type: 'string', demandOption: true, describe: "the episode folder ('wwref episode start')" })
       .option('http', {
-        type: 'number',
+        type: 'string',
         describe: 'serve Streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio (0: any free port, printed on stderr)',
       })
       .option('host', {
@@ -33,16 +33,21 @@ export default defineCommand({
       await server.serveStdio(settings, dir);
       return 0;
     }
-    if (!Number.isInteger(argv.http) || argv.http < 0 || argv.http > 65535)
-      throw new UserError('--http takes a port number from 0 to 65535');
+    // decimal digits only: '0x50' or '' is no port (a number parser would take them for 80 and 0)
+    const port = /^[0-9]{1,5}$/.test(argv.http) ? Number(argv.http) : Number.NaN;
+    if (!(port >= 0 && port <= 65535))
+      throw new UserError(`--http takes a port number from 0 to 65535 in decimal digits, not ${JSON.stringify(argv.http)}`);
     let token: string | undefined;
     if (argv.tokenFile !== undefined) {
       const { readBoundedText } = await import('../../../analysis/strict-json.ts');
       token = readBoundedText(argv.tokenFile, 'token file', 4096).trim();
-      if (token.length < TOKEN_MIN || /\s/.test(token))
-        throw new UserError(`token file ${argv.tokenFile} must hold one token of at least ${TOKEN_MIN} characters, without spaces`);
+      // printable ASCII only: an HTTP client cannot send other bytes in a header
+      if (token.length < TOKEN_MIN || !/^[\x21-\x7e]+$/.test(token))
+        throw new UserError(
+          `token file ${argv.tokenFile} must hold one token of at least ${TOKEN_MIN} printable ASCII characters, without spaces`,
+        );
     }
-    const { server: http, url } = await server.serveHttp(settings, dir, { port: argv.http, host: argv.host ?? '127.0.0.1', token });
+    const { server: http, url } = await server.serveHttp(settings, dir, { port, host: argv.host ?? '127.0.0.1', token });
     process.stderr.write(`wwref: serving episode ${argv.episode} at ${url} (Ctrl-C stops)\n`);
     await new Promise<void>((done) => {
       for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, done);

@@ -1,0 +1,76 @@
+// The one-writer lock under faults: a takeover guard dated in the future goes stale after a bounded
+// wait (no spinning), a stale lock is taken over, a full disk leaves no private lock file behind,
+// and a live holder makes the waiter give up at its deadline with one line.
+import { execa } from 'execa';
+import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../../pipelines/core/paths.ts';
+import { UserError } from '../../pipelines/core/errors.ts';
+import { LOCK_FILE, lockFolder } from '../../pipelines/references/lock.ts';
+import { BIN, cliInProcess } from '../support/cli.ts';
+import { FAIL_WRITE_PRELOAD, failWrite } from '../support/doubles.ts';
+import { writeSurfaceCatalog } from '../support/fixtures.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'wwref-lock-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const refs = join(dir, 'references');
+writeSurfaceCatalog(refs, [{ condition: 'toy', dimensions: 4, utility: (_z, k) => 0.1 + 0.01 * k }]);
+let count = 0;
+const episode = async () => {
+  const ep = join(dir, `ep${++count}`);
+  const r = await cliInProcess(['episode', 'start', '--episode', ep, '--condition', 'toy', '--budget', '2', '--references', refs], ROOT);
+  expect(r.code, r.stderr).toBe(0);
+  return ep;
+};
+/** A process id that is not running (the largest possible, far above any live one here). */
+const DEAD_PID = 4_194_303;
+
+describe('the folder lock', () => {
+  it('a stale lock under a takeover guard dated in the future: taken over after a bounded wait', async () => {
+    const ep = await episode();
+    writeFileSync(join(ep, LOCK_FILE), JSON.stringify({ pid: DEAD_PID }));
+    const guard = join(ep, `${LOCK_FILE}.takeover`);
+    writeFileSync(guard, '');
+    const tomorrow = new Date(Date.now() + 86_400_000);
+    utimesSync(guard, tomorrow, tomorrow);
+    const r = await execa('node', [BIN, 'episode', 'status', '--episode', ep], { cwd: ROOT, reject: false, timeout: 90_000 });
+    expect([r.exitCode, r.stderr]).toEqual([0, '']);
+    expect(JSON.parse(r.stdout).credits_remaining).toBe(2);
+    expect(readdirSync(ep).filter((n) => n.startsWith(LOCK_FILE))).toEqual([]);
+  }, 120_000);
+
+  it('a full disk while the private lock file is written: one line, exit 2, no lock file left', async () => {
+    const ep = await episode();
+    const r = await execa('node', ['--import', FAIL_WRITE_PRELOAD, BIN, 'episode', 'observe', '--episode', ep, '--masks', '0001'], {
+      cwd: ROOT,
+      env: failWrite(LOCK_FILE),
+      reject: false,
+    });
+    expect([r.exitCode, r.stderr]).toEqual([2, expect.stringMatching(/^wwref: cannot lock .*: the disk is full \(ENOSPC\)$/)]);
+    expect(readdirSync(ep).filter((n) => n.startsWith(LOCK_FILE))).toEqual([]);
+    expect(JSON.parse((await cliInProcess(['episode', 'status', '--episode', ep], ROOT)).stdout).credits_remaining).toBe(2);
+  });
+
+  it("a live holder: the waiter gives up at its deadline with one line; a killed writer's private file is removed", async () => {
+    const folder = join(dir, 'held');
+    const release = await lockFolder(folder);
+    try {
+      writeFileSync(join(folder, `${LOCK_FILE}.${DEAD_PID}.7.tmp`), '{}'); // left by a writer killed before linking
+      let error: unknown;
+      try {
+        await lockFolder(folder, 1);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(UserError);
+      expect((error as Error).message).toMatch(/is being written by another wwref process \(pid \d+, lock .*\)/);
+    } finally {
+      release();
+    }
+    const again = await lockFolder(folder, 1);
+    again();
+    expect(readdirSync(folder)).toEqual([]);
+  });
+});
