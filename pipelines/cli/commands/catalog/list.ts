@@ -1,4 +1,3 @@
-import { loadCatalog } from '../../../references/store.ts';
 import { defineCommand } from '../../command.ts';
 import { withReferences } from '../../options.ts';
 
@@ -6,7 +5,8 @@ export default defineCommand({
   command: 'list',
   describe: 'list the catalog: sources, families and conditions',
   builder: (y) => withReferences(y),
-  run: (_argv, { settings, out }) => {
+  run: async (_argv, { settings, out }) => {
+    const { loadCatalog } = await import('../../../references/store.ts');
     const catalog = loadCatalog(settings);
     for (const c of catalog.conditions.values()) {
       const pub = c.plan.plan.published;
