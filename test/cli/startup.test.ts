@@ -22,7 +22,8 @@ function wwref(args: string[], env: Record<string, string> = {}) {
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
-const stamp = () => JSON.parse(readFileSync(join(root, 'dist', 'build.json'), 'utf8')) as { entry: string; inputs: Record<string, unknown> };
+const stamp = () =>
+  JSON.parse(readFileSync(join(root, 'dist', 'build.json'), 'utf8')) as { entry: string; inputs: Record<string, unknown> };
 
 interface Metafile {
   outputs: Record<string, { entryPoint?: string; inputs: Record<string, unknown>; imports: { path: string; kind: string }[] }>;
@@ -50,7 +51,16 @@ function loadedAtStart(meta: Metafile) {
 
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'wwref-startup-'));
-  for (const item of ['pipelines', 'bin', 'scripts/build.mjs', 'contracts', 'workflows', 'package.json', 'tsconfig.json', 'wwref.config.json']) {
+  for (const item of [
+    'pipelines',
+    'bin',
+    'scripts/build.mjs',
+    'contracts',
+    'workflows',
+    'package.json',
+    'tsconfig.json',
+    'wwref.config.json',
+  ]) {
     cpSync(join(ROOT, item), join(root, item), { recursive: true });
   }
   symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
@@ -117,7 +127,9 @@ describe('the build of the command line', () => {
       expect(result.code).toBe(0);
       expect(result.stdout).toContain('regression');
       expect(result.stderr.trim().split('\n')).toHaveLength(1);
-      expect(result.stderr).toMatch(/^wwref: the build in dist\/ is missing or stale and could not be made \(.+\); running from the sources\n$/);
+      expect(result.stderr).toMatch(
+        /^wwref: the build in dist\/ is missing or stale and could not be made \(.+\); running from the sources\n$/,
+      );
     } finally {
       rmSync(join(root, 'dist'), { force: true });
     }
