@@ -1,92 +1,181 @@
 // Progress on the terminal: done/total, rate, ETA and the conditions still running. On a TTY the line
-// is redrawn in place; otherwise a line is printed every 5 % (CI logs stay short).
+// is redrawn as records finish and every second; in a log (not a TTY) a line is printed every 5 % of
+// the records and at least every 10 s while work goes on, so a long record never looks like a hang.
 
 /** Finished records before any ETA is given: 1 % of the run, at least 10 (or all of a smaller run). */
 export function etaThreshold(total: number): number {
   return Math.min(total, Math.max(10, Math.ceil(total * 0.01)));
 }
 
+/** A log line at least this often while work goes on. */
+export const LOG_EVERY_SECONDS = 10;
+
+interface ConditionWork {
+  left: number;
+  /** Expected seconds per record (the references'), if known. */
+  expected?: number;
+  /** Finished records that reported their computation seconds, and the sum of those seconds. */
+  measured: number;
+  nativeSeconds: number;
+}
+
 /**
- * Seconds left of a run whose records cost different amounts: each condition's records are weighted
- * by their expected seconds per record (from earlier references, or the family's estimate), and the
- * expected work still to do is divided by the rate at which expected work has been done so far. A
- * count of records would not do: the costly records run first, so an early records-per-second rate
- * says a 2.5-minute rebuild takes 22 minutes. No estimate until etaThreshold(total) records finished.
+ * Seconds left of a run whose records cost different amounts, on `workers` workers. Each unfinished
+ * record costs its computation plus the orchestration around it (sending, hashing, verifying,
+ * journaling), and the workers share the sum:
+ *   left = Σ over unfinished records (computation + overhead) / workers.
+ * A record's computation is its condition's measured mean once one of its records finished here, and
+ * until then its seconds in the references scaled by how this machine compares with them on the
+ * records finished so far. The overhead per record is measured too: the worker time of the run so far
+ * (workers × elapsed, up to the last record that finished) less the computation of its records. Without
+ * it, the 1,100 cheap records that follow the retrieval ones (a few ms of computation, as much again of
+ * orchestration) were said to take seconds and took a minute. A run whose records report no computation
+ * seconds falls back to the rate at which expected work was done. No estimate until etaThreshold(total)
+ * records finished; between two finished records the estimate counts down.
  */
 export class EtaEstimator {
-  private readonly cost = new Map<string, number | undefined>();
-  private readonly left = new Map<string, number>();
+  private readonly conditions = new Map<string, ConditionWork>();
   private finished = 0;
-  private workDone = 0;
+  private last: number;
+  /** Computation seconds of every finished record that reported them, and the references' expectation for the same records. */
+  private native = 0;
+  private expectedOfMeasured = 0;
+  private measuredRecords = 0;
+  /** Expected seconds of every finished record (the fallback's rate). */
+  private expectedDone = 0;
 
   constructor(
     private readonly total: number,
     /** Seconds (any clock) when the work started. */
     private readonly start: number,
-  ) {}
+    private readonly workers = 1,
+  ) {
+    this.last = start;
+  }
 
   /** `records` records of `condition` will run, each expected to take `secondsPerRecord` (unknown: the mean of the known ones). */
   expect(condition: string, records: number, secondsPerRecord?: number): void {
-    this.left.set(condition, (this.left.get(condition) ?? 0) + records);
-    this.cost.set(
-      condition,
-      secondsPerRecord !== undefined && Number.isFinite(secondsPerRecord) && secondsPerRecord > 0 ? secondsPerRecord : undefined,
-    );
+    const known = secondsPerRecord !== undefined && Number.isFinite(secondsPerRecord) && secondsPerRecord > 0;
+    const work = this.conditions.get(condition) ?? { left: 0, measured: 0, nativeSeconds: 0 };
+    work.left += records;
+    work.expected = known ? secondsPerRecord : undefined;
+    this.conditions.set(condition, work);
   }
 
-  /** One record of `condition` finished. */
-  finish(condition: string): void {
+  /** One record of `condition` finished at `at` (same clock as start), having computed for `nativeSeconds` (unknown for a failed one). */
+  finish(condition: string, at?: number, nativeSeconds?: number | null): void {
+    const work = this.conditions.get(condition) ?? { left: 1, measured: 0, nativeSeconds: 0 };
+    this.conditions.set(condition, work);
+    work.left = Math.max(0, work.left - 1);
     this.finished++;
-    this.workDone += this.costOf(condition);
-    this.left.set(condition, Math.max(0, (this.left.get(condition) ?? 1) - 1));
+    this.expectedDone += this.expectedOf(work);
+    if (at !== undefined) this.last = Math.max(this.last, at);
+    if (typeof nativeSeconds === 'number' && Number.isFinite(nativeSeconds) && nativeSeconds >= 0) {
+      work.measured++;
+      work.nativeSeconds += nativeSeconds;
+      this.native += nativeSeconds;
+      this.expectedOfMeasured += this.expectedOf(work);
+      this.measuredRecords++;
+    }
   }
 
   /** Seconds left at time `now` (same clock as start), or undefined while too few records have finished. */
   secondsLeft(now: number): number | undefined {
-    if (this.finished < etaThreshold(this.total) || this.workDone <= 0) return undefined;
-    const rate = this.workDone / Math.max(now - this.start, 1e-9);
-    let workLeft = 0;
-    for (const [condition, records] of this.left) workLeft += records * this.costOf(condition);
-    return workLeft / rate;
+    if (this.finished < etaThreshold(this.total)) return undefined;
+    const left = [...this.conditions.values()].filter((w) => w.left > 0);
+    if (!left.length) return 0;
+    if (!this.measuredRecords) {
+      if (this.expectedDone <= 0) return undefined;
+      const rate = this.expectedDone / Math.max(now - this.start, 1e-9);
+      return left.reduce((sum, w) => sum + w.left * this.expectedOf(w), 0) / rate;
+    }
+    const last = Math.min(Math.max(this.last, this.start), now);
+    // this machine against the references, on the records it finished; 1 when nothing compares
+    const scale = this.expectedOfMeasured > 0 && this.native > 0 ? this.native / this.expectedOfMeasured : 1;
+    const overhead = Math.max(0, (this.workers * (last - this.start) - this.native) / this.finished);
+    const work = left.reduce((sum, w) => {
+      const computation = w.measured ? w.nativeSeconds / w.measured : this.expectedOf(w) * scale;
+      return sum + w.left * (computation + overhead);
+    }, 0);
+    // counted down since the last record finished, never below the orchestration of what is left
+    const floor = (left.reduce((sum, w) => sum + w.left, 0) * overhead) / this.workers;
+    return Math.max(work / this.workers - (now - last), floor);
   }
 
-  private costOf(condition: string): number {
-    const known = [...this.cost.values()].filter((c): c is number => c !== undefined);
-    return this.cost.get(condition) ?? (known.length ? known.reduce((a, b) => a + b, 0) / known.length : 1);
+  /** A condition's expected seconds per record: its own, else the mean of the known ones, else 1. */
+  private expectedOf(work: ConditionWork): number {
+    if (work.expected !== undefined) return work.expected;
+    const known = [...this.conditions.values()].flatMap((w) => (w.expected === undefined ? [] : [w.expected]));
+    return known.length ? known.reduce((a, b) => a + b, 0) / known.length : 1;
   }
+}
+
+/** When each record finished, for the run's report: seconds since the work started, its condition, its computation seconds. */
+export interface ProgressTimeline {
+  workers: number;
+  /** Expected seconds per record of each condition (null: unknown) and its records, as the ETA was told. */
+  expected: Record<string, { records: number; seconds_per_record: number | null }>;
+  /** [seconds since start, condition, computation seconds or null], in the order the records finished. */
+  finished: [number, string, number | null][];
 }
 
 export class Progress {
   private done = 0;
   private failed = 0;
   private readonly started = Date.now();
-  private lastPrinted = -1;
+  private lastStep = -1;
+  private lastLine = Date.now();
   private readonly remaining = new Map<string, number>();
   private readonly tty = Boolean(process.stderr.isTTY);
   private readonly eta: EtaEstimator;
+  private readonly record: ProgressTimeline;
+  private timer?: NodeJS.Timeout;
 
   constructor(
     private readonly label: string,
     private readonly total: number,
     private readonly quiet = false,
+    workers = 1,
   ) {
-    this.eta = new EtaEstimator(total, this.started / 1000);
+    this.eta = new EtaEstimator(total, this.started / 1000, workers);
+    this.record = { workers, expected: {}, finished: [] };
+    if (!quiet && total > 0) {
+      // a line while a long record runs: redrawn on a terminal, every LOG_EVERY_SECONDS in a log
+      this.timer = setInterval(() => this.print(true), 1000);
+      this.timer.unref();
+    }
   }
 
   /** `records` records of `condition` will run, each expected to take about `secondsPerRecord`. */
   expect(condition: string, records: number, secondsPerRecord?: number): void {
     if (records > 0) this.remaining.set(condition, records);
     this.eta.expect(condition, records, secondsPerRecord);
+    this.record.expected[condition] = { records, seconds_per_record: secondsPerRecord ?? null };
   }
 
-  tick(condition: string, ok: boolean): void {
+  /** One record of `condition` finished; `nativeSeconds`: its computation (null or absent for a failed record). */
+  tick(condition: string, ok: boolean, nativeSeconds?: number | null): void {
+    const now = Date.now();
     this.done++;
     if (!ok) this.failed++;
-    this.eta.finish(condition);
+    this.eta.finish(condition, now / 1000, nativeSeconds);
+    this.record.finished.push([Math.round(now - this.started) / 1000, condition, nativeSeconds ?? null]);
     const left = (this.remaining.get(condition) ?? 1) - 1;
     if (left <= 0) this.remaining.delete(condition);
     else this.remaining.set(condition, left);
-    this.print();
+    this.print(false);
+    if (this.done >= this.total) this.stop();
+  }
+
+  /** Stops the periodic line (the run ended, or stopped). */
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** What finished when, for the run's report. */
+  timeline(): ProgressTimeline {
+    return this.record;
   }
 
   line(): string {
@@ -97,12 +186,13 @@ export class Progress {
     return (
       `[${this.label}] ${this.done}/${this.total} records` +
       (this.failed ? ` (${this.failed} failed)` : '') +
-      `, ${rate.toFixed(2)}/s, ETA ${eta === undefined ? `after ${etaThreshold(this.total)} records` : formatSeconds(eta)}` +
+      `, ${formatSeconds(seconds)} elapsed, ${rate.toFixed(2)}/s, ETA ${eta === undefined ? `after ${etaThreshold(this.total)} records` : formatSeconds(eta)}` +
       (running ? ` | ${running}${this.remaining.size > 3 ? ', …' : ''}` : '')
     );
   }
 
-  private print(): void {
+  /** `timed`: called by the timer, not by a finished record. */
+  private print(timed: boolean): void {
     if (this.quiet) return;
     if (this.tty) {
       process.stderr.write(`\r\x1b[2K${this.line()}`);
@@ -110,8 +200,10 @@ export class Progress {
       return;
     }
     const step = Math.floor((this.done / Math.max(this.total, 1)) * 20);
-    if (step !== this.lastPrinted || this.done === this.total) {
-      this.lastPrinted = step;
+    const due = Date.now() - this.lastLine >= LOG_EVERY_SECONDS * 1000;
+    if ((!timed && (step !== this.lastStep || this.done === this.total)) || (timed && due)) {
+      this.lastStep = step;
+      this.lastLine = Date.now();
       process.stderr.write(`${this.line()}\n`);
     }
   }
