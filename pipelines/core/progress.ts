@@ -1,4 +1,5 @@
-// Progress on the terminal: done/total, rate, ETA and the conditions still running. On a TTY the line
+// Progress on the terminal: done/total, time elapsed, rate, ETA, the conditions left and the last one
+// a record finished for. On a TTY the line
 // is redrawn as records finish and every second; in a log (not a TTY) a line is printed every 5 % of
 // the records and at least every 10 s while work goes on, so a long record never looks like a hang.
 
@@ -126,22 +127,28 @@ export class Progress {
   private lastStep = -1;
   private lastLine = Date.now();
   private readonly remaining = new Map<string, number>();
+  private lastCondition?: string;
   private readonly tty = Boolean(process.stderr.isTTY);
   private readonly eta: EtaEstimator;
   private readonly record: ProgressTimeline;
   private timer?: NodeJS.Timeout;
 
+  private readonly quiet: boolean;
+  private readonly logEvery: number;
+
   constructor(
     private readonly label: string,
     private readonly total: number,
-    private readonly quiet = false,
-    workers = 1,
+    options: { quiet?: boolean; workers?: number; logEverySeconds?: number } = {},
   ) {
+    const workers = options.workers ?? 1;
+    this.quiet = options.quiet ?? false;
+    this.logEvery = options.logEverySeconds ?? LOG_EVERY_SECONDS;
     this.eta = new EtaEstimator(total, this.started / 1000, workers);
     this.record = { workers, expected: {}, finished: [] };
-    if (!quiet && total > 0) {
-      // a line while a long record runs: redrawn on a terminal, every LOG_EVERY_SECONDS in a log
-      this.timer = setInterval(() => this.print(true), 1000);
+    if (!this.quiet && total > 0) {
+      // a line while a long record runs: redrawn every second on a terminal, every logEvery seconds in a log
+      this.timer = setInterval(() => this.print(true), Math.min(1, this.logEvery) * 1000);
       this.timer.unref();
     }
   }
@@ -159,6 +166,7 @@ export class Progress {
     this.done++;
     if (!ok) this.failed++;
     this.eta.finish(condition, now / 1000, nativeSeconds);
+    this.lastCondition = condition;
     this.record.finished.push([Math.round(now - this.started) / 1000, condition, nativeSeconds ?? null]);
     const left = (this.remaining.get(condition) ?? 1) - 1;
     if (left <= 0) this.remaining.delete(condition);
@@ -182,12 +190,12 @@ export class Progress {
     const seconds = (Date.now() - this.started) / 1000;
     const rate = this.done / Math.max(seconds, 1e-9);
     const eta = this.eta.secondsLeft(Date.now() / 1000);
-    const running = [...this.remaining.keys()].slice(0, 3).join(', ');
     return (
       `[${this.label}] ${this.done}/${this.total} records` +
       (this.failed ? ` (${this.failed} failed)` : '') +
       `, ${formatSeconds(seconds)} elapsed, ${rate.toFixed(2)}/s, ETA ${eta === undefined ? `after ${etaThreshold(this.total)} records` : formatSeconds(eta)}` +
-      (running ? ` | ${running}${this.remaining.size > 3 ? ', …' : ''}` : '')
+      (this.remaining.size ? ` | ${this.remaining.size} condition(s) left` : '') +
+      (this.lastCondition && this.done < this.total ? `, last finished: ${this.lastCondition}` : '')
     );
   }
 
@@ -200,7 +208,7 @@ export class Progress {
       return;
     }
     const step = Math.floor((this.done / Math.max(this.total, 1)) * 20);
-    const due = Date.now() - this.lastLine >= LOG_EVERY_SECONDS * 1000;
+    const due = Date.now() - this.lastLine >= this.logEvery * 1000;
     if ((!timed && (step !== this.lastStep || this.done === this.total)) || (timed && due)) {
       this.lastStep = step;
       this.lastLine = Date.now();

@@ -305,7 +305,7 @@ async function runMissing(
       .map((mask) => ({ c, cost: costOf(c), task: recordTask(c, mask, input, options) }));
   });
   jobs.sort((a, b) => b.cost - a.cost);
-  const progress = new Progress('rebuild', jobs.length, options.quiet, options.workers);
+  const progress = new Progress('rebuild', jobs.length, { quiet: options.quiet, workers: options.workers });
   for (const c of runnable) progress.expect(c.id, allMasks(c.dimensions).length - done.get(c.id)!.size, costOf(c));
   try {
     await Promise.all(

@@ -419,7 +419,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   const started = performance.now();
   const outlierFactor = options.outlierFactor ?? 5;
   const total = targets.reduce((s, t) => s + t.records.length, 0);
-  const progress = new Progress('replay', total, options.quiet, options.workers ?? 1);
+  const progress = new Progress('replay', total, { quiet: options.quiet, workers: options.workers ?? 1 });
   // for the ETA: each condition's records weighted by their recorded seconds
   for (const t of targets) {
     const timed = t.records.flatMap((r) => (typeof r.wall_seconds === 'number' ? [r.wall_seconds] : []));

@@ -4,6 +4,7 @@
 // each record's actual time off its condition's mean by up to ±50 %. The old estimate (records left
 // over records per second) said over twenty times the real time at first; the weighted one stays
 // within a third of it from its first estimate on, and gives none before enough records have finished.
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -109,5 +110,27 @@ describe('the ETA of a run whose records cost different amounts', () => {
     expect(eta.secondsLeft(2)).toBeUndefined();
     eta.finish('c');
     expect(eta.secondsLeft(3)).toBe(0);
+  });
+});
+
+describe('the progress line in a log (not a terminal)', () => {
+  it('is printed as records finish and, while a record runs, again every logEverySeconds; the timer ends with the last record', () => {
+    // a real process whose stderr is a pipe, as in CI; 0.2 s stands for the 10 s of a real run
+    const script = `
+      const { Progress } = await import(${JSON.stringify(join(ROOT, 'pipelines', 'core', 'progress.ts'))});
+      const progress = new Progress('test', 2, { workers: 1, logEverySeconds: 0.2 });
+      progress.expect('slow', 2, 1);
+      progress.tick('slow', true, 0.5);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      progress.tick('slow', true, 0.5);
+    `;
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, encoding: 'utf8' });
+    expect(child.status).toBe(0);
+    const lines = child.stderr.trim().split('\n');
+    expect(lines[0]).toMatch(/^\[test\] 1\/2 records, \d+s elapsed, [\d.]+\/s, ETA after 2 records \| 1 condition\(s\) left, last finished: slow$/);
+    // the record in flight: the same count again, at least twice in 1.5 s
+    expect(lines.slice(1, -1).length).toBeGreaterThanOrEqual(2);
+    for (const line of lines.slice(1, -1)) expect(line).toMatch(/^\[test\] 1\/2 records/);
+    expect(lines.at(-1)).toMatch(/^\[test\] 2\/2 records, \d+s elapsed, [\d.]+\/s, ETA 0s$/);
   });
 });
