@@ -127,7 +127,9 @@ describe('the progress line in a log (not a terminal)', () => {
     const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, encoding: 'utf8' });
     expect(child.status).toBe(0);
     const lines = child.stderr.trim().split('\n');
-    expect(lines[0]).toMatch(/^\[test\] 1\/2 records, \d+s elapsed, [\d.]+\/s, ETA after 2 records \| 1 condition\(s\) left, last finished: slow$/);
+    expect(lines[0]).toMatch(
+      /^\[test\] 1\/2 records, \d+s elapsed, [\d.]+\/s, ETA after 2 records \| 1 condition\(s\) left, last finished: slow$/,
+    );
     // the record in flight: the same count again, at least twice in 1.5 s
     expect(lines.slice(1, -1).length).toBeGreaterThanOrEqual(2);
     for (const line of lines.slice(1, -1)) expect(line).toMatch(/^\[test\] 1\/2 records/);
