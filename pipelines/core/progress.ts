@@ -20,28 +20,34 @@ interface ConditionWork {
   nativeSeconds: number;
 }
 
+/** The recent records the machine's speed and the orchestration per record are measured on. */
+export const ETA_WINDOW = 200;
+/** A condition's own measured mean counts as this many records against its expected cost: a few records on a busy machine say little. */
+const PRIOR_RECORDS = 8;
+
 /**
  * Seconds left of a run whose records cost different amounts, on `workers` workers. Each unfinished
  * record costs its computation plus the orchestration around it (sending, hashing, verifying,
  * journaling), and the workers share the sum:
  *   left = Σ over unfinished records (computation + overhead) / workers.
- * A record's computation is its condition's measured mean once one of its records finished here, and
- * until then its seconds in the references scaled by how this machine compares with them on the
- * records finished so far. The overhead per record is measured too: the worker time of the run so far
- * (workers × elapsed, up to the last record that finished) less the computation of its records. Without
- * it, the 1,100 cheap records that follow the retrieval ones (a few ms of computation, as much again of
- * orchestration) were said to take seconds and took a minute. A run whose records report no computation
- * seconds falls back to the rate at which expected work was done. No estimate until etaThreshold(total)
- * records finished; between two finished records the estimate counts down.
+ * A record's computation is its seconds in the references times how much slower this machine is now
+ * (the computation of the last ETA_WINDOW finished records against their references' seconds),
+ * drawn towards its condition's measured mean as that condition's records finish. The overhead per
+ * record is measured on the same records: the worker time they took (workers × the time they took to
+ * finish) less their computation. Both follow the machine: the retrieval records that run first say
+ * little about the 1,100 records of a few milliseconds that follow (whose orchestration costs as much
+ * as their computation), and a shared machine's load changes. A run whose records report no
+ * computation seconds falls back to the rate at which expected work was done. No estimate until
+ * etaThreshold(total) records finished; between two finished records the estimate counts down.
  */
 export class EtaEstimator {
   private readonly conditions = new Map<string, ConditionWork>();
   private finished = 0;
   private last: number;
-  /** Computation seconds of every finished record that reported them, and the references' expectation for the same records. */
-  private native = 0;
-  private expectedOfMeasured = 0;
-  private measuredRecords = 0;
+  /** The last ETA_WINDOW finished records that reported their computation: when, computation, expected seconds. */
+  private readonly recent: { at: number; native: number; expected: number }[] = [];
+  /** When the record before the window finished (the window's start). */
+  private windowStart: number;
   /** Expected seconds of every finished record (the fallback's rate). */
   private expectedDone = 0;
 
@@ -52,6 +58,7 @@ export class EtaEstimator {
     private readonly workers = 1,
   ) {
     this.last = start;
+    this.windowStart = start;
   }
 
   /** `records` records of `condition` will run, each expected to take `secondsPerRecord` (unknown: the mean of the known ones). */
@@ -74,9 +81,8 @@ export class EtaEstimator {
     if (typeof nativeSeconds === 'number' && Number.isFinite(nativeSeconds) && nativeSeconds >= 0) {
       work.measured++;
       work.nativeSeconds += nativeSeconds;
-      this.native += nativeSeconds;
-      this.expectedOfMeasured += this.expectedOf(work);
-      this.measuredRecords++;
+      this.recent.push({ at: this.last, native: nativeSeconds, expected: this.expectedOf(work) });
+      if (this.recent.length > ETA_WINDOW) this.windowStart = this.recent.shift()!.at;
     }
   }
 
@@ -85,17 +91,18 @@ export class EtaEstimator {
     if (this.finished < etaThreshold(this.total)) return undefined;
     const left = [...this.conditions.values()].filter((w) => w.left > 0);
     if (!left.length) return 0;
-    if (!this.measuredRecords) {
+    if (!this.recent.length) {
       if (this.expectedDone <= 0) return undefined;
       const rate = this.expectedDone / Math.max(now - this.start, 1e-9);
       return left.reduce((sum, w) => sum + w.left * this.expectedOf(w), 0) / rate;
     }
-    const last = Math.min(Math.max(this.last, this.start), now);
-    // this machine against the references, on the records it finished; 1 when nothing compares
-    const scale = this.expectedOfMeasured > 0 && this.native > 0 ? this.native / this.expectedOfMeasured : 1;
-    const overhead = Math.max(0, (this.workers * (last - this.start) - this.native) / this.finished);
+    const last = Math.min(this.last, now);
+    const native = this.recent.reduce((sum, r) => sum + r.native, 0);
+    const expected = this.recent.reduce((sum, r) => sum + r.expected, 0);
+    const scale = native > 0 && expected > 0 ? native / expected : 1;
+    const overhead = Math.max(0, (this.workers * (last - this.windowStart) - native) / this.recent.length);
     const work = left.reduce((sum, w) => {
-      const computation = w.measured ? w.nativeSeconds / w.measured : this.expectedOf(w) * scale;
+      const computation = (w.nativeSeconds + PRIOR_RECORDS * this.expectedOf(w) * scale) / (w.measured + PRIOR_RECORDS);
       return sum + w.left * (computation + overhead);
     }, 0);
     // counted down since the last record finished, never below the orchestration of what is left
