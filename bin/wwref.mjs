@@ -3,8 +3,14 @@
 // so that no TypeScript is compiled at start, and only while that build matches the sources: after an
 // edit it builds again first (a fraction of a second, once). WWREF_FROM_SOURCES=1, or a build that
 // cannot be made (no esbuild, a read-only folder), runs the sources through tsx instead.
+import module from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { build, builtEntry } from '../scripts/build.mjs';
+
+// Node 22+: V8 keeps the compiled code of every module it loads (in the system's temporary folder,
+// NODE_COMPILE_CACHE elsewhere): about a fifth less CPU at start (22.23, loaded machine: --help 0.27 s
+// -> 0.21 s, episode status 0.36 s -> 0.28 s). Node 20 has no such cache.
+module.enableCompileCache?.();
 
 async function entry() {
   if (process.env.WWREF_FROM_SOURCES === '1') return undefined;
