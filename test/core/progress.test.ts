@@ -1,10 +1,11 @@
 // The ETA of rebuild and replay (pipelines/core/progress.ts EtaEstimator), first on a recorded rebuild:
-// fixtures/rebuild-progress.json is the progress of a real `npx wwref rebuild --references DIR
+// fixtures/rebuild-progress-new-folder.json is the progress of a real `npx wwref rebuild --references DIR
 // --workers 2` of the whole catalog (its run report's `progress`: when each record finished, its
 // condition and its computation seconds, and the seconds per record the ETA was given), on the shared
 // 2-core machine while it was loaded (load average 6 to 12, the computation 5.8 times the references').
-// Replayed through the estimator, the estimate at 10 %, 50 % and 90 % of the records is within a factor
-// 1.5 of the time that actually remained. Then on a simulated rebuild of
+// fixtures/rebuild-progress-fresh-clone.json is a fresh clone's first `npx wwref rebuild --workers 2`
+// on the same loaded machine. Replayed through the estimator, the estimate at 10 %, 50 % and 90 % of
+// the records is within a factor 1.5 of the time that actually remained. Then on a simulated rebuild of
 // the whole catalog: the committed manifest's seconds per record of every condition, two workers,
 // the costliest records first (as rebuild orders them), a startup pause before the first record and
 // each record's actual time off its condition's mean by up to ±50 %. The old estimate (records left
@@ -50,8 +51,10 @@ interface Recording {
   finished: [number, number, number | null][];
 }
 
-describe('the ETA of a recorded rebuild', () => {
-  const recording = JSON.parse(readFileSync(join(ROOT, 'test', 'core', 'fixtures', 'rebuild-progress.json'), 'utf8')) as Recording;
+const RECORDINGS = ['rebuild-progress-new-folder.json', 'rebuild-progress-fresh-clone.json'];
+
+describe.each(RECORDINGS)('the ETA of a recorded rebuild (%s)', (file) => {
+  const recording = JSON.parse(readFileSync(join(ROOT, 'test', 'core', 'fixtures', file), 'utf8')) as Recording;
   const total = recording.finished.length;
   const end = recording.finished.at(-1)![0];
 
@@ -65,12 +68,13 @@ describe('the ETA of a recorded rebuild', () => {
     });
   }
 
-  it('is the whole catalog on two workers: the retrieval records for 15 minutes, then 1,152 records in under a minute', () => {
+  it('is the whole catalog on two workers: minutes of retrieval records, then 1,152 records in about a minute', () => {
     expect(total).toBe(1248);
     expect(recording.workers).toBe(2);
     const retrievalDone = recording.finished.findLastIndex(([, index]) => /^(arguana|scifact)/.test(recording.conditions[index]![0]));
     expect(retrievalDone + 1).toBeLessThan(100);
-    expect(end - recording.finished[retrievalDone]![0]).toBeLessThan(60);
+    expect(recording.finished[retrievalDone]![0]).toBeGreaterThan(600);
+    expect(end - recording.finished[retrievalDone]![0]).toBeLessThan(90);
   });
 
   it('at 10 %, 50 % and 90 % of the records the estimate is within a factor 1.5 of the time that remained', () => {
@@ -78,9 +82,9 @@ describe('the ETA of a recorded rebuild', () => {
     for (const share of [0.1, 0.5, 0.9]) {
       const { estimate, actual, finished } = points[Math.ceil(total * share) - 1]!;
       expect(estimate, `after ${finished} records`).toBeDefined();
-      const ratio = estimate! / actual;
-      expect(ratio, `after ${finished} records: ${estimate!.toFixed(1)} s said, ${actual.toFixed(1)} s remained`).toBeGreaterThan(1 / 1.5);
-      expect(ratio, `after ${finished} records: ${estimate!.toFixed(1)} s said, ${actual.toFixed(1)} s remained`).toBeLessThan(1.5);
+      const said = `after ${finished} records: ${estimate!.toFixed(1)} s said, ${actual.toFixed(1)} s remained`;
+      expect(estimate! / actual, said).toBeGreaterThan(1 / 1.5);
+      expect(estimate! / actual, said).toBeLessThan(1.5);
     }
   });
 });
