@@ -210,10 +210,11 @@ async function computeTasks(
   options: ControlsOptions,
 ): Promise<void> {
   if (!tasks.length) return;
+  const count = Math.max(1, Math.min(options.workers, tasks.length));
   const progress = new Progress(
     'controls',
     tasks.reduce((n, t) => n + t.budgets.length, 0),
-    options.quiet,
+    { quiet: options.quiet, workers: count },
   );
   for (const task of tasks) progress.expect(task.condition, task.budgets.length);
   const workers: PythonWorker[] = [];
@@ -232,7 +233,6 @@ async function computeTasks(
       `${stopped === 'SIGINT' ? 'interrupted' : `stopped by ${stopped}`}: the finished tasks are kept in ${partial}; run the same command to resume`,
     );
   try {
-    const count = Math.max(1, Math.min(options.workers, tasks.length));
     const started = await Promise.allSettled(Array.from({ length: count }, () => startControlsWorker(settings)));
     for (const s of started) if (s.status === 'fulfilled') workers.push(s.value);
     const failed = started.find((s) => s.status === 'rejected');
@@ -269,6 +269,7 @@ async function computeTasks(
     });
     if (stopped) throw interrupted();
   } finally {
+    progress.stop();
     for (const signal of signals) process.removeListener(signal, onSignal);
     await Promise.all(workers.map((w) => w.close()));
   }
