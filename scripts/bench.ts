@@ -15,18 +15,26 @@
 //   sandbox     the calculation sandbox (pipelines/evaluation/sandbox/): start-up and a trivial call, and a
 //               22-observation pair-effect ridge fit (wwref_helpers, 6 options) in it; medians of --rounds runs
 //   episode     milliseconds per episode action (status, a refused observe) on a fresh receipt, on one
-//               filled with notes up to its cap, and past the cap (notes only counted); ask for it
-//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode] [--condition C ...] [--workers 1,2]
-//                            [--rounds N (dask, default 3; sandbox, default 5)]
+//               filled with notes up to its cap, and past the cap (notes only counted)
+//   startup     how long a `wwref` command takes to start and finish, as a user runs it (`node bin/wwref.mjs`):
+//               --help, --version, list, task, episode status and grade of one table, each against
+//               `node -e 0`; median wall and CPU seconds of --runs runs (default 7) and the peak RSS.
+//               --bin FILE times another checkout's entry point (e.g. one of main, for a before/after)
+//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode,startup]
+//                            [--condition C ...] [--workers 1,2] [--rounds N (dask, default 3; sandbox, default 5)]
+//                            [--runs N --bin FILE (startup)]
 // Default sections: overhead, throughput, profile, dask, sandbox (catalog takes ~10 min on 2 cores; ask for
-// it, and for controls and episode).
+// it, and for controls, episode and startup).
 // Prepared inputs come from prepared/ (run `npx wwref prepare` first); rebuilds write to a temporary
 // folder and replays read outputs/references, which is never written.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadCatalog } from '../pipelines/references/store.ts';
 import { loadSettings } from '../pipelines/core/settings.ts';
+import { ROOT } from '../pipelines/core/paths.ts';
+import { allMasks } from '../pipelines/catalog/masks.ts';
 import { DEFAULT_PROFILE, profileByName, type NumericalProfile } from '../pipelines/core/profiles.ts';
 import { startLocalCluster } from '../pipelines/execution/dask/cluster.ts';
 import { DaskExecutor } from '../pipelines/execution/dask/dask-executor.ts';
@@ -351,5 +359,79 @@ if (sections.has('sandbox')) {
         `  ${label}: start-up ${median(startup).toFixed(2)} s, the code ${median(inside).toFixed(3)} s, whole call ${median(total).toFixed(2)} s`,
       );
     }
+  }
+}
+
+/**
+ * Loaded into every timed process (`node --import`): on exit it appends the process's peak RSS (KiB)
+ * and CPU seconds to the file WWREF_BENCH_USAGE names. The bare `node -e 0` carries it too.
+ */
+const USAGE_PRELOAD = `data:text/javascript,${encodeURIComponent(
+  "import{appendFileSync}from'node:fs';process.on('exit',()=>{const u=process.resourceUsage();" +
+    "appendFileSync(process.env.WWREF_BENCH_USAGE,JSON.stringify({rss:u.maxRSS,cpu:(u.userCPUTime+u.systemCPUTime)/1e6})+'\\n')})",
+)}`;
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+};
+
+if (sections.has('startup')) {
+  const bin = arg('bin')[0] ?? join(ROOT, 'bin', 'wwref.mjs');
+  const runs = Number(arg('runs')[0] ?? 7);
+  const dir = mkdtempSync(join(tmpdir(), 'wwref-startup-'));
+  const usageFile = join(dir, 'usage.jsonl');
+  const condition = 'wine';
+  const table = join(dir, 'prediction.csv');
+  const dimensions = catalog.condition(condition).dimensions;
+  const rows = allMasks(dimensions).map((m) => `${m},0.5\n`);
+  writeFileSync(table, `mask,utility\n${rows.join('')}`);
+  const episode = join(dir, 'episode');
+  const cases: [string, string[]][] = [
+    ['node -e 0', ['-e', '0']],
+    ['wwref --help', [bin, '--help']],
+    ['wwref --version', [bin, '--version']],
+    ['wwref list', [bin, 'list']],
+    [`wwref task --condition ${condition}`, [bin, 'task', '--condition', condition]],
+    ['wwref episode status', [bin, 'episode', 'status', '--episode', episode]],
+    [`wwref grade --condition ${condition}`, [bin, 'grade', '--condition', condition, '--table', table]],
+  ];
+  /** One run: wall seconds, and what the preload wrote (the process's own peak RSS and CPU seconds). */
+  const once = (args: string[]) => {
+    rmSync(usageFile, { force: true });
+    const started = performance.now();
+    const result = spawnSync(process.execPath, ['--import', USAGE_PRELOAD, ...args], {
+      cwd: dir,
+      env: { ...process.env, WWREF_BENCH_USAGE: usageFile },
+      encoding: 'utf8',
+    });
+    const wall = (performance.now() - started) / 1000;
+    if (result.status !== 0) throw new Error(`${args.join(' ')} exited with ${result.status}: ${result.stderr}`);
+    const usage = JSON.parse(readFileSync(usageFile, 'utf8')) as { rss: number; cpu: number };
+    return { wall, rss: usage.rss / 1024, cpu: usage.cpu };
+  };
+  try {
+    once([bin, 'episode', 'start', '--episode', episode, '--condition', condition, '--budget', '4']);
+    const load = loadavg()[0]!.toFixed(2);
+    // one unmeasured run of each first (the file cache; a build made after an edit), then rounds
+    // that go through every case in turn, so that a busy spell of a shared machine falls on all
+    for (const [, args] of cases) once(args);
+    const measured = new Map(cases.map(([label]) => [label, [] as { wall: number; rss: number; cpu: number }[]]));
+    for (let round = 0; round < runs; round++) for (const [label, args] of cases) measured.get(label)!.push(once(args));
+    console.log(
+      `start-up, median of ${runs} runs: node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), ` +
+        `load average ${load} before and ${loadavg()[0]!.toFixed(2)} after; ${bin}`,
+    );
+    const bare = median(measured.get('node -e 0')!.map((r) => r.wall));
+    for (const [label, results] of measured) {
+      const wall = median(results.map((r) => r.wall));
+      console.log(
+        `  ${label.padEnd(30)} wall ${wall.toFixed(3)} s${label === 'node -e 0' ? '        ' : ` (${(wall / bare).toFixed(1)}x)`.padEnd(8)}  ` +
+          `CPU ${median(results.map((r) => r.cpu)).toFixed(3)} s  peak RSS ${Math.max(...results.map((r) => r.rss)).toFixed(0)} MiB`,
+      );
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 }

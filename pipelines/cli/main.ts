@@ -9,8 +9,7 @@ import { readConfig } from '../core/config.ts';
 import { Interrupted, UserError } from '../core/errors.ts';
 import { ROOT } from '../core/paths.ts';
 import { loadSettings, type Settings } from '../core/settings.ts';
-import { checkRuntimeTarget } from '../execution/identity.ts';
-import { checkReferenceFolder, ReferenceStore } from '../references/store.ts';
+import { checkReferenceFolder } from '../references/folder.ts';
 import type { Command } from './command.ts';
 import acquire from './commands/catalog/acquire.ts';
 import addSource from './commands/catalog/add-source.ts';
@@ -35,7 +34,10 @@ import report from './commands/analysis/report.ts';
 import worker from './commands/runs/worker.ts';
 import { checkBareValues, checkWorkers } from './options.ts';
 
-// The analysis commands load their modules on use, so the other commands start faster.
+// Every command module is imported here, so each one is light: at its top it imports only what its
+// options need (cli/*.ts, core/errors.ts, node:*), and its run() loads the work it does with
+// `await import(...)` (jobs, the store and Apache Arrow, the Python launcher, the MCP SDK). A command
+// then starts without loading any other's modules; test/cli/startup.test.ts checks it on the build.
 const COMMANDS: Command[] = [
   list,
   acquire,
@@ -60,8 +62,15 @@ const COMMANDS: Command[] = [
   controls,
 ];
 
-/** The settings of this run: --references (unless the command's own), --runtime and --mirror on top of the file and `env`. */
-function settingsFor(argv: ArgumentsCamelCase<Record<string, unknown>>, command: Command | undefined, env: NodeJS.ProcessEnv): Settings {
+/**
+ * The settings of this run: --references (unless the command's own), --runtime and --mirror on top of
+ * the file and `env`; and the reference folder the command names (checked, not yet read).
+ */
+function settingsFor(
+  argv: ArgumentsCamelCase<Record<string, unknown>>,
+  command: Command | undefined,
+  env: NodeJS.ProcessEnv,
+): { settings: Settings; target: string } {
   const own = command?.ownReferences?.(argv as never) ?? false;
   const references = typeof argv.references === 'string' ? argv.references : undefined;
   if (references !== undefined && references.trim() === '') throw new UserError('--references needs a folder');
@@ -72,31 +81,38 @@ function settingsFor(argv: ArgumentsCamelCase<Record<string, unknown>>, command:
   // a reference folder is never inside prepared/, the raw cache or manifests/ (nor around them)
   const target = own && references !== undefined ? resolve(references) : settings.paths.references;
   checkReferenceFolder(target, settings.paths);
-  // the references of one runtime are never replaced by another's
-  if (command === rebuild || command === addSource)
-    checkRuntimeTarget(target, new ReferenceStore(target, settings.paths).manifest()?.versions, settings.runtime);
-  return settings;
+  return { settings, target };
+}
+
+/** The references of one runtime are never replaced by another's (the commands that write references). */
+async function checkTarget(command: Command, target: string, settings: Settings): Promise<void> {
+  if (command !== rebuild && command !== addSource) return;
+  const { checkRuntimeTarget } = await import('../execution/identity.ts');
+  const { ReferenceStore } = await import('../references/store.ts');
+  checkRuntimeTarget(target, new ReferenceStore(target, settings.paths).manifest()?.versions, settings.runtime);
 }
 
 async function main(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
   readConfig(ROOT); // a malformed wwref.config.json is reported by every command, --help included
   let exitCode = 0;
   let settings: Settings | undefined;
+  let target = '';
   let cli = yargs(args)
     .scriptName('wwref')
     .usage('$0 <command> [options]\n\nNative-execution reference pipeline for the WhatWorkedBench catalog.')
     .middleware((argv) => {
       checkBareValues(args);
       checkWorkers(argv.workers, argv.workersMax);
-      settings = settingsFor(
+      ({ settings, target } = settingsFor(
         argv,
         COMMANDS.find((c) => c.command.split(' ')[0] === argv._[0]),
         env,
-      );
+      ));
     });
   for (const command of COMMANDS) {
     cli = cli.command(command.command, command.describe, command.builder, async (argv) => {
       const out = (line = '') => process.stdout.write(`${line}\n`);
+      await checkTarget(command, target, settings!);
       exitCode = (await command.run(argv, { settings: settings!, out })) ?? 0;
     });
   }

@@ -4,15 +4,15 @@
 //   digest(v) = sha256(v)                                      if v is bytes
 //             = sha256(json.dumps(v, sort_keys=True, separators=(",", ":"),
 //                                 ensure_ascii=False, allow_nan=False).encode("utf-8"))  otherwise
+import { createHash } from 'node:crypto';
 import { lstatSync } from 'node:fs';
-import { hashSync } from 'hasha';
 import { insideRoot, regularFileSha256 } from './containment.ts';
 import { UserError } from './errors.ts';
 
 /** Lowercase hex SHA-256 of raw bytes, or of the UTF-8 encoding of a (well-formed) string. */
 export function sha256Hex(data: Uint8Array | string): string {
   const bytes = typeof data === 'string' ? utf8Strict(data) : data;
-  return hashSync(bytes, { algorithm: 'sha256', encoding: 'hex' });
+  return createHash('sha256').update(bytes).digest('hex');
 }
 
 /**

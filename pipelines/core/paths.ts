@@ -9,6 +9,8 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
 export const SOURCES_DIR = join(ROOT, 'sources');
 export const MANIFESTS_DIR = join(ROOT, 'manifests');
 export const WORKFLOWS_DIR = join(ROOT, 'workflows');
+/** The committed reference folder (the default of --references). */
+export const REFERENCES_DIR = join(ROOT, 'outputs', 'references');
 
 /** The runtime every command uses unless told otherwise (workflows/requirements.txt in .venv). */
 export const DEFAULT_RUNTIME = 'pinned';

@@ -1,108 +1,213 @@
-// Progress on the terminal: done/total, rate, ETA and the conditions still running. On a TTY the line
-// is redrawn in place; otherwise a line is printed every 5 % (CI logs stay short).
+// Progress on the terminal: done/total, time elapsed, rate, ETA, the conditions left and the last one
+// a record finished for. On a TTY the line
+// is redrawn as records finish and every second; in a log (not a TTY) a line is printed every 5 % of
+// the records and at least every 10 s while work goes on, so a long record never looks like a hang.
 
 /** Finished records before any ETA is given: 1 % of the run, at least 10 (or all of a smaller run). */
 export function etaThreshold(total: number): number {
   return Math.min(total, Math.max(10, Math.ceil(total * 0.01)));
 }
 
+/** A log line at least this often while work goes on. */
+export const LOG_EVERY_SECONDS = 10;
+
+interface ConditionWork {
+  left: number;
+  /** Expected seconds per record (the references'), if known. */
+  expected?: number;
+  /** Finished records that reported their computation seconds, and the sum of those seconds. */
+  measured: number;
+  nativeSeconds: number;
+}
+
+/** The recent records the machine's speed and the orchestration per record are measured on. */
+export const ETA_WINDOW = 200;
+/** A condition's own measured mean counts as this many records against its expected cost: a few records on a busy machine say little. */
+const PRIOR_RECORDS = 8;
+
 /**
- * Seconds left of a run whose records cost different amounts: each condition's records are weighted
- * by their expected seconds per record (from earlier references, or the family's estimate), and the
- * expected work still to do is divided by the rate at which expected work has been done so far. A
- * count of records would not do: the costly records run first, so an early records-per-second rate
- * says a 2.5-minute rebuild takes 22 minutes. No estimate until etaThreshold(total) records finished.
+ * Seconds left of a run whose records cost different amounts, on `workers` workers. Each unfinished
+ * record costs its computation plus the orchestration around it (sending, hashing, verifying,
+ * journaling), and the workers share the sum:
+ *   left = Σ over unfinished records (computation + overhead) / workers.
+ * A record's computation is its seconds in the references times how much slower this machine is now
+ * (the computation of the last ETA_WINDOW finished records against their references' seconds),
+ * drawn towards its condition's measured mean as that condition's records finish. The overhead per
+ * record is measured on the same records: the worker time they took (workers × the time they took to
+ * finish) less their computation. Both follow the machine: the retrieval records that run first say
+ * little about the 1,100 records of a few milliseconds that follow (whose orchestration costs as much
+ * as their computation), and a shared machine's load changes. A run whose records report no
+ * computation seconds falls back to the rate at which expected work was done. No estimate until
+ * etaThreshold(total) records finished; between two finished records the estimate counts down.
  */
 export class EtaEstimator {
-  private readonly cost = new Map<string, number | undefined>();
-  private readonly left = new Map<string, number>();
+  private readonly conditions = new Map<string, ConditionWork>();
   private finished = 0;
-  private workDone = 0;
+  private last: number;
+  /** The last ETA_WINDOW finished records that reported their computation: when, computation, expected seconds. */
+  private readonly recent: { at: number; native: number; expected: number }[] = [];
+  /** When the record before the window finished (the window's start). */
+  private windowStart: number;
+  /** Expected seconds of every finished record (the fallback's rate). */
+  private expectedDone = 0;
 
   constructor(
     private readonly total: number,
     /** Seconds (any clock) when the work started. */
     private readonly start: number,
-  ) {}
+    private readonly workers = 1,
+  ) {
+    this.last = start;
+    this.windowStart = start;
+  }
 
   /** `records` records of `condition` will run, each expected to take `secondsPerRecord` (unknown: the mean of the known ones). */
   expect(condition: string, records: number, secondsPerRecord?: number): void {
-    this.left.set(condition, (this.left.get(condition) ?? 0) + records);
-    this.cost.set(
-      condition,
-      secondsPerRecord !== undefined && Number.isFinite(secondsPerRecord) && secondsPerRecord > 0 ? secondsPerRecord : undefined,
-    );
+    const known = secondsPerRecord !== undefined && Number.isFinite(secondsPerRecord) && secondsPerRecord > 0;
+    const work = this.conditions.get(condition) ?? { left: 0, measured: 0, nativeSeconds: 0 };
+    work.left += records;
+    work.expected = known ? secondsPerRecord : undefined;
+    this.conditions.set(condition, work);
   }
 
-  /** One record of `condition` finished. */
-  finish(condition: string): void {
+  /** One record of `condition` finished at `at` (same clock as start), having computed for `nativeSeconds` (unknown for a failed one). */
+  finish(condition: string, at?: number, nativeSeconds?: number | null): void {
+    const work = this.conditions.get(condition) ?? { left: 1, measured: 0, nativeSeconds: 0 };
+    this.conditions.set(condition, work);
+    work.left = Math.max(0, work.left - 1);
     this.finished++;
-    this.workDone += this.costOf(condition);
-    this.left.set(condition, Math.max(0, (this.left.get(condition) ?? 1) - 1));
+    this.expectedDone += this.expectedOf(work);
+    if (at !== undefined) this.last = Math.max(this.last, at);
+    if (typeof nativeSeconds === 'number' && Number.isFinite(nativeSeconds) && nativeSeconds >= 0) {
+      work.measured++;
+      work.nativeSeconds += nativeSeconds;
+      this.recent.push({ at: this.last, native: nativeSeconds, expected: this.expectedOf(work) });
+      if (this.recent.length > ETA_WINDOW) this.windowStart = this.recent.shift()!.at;
+    }
   }
 
   /** Seconds left at time `now` (same clock as start), or undefined while too few records have finished. */
   secondsLeft(now: number): number | undefined {
-    if (this.finished < etaThreshold(this.total) || this.workDone <= 0) return undefined;
-    const rate = this.workDone / Math.max(now - this.start, 1e-9);
-    let workLeft = 0;
-    for (const [condition, records] of this.left) workLeft += records * this.costOf(condition);
-    return workLeft / rate;
+    if (this.finished < etaThreshold(this.total)) return undefined;
+    const left = [...this.conditions.values()].filter((w) => w.left > 0);
+    if (!left.length) return 0;
+    if (!this.recent.length) {
+      if (this.expectedDone <= 0) return undefined;
+      const rate = this.expectedDone / Math.max(now - this.start, 1e-9);
+      return left.reduce((sum, w) => sum + w.left * this.expectedOf(w), 0) / rate;
+    }
+    const last = Math.min(this.last, now);
+    const native = this.recent.reduce((sum, r) => sum + r.native, 0);
+    const expected = this.recent.reduce((sum, r) => sum + r.expected, 0);
+    const scale = native > 0 && expected > 0 ? native / expected : 1;
+    const overhead = Math.max(0, (this.workers * (last - this.windowStart) - native) / this.recent.length);
+    const work = left.reduce((sum, w) => {
+      const computation = (w.nativeSeconds + PRIOR_RECORDS * this.expectedOf(w) * scale) / (w.measured + PRIOR_RECORDS);
+      return sum + w.left * (computation + overhead);
+    }, 0);
+    // counted down since the last record finished, never below the orchestration of what is left
+    const floor = (left.reduce((sum, w) => sum + w.left, 0) * overhead) / this.workers;
+    return Math.max(work / this.workers - (now - last), floor);
   }
 
-  private costOf(condition: string): number {
-    const known = [...this.cost.values()].filter((c): c is number => c !== undefined);
-    return this.cost.get(condition) ?? (known.length ? known.reduce((a, b) => a + b, 0) / known.length : 1);
+  /** A condition's expected seconds per record: its own, else the mean of the known ones, else 1. */
+  private expectedOf(work: ConditionWork): number {
+    if (work.expected !== undefined) return work.expected;
+    const known = [...this.conditions.values()].flatMap((w) => (w.expected === undefined ? [] : [w.expected]));
+    return known.length ? known.reduce((a, b) => a + b, 0) / known.length : 1;
   }
+}
+
+/** When each record finished, for the run's report: seconds since the work started, its condition, its computation seconds. */
+export interface ProgressTimeline {
+  workers: number;
+  /** Expected seconds per record of each condition (null: unknown) and its records, as the ETA was told. */
+  expected: Record<string, { records: number; seconds_per_record: number | null }>;
+  /** [seconds since start, condition, computation seconds or null], in the order the records finished. */
+  finished: [number, string, number | null][];
 }
 
 export class Progress {
   private done = 0;
   private failed = 0;
   private readonly started = Date.now();
-  private lastPrinted = -1;
+  private lastStep = -1;
+  private lastLine = Date.now();
   private readonly remaining = new Map<string, number>();
+  private lastCondition?: string;
   private readonly tty = Boolean(process.stderr.isTTY);
   private readonly eta: EtaEstimator;
+  private readonly record: ProgressTimeline;
+  private timer?: NodeJS.Timeout;
+
+  private readonly quiet: boolean;
+  private readonly logEvery: number;
 
   constructor(
     private readonly label: string,
     private readonly total: number,
-    private readonly quiet = false,
+    options: { quiet?: boolean; workers?: number; logEverySeconds?: number } = {},
   ) {
-    this.eta = new EtaEstimator(total, this.started / 1000);
+    const workers = options.workers ?? 1;
+    this.quiet = options.quiet ?? false;
+    this.logEvery = options.logEverySeconds ?? LOG_EVERY_SECONDS;
+    this.eta = new EtaEstimator(total, this.started / 1000, workers);
+    this.record = { workers, expected: {}, finished: [] };
+    if (!this.quiet && total > 0) {
+      // a line while a long record runs: redrawn every second on a terminal, every logEvery seconds in a log
+      this.timer = setInterval(() => this.print(true), Math.min(1, this.logEvery) * 1000);
+      this.timer.unref();
+    }
   }
 
   /** `records` records of `condition` will run, each expected to take about `secondsPerRecord`. */
   expect(condition: string, records: number, secondsPerRecord?: number): void {
     if (records > 0) this.remaining.set(condition, records);
     this.eta.expect(condition, records, secondsPerRecord);
+    this.record.expected[condition] = { records, seconds_per_record: secondsPerRecord ?? null };
   }
 
-  tick(condition: string, ok: boolean): void {
+  /** One record of `condition` finished; `nativeSeconds`: its computation (null or absent for a failed record). */
+  tick(condition: string, ok: boolean, nativeSeconds?: number | null): void {
+    const now = Date.now();
     this.done++;
     if (!ok) this.failed++;
-    this.eta.finish(condition);
+    this.eta.finish(condition, now / 1000, nativeSeconds);
+    this.lastCondition = condition;
+    this.record.finished.push([Math.round(now - this.started) / 1000, condition, nativeSeconds ?? null]);
     const left = (this.remaining.get(condition) ?? 1) - 1;
     if (left <= 0) this.remaining.delete(condition);
     else this.remaining.set(condition, left);
-    this.print();
+    this.print(false);
+    if (this.done >= this.total) this.stop();
+  }
+
+  /** Stops the periodic line (the run ended, or stopped). */
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** What finished when, for the run's report. */
+  timeline(): ProgressTimeline {
+    return this.record;
   }
 
   line(): string {
     const seconds = (Date.now() - this.started) / 1000;
     const rate = this.done / Math.max(seconds, 1e-9);
     const eta = this.eta.secondsLeft(Date.now() / 1000);
-    const running = [...this.remaining.keys()].slice(0, 3).join(', ');
     return (
       `[${this.label}] ${this.done}/${this.total} records` +
       (this.failed ? ` (${this.failed} failed)` : '') +
-      `, ${rate.toFixed(2)}/s, ETA ${eta === undefined ? `after ${etaThreshold(this.total)} records` : formatSeconds(eta)}` +
-      (running ? ` | ${running}${this.remaining.size > 3 ? ', …' : ''}` : '')
+      `, ${formatSeconds(seconds)} elapsed, ${rate.toFixed(2)}/s, ETA ${eta === undefined ? `after ${etaThreshold(this.total)} records` : formatSeconds(eta)}` +
+      (this.remaining.size ? ` | ${this.remaining.size} condition(s) left` : '') +
+      (this.lastCondition && this.done < this.total ? `, last finished: ${this.lastCondition}` : '')
     );
   }
 
-  private print(): void {
+  /** `timed`: called by the timer, not by a finished record. */
+  private print(timed: boolean): void {
     if (this.quiet) return;
     if (this.tty) {
       process.stderr.write(`\r\x1b[2K${this.line()}`);
@@ -110,8 +215,10 @@ export class Progress {
       return;
     }
     const step = Math.floor((this.done / Math.max(this.total, 1)) * 20);
-    if (step !== this.lastPrinted || this.done === this.total) {
-      this.lastPrinted = step;
+    const due = Date.now() - this.lastLine >= this.logEvery * 1000;
+    if ((!timed && (step !== this.lastStep || this.done === this.total)) || (timed && due)) {
+      this.lastStep = step;
+      this.lastLine = Date.now();
       process.stderr.write(`${this.line()}\n`);
     }
   }

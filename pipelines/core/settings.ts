@@ -13,6 +13,7 @@ import {
   DEFAULT_RUNTIME,
   declaredRuntimes,
   MANIFESTS_DIR,
+  REFERENCES_DIR,
   ROOT,
   runtimePins,
   SOURCES_DIR,
@@ -136,7 +137,7 @@ export function loadSettings(flags: SettingsFlags = {}, env: Readonly<Record<str
     references:
       nonEmpty(flags.references) !== undefined
         ? resolve(flags.references!)
-        : location('references', 'WWREF_REFERENCES_DIR', join(ROOT, 'outputs', 'references')),
+        : location('references', 'WWREF_REFERENCES_DIR', REFERENCES_DIR),
     cache: location('cache', 'WWREF_CACHE_DIR', join(ROOT, 'outputs', 'cache')),
     manifests: location('manifests', 'WWREF_MANIFESTS_DIR', MANIFESTS_DIR),
     published: location('published', 'WWREF_PUBLISHED_DIR', resolve(ROOT, '..', 'shared', 'published')),

@@ -1,11 +1,9 @@
 // Which executor runs a job's records, chosen by name (`--executor`): the local process pool, a Dask
 // cluster at a scheduler address, or a Dask cluster of this machine started for the job and stopped
-// after it. Jobs ask this module for an Executor and never construct one themselves.
+// after it. Jobs ask this module for an Executor and never construct one themselves. Each executor's
+// module (the Python launcher, Dask) is loaded when one is opened: the command line's options import this one.
 import { UserError } from '../core/errors.ts';
-import { DaskExecutor } from './dask/dask-executor.ts';
-import { startLocalCluster } from './dask/cluster.ts';
 import type { Executor, ExecutorOptions } from './executor.ts';
-import { LocalExecutor } from './local/local-executor.ts';
 import type { HelloResult } from './protocol.ts';
 
 export const EXECUTOR_KINDS = ['local', 'dask', 'dask-local'] as const;
@@ -23,12 +21,18 @@ export async function openExecutor(
   options: ExecutorOptions & { inputRoots?: string[]; log?: (line: string) => void },
 ): Promise<Executor> {
   switch (choice.kind) {
-    case 'local':
+    case 'local': {
+      const { LocalExecutor } = await import('./local/local-executor.ts');
       return new LocalExecutor(options);
-    case 'dask':
+    }
+    case 'dask': {
       if (!choice.scheduler) throw new UserError('--executor dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)');
+      const { DaskExecutor } = await import('./dask/dask-executor.ts');
       return new DaskExecutor({ ...options, scheduler: choice.scheduler });
+    }
     case 'dask-local': {
+      const { DaskExecutor } = await import('./dask/dask-executor.ts');
+      const { startLocalCluster } = await import('./dask/cluster.ts');
       const cluster = await startLocalCluster(options.settings, options.workers, {
         profile: options.profile,
         env: options.env ? { ...options.env } : undefined,

@@ -46,6 +46,8 @@ export const Request = z.discriminatedUnion('op', [
   z.strictObject({ op: z.literal('describe') }),
   /** The controls' worker (workflows/evaluation/worker.py): one policy on one condition (pipelines/evaluation/controls/). */
   z.strictObject({ op: z.literal('controls'), task: z.record(z.string(), z.unknown()) }),
+  /** The same worker: an estimator fitted on given observations (an estimator submission, shared-estimator scores). */
+  z.strictObject({ op: z.literal('fit'), task: z.record(z.string(), z.unknown()) }),
 ]);
 export type Request = z.infer<typeof Request>;
 

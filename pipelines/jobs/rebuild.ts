@@ -11,7 +11,8 @@ import { UserError } from '../core/errors.ts';
 import { canonicalJson, sha256Hex } from '../core/hashing.ts';
 import { checkOutputPath } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
-import { Progress } from '../core/progress.ts';
+import { Progress, type ProgressTimeline } from '../core/progress.ts';
+import { REFERENCES_DIR } from '../core/paths.ts';
 import { executeRecord, recordOfRun, type RecordTask } from '../execution/execute-record.ts';
 import { TRUTH_TIMEOUT_SECONDS, type Executor, type PreparedInput } from '../execution/executor.ts';
 import { gitIdentity, versionDrift, workflowsSha256, type GitIdentity } from '../execution/identity.ts';
@@ -77,6 +78,8 @@ export interface RebuildSummary {
   nativeSeconds: number;
   /** Worker processes: the local pool's size, or the Dask workers admitted when the job ended. */
   workers: number;
+  /** When each executed record finished (the run's progress, for a slow run's why). */
+  progress?: ProgressTimeline;
 }
 
 /** A source is ready when its manifest matches the current plan and its prepared files. */
@@ -169,10 +172,25 @@ function preparedInput(settings: Settings, c: CatalogCondition): PreparedInput {
   return { source: c.source, files: readManifest(settings.paths, c.source).prepared_files };
 }
 
-/** Mean recorded seconds per record of the condition's current manifest entry, if any (to start large work first). */
-function previousCost(c: CatalogCondition, previous: ReferenceManifest | undefined): number | undefined {
-  const entry = previous && conditionEntry(previous, c.id);
-  return entry ? entry.native_seconds / Math.max(entry.records, 1) : undefined;
+/**
+ * Mean recorded seconds per record of the condition in the target folder's manifest, else in the
+ * committed references (a rebuild into a new folder), if any: to start large work first and for the ETA.
+ */
+function previousCost(c: CatalogCondition, manifests: (ReferenceManifest | undefined)[]): number | undefined {
+  const entry = manifests
+    .map((m) => (m ? conditionEntry(m, c.id) : undefined))
+    .find((e) => e !== undefined && e.records > 0 && e.native_seconds > 0);
+  return entry ? entry.native_seconds / entry.records : undefined;
+}
+
+/** The committed references' manifest, when the rebuild writes elsewhere (their timings guide the order and the ETA). */
+function committedManifest(store: ReferenceStore, settings: Settings): ReferenceManifest | undefined {
+  if (store.dir === REFERENCES_DIR) return undefined;
+  try {
+    return new ReferenceStore(REFERENCES_DIR, settings.paths).manifest();
+  } catch {
+    return undefined; // only a guide: a folder that cannot be read guides nothing
+  }
 }
 
 /** The task of one record of a condition in this rebuild. */
@@ -279,9 +297,9 @@ async function runMissing(
   truths: Map<string, Truth>,
   journals: Map<string, Journal>,
   done: Map<string, Map<string, ReferenceRecord>>,
-  options: RebuildOptions & { previous: ReferenceManifest | undefined },
-): Promise<void> {
-  const costOf = (c: CatalogCondition) => previousCost(c, options.previous) ?? FAMILIES[c.family].relativeCost;
+  options: RebuildOptions & { costs: (ReferenceManifest | undefined)[]; workers: number },
+): Promise<ProgressTimeline> {
+  const costOf = (c: CatalogCondition) => previousCost(c, options.costs) ?? FAMILIES[c.family].relativeCost;
   const jobs = runnable.flatMap((c) => {
     const input = preparedInput(options.settings, c);
     return allMasks(c.dimensions)
@@ -289,15 +307,20 @@ async function runMissing(
       .map((mask) => ({ c, cost: costOf(c), task: recordTask(c, mask, input, options) }));
   });
   jobs.sort((a, b) => b.cost - a.cost);
-  const progress = new Progress('rebuild', jobs.length, options.quiet);
+  const progress = new Progress('rebuild', jobs.length, { quiet: options.quiet, workers: options.workers });
   for (const c of runnable) progress.expect(c.id, allMasks(c.dimensions).length - done.get(c.id)!.size, costOf(c));
-  await Promise.all(
-    jobs.map(async ({ c, task }) => {
-      const record = await runRecord(executor, task, truths.get(c.id)!, journals.get(c.id)!);
-      done.get(c.id)!.set(task.mask, record);
-      progress.tick(c.id, record.status === 'ok');
-    }),
-  );
+  try {
+    await Promise.all(
+      jobs.map(async ({ c, task }) => {
+        const record = await runRecord(executor, task, truths.get(c.id)!, journals.get(c.id)!);
+        done.get(c.id)!.set(task.mask, record);
+        progress.tick(c.id, record.status === 'ok', record.wall_seconds);
+      }),
+    );
+  } finally {
+    progress.stop();
+  }
+  return progress.timeline();
 }
 
 export async function rebuild(catalog: Catalog, options: RebuildOptions): Promise<RebuildSummary> {
@@ -335,7 +358,10 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions): Promis
       identity: { runtime: settings.runtime.name, code, versions: hello.versions, numerics },
       log,
     });
-    await runMissing(executor, runnable, truths, journals, done, { ...options, previous });
+    // the workers that share the records: the local pool's, or the Dask workers admitted so far
+    const sharing = executor.kind === 'local' ? workers : (await executor.describe()).length;
+    const costs = [previous, committedManifest(store, settings)];
+    const timeline = await runMissing(executor, runnable, truths, journals, done, { ...options, costs, workers: sharing });
 
     // Step 6: tables, equivalence checks and the manifest (never after a signal: the journal keeps the records).
     signal.throwIfAborted();
@@ -373,6 +399,7 @@ export async function rebuild(catalog: Catalog, options: RebuildOptions): Promis
       nativeSeconds: built.reduce((s, o) => s + o.nativeSeconds, 0),
       // the local pool runs `workers` processes; a Dask cluster as many as it had admitted at the end
       workers: executor.kind === 'local' ? workers : ran.worker_count,
+      progress: timeline,
     };
   });
 }

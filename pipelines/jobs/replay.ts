@@ -359,7 +359,7 @@ function replayTarget(
     };
     const record = await executeRecord(executor, task, truth, (run) => (host = run.host ?? localHost));
     const { failures, relaxed } = compareWithStored(record, stored, tolerant);
-    progress.tick(target.condition, failures.length === 0);
+    progress.tick(target.condition, failures.length === 0, record.wall_seconds);
     return {
       condition: target.condition,
       mask: stored.mask,
@@ -419,7 +419,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   const started = performance.now();
   const outlierFactor = options.outlierFactor ?? 5;
   const total = targets.reduce((s, t) => s + t.records.length, 0);
-  const progress = new Progress('replay', total, options.quiet);
+  const progress = new Progress('replay', total, { quiet: options.quiet, workers: options.workers ?? 1 });
   // for the ETA: each condition's records weighted by their recorded seconds
   for (const t of targets) {
     const timed = t.records.flatMap((r) => (typeof r.wall_seconds === 'number' ? [r.wall_seconds] : []));
@@ -446,6 +446,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
   let numerics: NumericsReport | null = null;
   // The local pool runs `workers` processes; a Dask cluster as many as it had admitted at the end.
   let workerCount = options.workers ?? 1;
+  // the progress line's timer ends with the job, however the job ends
   const profile = await runJob(job, async ({ executor, hello }) => {
     versions = hello!.versions;
     numerics = hello!.numerics;
@@ -464,7 +465,7 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     );
     if (executor.kind !== 'local') workerCount = (await executor.describe()).length;
     return executor.profile;
-  });
+  }).finally(() => progress.stop());
   const records = targets.flatMap((t) => replayed.get(t.condition) ?? []);
 
   const conditionSummaries = timingSummaries(targets, records, outlierFactor);

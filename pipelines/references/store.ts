@@ -6,14 +6,15 @@
 // tables are swapped in, the manifest is written last (the commit point), and what a killed commit
 // left behind is rolled back or removed by the next one.
 import { lstatSync, readdirSync, renameSync, rmSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { insideRoot, isInside, lstatOrNothing, processAlive, readRegularFile, realPath } from '../core/containment.ts';
+import { join } from 'node:path';
+import { insideRoot, lstatOrNothing, processAlive, readRegularFile } from '../core/containment.ts';
 import { UserError } from '../core/errors.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fsutil.ts';
 import { fileSha256, sha256Hex } from '../core/hashing.ts';
-import type { Paths, Settings } from '../core/settings.ts';
+import type { Settings } from '../core/settings.ts';
 import { Catalog } from '../catalog/catalog.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
+import { checkReferenceFolder, type GuardedPaths } from './folder.ts';
 import { lockFolder, LOCK_WAIT_SECONDS } from './lock.ts';
 import { ReferenceManifest, type ConditionEntry } from './manifest.ts';
 import { manifestProblems, tableFile, tableProblems } from './surface.ts';
@@ -29,42 +30,11 @@ const MANIFEST_FILE = 'manifest.json';
 /** Leftovers of an interrupted write: `<name>.<pid>.<ms>.(new|old|tmp)`, possibly with a temporary suffix. */
 const LEFTOVER = /^(.+?)\.(\d+)\.(\d+)\.(new|old|tmp)(?:\.\d+\.\d+\.tmp)?$/;
 
-/** The generated folders a reference folder is kept apart from. */
-export type GuardedPaths = Pick<Paths, 'prepared' | 'cache' | 'manifests'>;
+export { checkReferenceFolder, type GuardedPaths } from './folder.ts';
 
 /** The manifest's entry of condition `id`, or undefined: an own key only ('constructor' or 'toString' is no inherited member). */
 export function conditionEntry(manifest: ReferenceManifest, id: string): ConditionEntry | undefined {
   return Object.hasOwn(manifest.conditions, id) ? manifest.conditions[id] : undefined;
-}
-
-/**
- * Folders a reference folder must neither be inside of nor contain: prepared inputs, the raw cache and
- * the source manifests (each is rewritten wholesale by `prepare`/`acquire`). Checked after resolving
- * `..` and symbolic links; returns the folder's absolute path.
- */
-export function checkReferenceFolder(dir: string, paths: GuardedPaths): string {
-  if (dir.trim() === '') throw new UserError('a reference folder needs a path');
-  const folder = resolve(dir);
-  const guarded: [string, string][] = [
-    [paths.prepared, 'the prepared inputs'],
-    [join(paths.cache, 'raw'), 'the raw cache'],
-    [paths.manifests, 'the source manifests'],
-  ];
-  for (const [other, what] of guarded) {
-    if (isInside(folder, other))
-      throw new UserError(`reference folder ${dir} is inside ${what} (${other}), which wwref rewrites; choose another folder`);
-    if (isInside(other, folder)) throw new UserError(`reference folder ${dir} contains ${what} (${other}); choose a folder of its own`);
-  }
-  const real = realPath(folder);
-  let existing = real;
-  while (!lstatOrNothing(existing) && dirname(existing) !== existing) existing = dirname(existing);
-  if (!lstatOrNothing(existing)?.isDirectory()) {
-    throw new UserError(
-      `reference folder ${dir} cannot be a folder: ` +
-        `${existing === real ? 'it is' : `${existing} is`} a file; name a folder (it is created when missing)`,
-    );
-  }
-  return real;
 }
 
 export interface ReferenceChange {

@@ -5,7 +5,7 @@
 import { existsSync, lstatSync, mkdirSync, renameSync, rmSync, unlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
-import { acquirePlan, type AcquireOptions } from './acquire.ts';
+import type { AcquireOptions } from './acquire.ts';
 import { loadPlanFile, planFilePath, type LoadedPlan } from '../catalog/catalog.ts';
 import { UserError } from '../core/errors.ts';
 import { insideRoot, lstatOrNothing, regularFileSha256, removeStaleEntries } from '../core/containment.ts';
@@ -14,7 +14,6 @@ import { canonicalJson, digest } from '../core/hashing.ts';
 import type { Paths } from '../core/settings.ts';
 import { ID_RULE, isValidId, type Plan } from '../catalog/plan.ts';
 import { PREPARE_TIMEOUT_SECONDS } from '../execution/executor.ts';
-import { WorkerPool } from '../execution/local/local-pool.ts';
 import type { PythonWorker } from '../execution/python-worker.ts';
 
 export const PREPARED_FILES = ['arrays.npz', 'metadata.json.gz'] as const;
@@ -119,6 +118,8 @@ export async function prepareSource(
   const { paths } = options.settings;
   const final = insideRoot(paths.prepared, sourceName(plan.source), 'prepared folder of source');
   const manifestFile = insideRoot(paths.manifests, `${plan.source}.json`, 'source manifest');
+  // loaded when a source is prepared, not by the many readers of its manifests (it starts Python)
+  const { acquirePlan } = await import('./acquire.ts');
   const acquired = await acquirePlan(plan, options);
   const raw = Object.fromEntries(acquired.map((f) => [f.name, f.path]));
   mkdirSync(dirname(final), { recursive: true });
@@ -198,6 +199,7 @@ export async function prepareSources(
   },
 ): Promise<PrepareOutcome[]> {
   const log = options.log ?? (() => {});
+  const { WorkerPool } = await import('../execution/local/local-pool.ts'); // as acquirePlan: loaded on use
   const pool = new WorkerPool(options.workers ?? 1, { settings: options.settings });
   try {
     const hello = await pool.hello();

@@ -152,7 +152,12 @@ describe('no output replaces what the project is made of (one rule for every --o
       ],
       [['report', '--references', refs, '--out', at('wwref.config.json')], 'wwref.config.json', /the project's configuration/],
       [['export', '--references', refs, '--out', at('native/libm-pin/pin.c')], 'native/libm-pin/pin.c', /tracked by git/],
-      [['export', '--references', refs, '--out', at('.git')], '.git', /the repository itself/],
+      // .git is a folder in a clone and a file in a worktree: the file checked is HEAD, or the pointer
+      [
+        ['export', '--references', refs, '--out', at('.git')],
+        statSync(at('.git')).isDirectory() ? '.git/HEAD' : '.git',
+        /the repository itself/,
+      ],
       [['export', '--references', refs, '--out', at('README.md')], 'README.md', /tracked by git/],
       [
         ['plan-schema', '--out', at('sources/wine.plan.json')],

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadSettings } from '../../pipelines/core/settings.ts';
 import type { PythonWorker } from '../../pipelines/execution/python-worker.ts';
-import { computeControl, type ControlRequest, startControlsWorker } from '../../pipelines/evaluation/controls/job.ts';
+import { computeControl, type ControlRequest, startControlsWorker } from '../../pipelines/evaluation/controls/worker.ts';
 import type { WorkerResult } from '../../pipelines/evaluation/controls/records.ts';
 
 let worker: PythonWorker;

@@ -15,16 +15,14 @@ import { ROOT } from '../../core/paths.ts';
 import { Progress } from '../../core/progress.ts';
 import type { Settings } from '../../core/settings.ts';
 import { Catalog, type CatalogCondition } from '../../catalog/catalog.ts';
-import { admissionProblems } from '../../execution/admission.ts';
-import { HELLO_TIMEOUT_SECONDS, RuntimeRefused } from '../../execution/executor.ts';
-import { pinnedVersions, workflowsSha256 } from '../../execution/identity.ts';
-import { PythonWorker } from '../../execution/python-worker.ts';
+import type { PythonWorker } from '../../execution/python-worker.ts';
+import { computeControl, startControlsWorker } from './worker.ts';
 import { loadCatalog, ReferenceStore } from '../../references/store.ts';
 import { referenceSurface } from '../../analysis/grade.ts';
 import { gradeSurface } from '../../analysis/grade.ts';
 import type { Surface } from '../../analysis/effects.ts';
 import { type ControlTask, type MethodName, planGrid, taskKey, trackOf } from './grid.ts';
-import { checkDistinct, type ConditionLookup, type RecordContext, readControlRecords, recordLine, WorkerResult } from './records.ts';
+import { checkDistinct, type ConditionLookup, type RecordContext, readControlRecords, recordLine } from './records.ts';
 import { checkRunFolder, keptRecords, PARTIAL_FILE, RECORDS_FILE, RUN_FILE, type RunIdentity } from './resume.ts';
 import { lockFolder } from '../../references/lock.ts';
 import { writeSummaries, type SummaryFiles } from './outputs.ts';
@@ -114,54 +112,6 @@ export function catalogLookup(catalog: Catalog): ConditionLookup {
     const match = byId && fits(byId, width) ? [byId] : conditions.filter((c) => c.source === name && fits(c, width));
     return match.length === 1 ? { id: match[0]!.id, track: trackOf(match[0]!) } : undefined;
   };
-}
-
-/** A started and admitted controls' worker (workflows/evaluation/worker.py), or RuntimeRefused. */
-export async function startControlsWorker(settings: Settings): Promise<PythonWorker> {
-  const worker = PythonWorker.spawn(settings, {}, 'workflows.evaluation.worker');
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new RuntimeRefused(`the controls' worker did not answer within ${HELLO_TIMEOUT_SECONDS} s`)),
-      HELLO_TIMEOUT_SECONDS * 1000,
-    );
-  });
-  try {
-    const hello = await Promise.race([worker.hello(), late]).catch((error: unknown) => {
-      const said = worker.stderrTail().trim().split('\n').filter(Boolean).at(-1);
-      throw new RuntimeRefused(
-        `the Python runtime did not start the controls' worker: ${(error as Error).message.split('\n')[0]}` +
-          `${said ? ` (its last words: ${said.slice(0, 300)})` : ''}; run 'npm run setup' to bring the runtime up to date`,
-      );
-    });
-    const problems = admissionProblems(hello, {
-      profile: settings.profile,
-      expectedVersions: pinnedVersions(settings.runtime),
-      codeSha256: workflowsSha256(),
-    });
-    if (problems.length) throw new RuntimeRefused(`the controls' worker was refused before it computed anything: ${problems.join('; ')}`);
-    return worker;
-  } catch (error) {
-    worker.kill();
-    throw error;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** What the worker needs of one task: the surface (utilities by mask index), the method, budgets, seed, equivalences. */
-export interface ControlRequest {
-  width: number;
-  utilities: readonly number[];
-  method: MethodName;
-  budgets: readonly number[];
-  seed: number;
-  equivalences: readonly { option: string; inactive_when: Record<string, number> }[];
-}
-
-/** One task computed by a controls' worker: one result per budget, ascending. */
-export function computeControl(worker: PythonWorker, request: ControlRequest): Promise<WorkerResult[]> {
-  return worker.call(z.array(WorkerResult), { op: 'controls', task: { ...request } });
 }
 
 export async function runControls(settings: Settings, options: ControlsOptions): Promise<ControlsOutcome> {
@@ -260,10 +210,11 @@ async function computeTasks(
   options: ControlsOptions,
 ): Promise<void> {
   if (!tasks.length) return;
+  const count = Math.max(1, Math.min(options.workers, tasks.length));
   const progress = new Progress(
     'controls',
     tasks.reduce((n, t) => n + t.budgets.length, 0),
-    options.quiet,
+    { quiet: options.quiet, workers: count },
   );
   for (const task of tasks) progress.expect(task.condition, task.budgets.length);
   const workers: PythonWorker[] = [];
@@ -282,7 +233,6 @@ async function computeTasks(
       `${stopped === 'SIGINT' ? 'interrupted' : `stopped by ${stopped}`}: the finished tasks are kept in ${partial}; run the same command to resume`,
     );
   try {
-    const count = Math.max(1, Math.min(options.workers, tasks.length));
     const started = await Promise.allSettled(Array.from({ length: count }, () => startControlsWorker(settings)));
     for (const s of started) if (s.status === 'fulfilled') workers.push(s.value);
     const failed = started.find((s) => s.status === 'rejected');
@@ -319,6 +269,7 @@ async function computeTasks(
     });
     if (stopped) throw interrupted();
   } finally {
+    progress.stop();
     for (const signal of signals) process.removeListener(signal, onSignal);
     await Promise.all(workers.map((w) => w.close()));
   }

@@ -1,5 +1,3 @@
-import { exportPack } from '../../../jobs/wwb.ts';
-import { exportCsv } from '../../../references/export.ts';
 import { defineCommand } from '../../command.ts';
 import { list, withTables } from '../../options.ts';
 import { outputPath } from '../../output-path.ts';
@@ -15,10 +13,13 @@ export default defineCommand({
         describe: 'csv: one file; wwb: a WhatWorkedBench pack folder',
       })
       .option('out', { type: 'string', demandOption: true, describe: 'output file (csv) or folder (wwb)' }),
-  run: (argv, { settings, out }) => {
+  run: async (argv, { settings, out }) => {
     const target = outputPath(settings, argv.out, 'out', argv.format === 'wwb' ? 'folder' : 'file');
     const conditions = list(argv.condition, 'condition');
-    const count = argv.format === 'wwb' ? exportPack(settings, target, conditions) : exportCsv(settings, target, conditions);
+    const count =
+      argv.format === 'wwb'
+        ? (await import('../../../jobs/wwb.ts')).exportPack(settings, target, conditions)
+        : (await import('../../../references/export.ts')).exportCsv(settings, target, conditions);
     out(`${count} records written to ${argv.out}`);
   },
 });

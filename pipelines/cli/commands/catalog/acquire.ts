@@ -1,6 +1,4 @@
 import { UserError } from '../../../core/errors.ts';
-import { loadCatalog } from '../../../references/store.ts';
-import { acquirePlan } from '../../../sources/acquire.ts';
 import { defineCommand } from '../../command.ts';
 import { list, withMirror } from '../../options.ts';
 
@@ -9,6 +7,8 @@ export default defineCommand({
   describe: 'fetch and sha256-check raw source files into the cache',
   builder: (y) => withMirror(y.option('source', { type: 'string', array: true, describe: 'source(s); default all' })),
   run: async (argv, { settings, out }) => {
+    const { loadCatalog } = await import('../../../references/store.ts');
+    const { acquirePlan } = await import('../../../sources/acquire.ts');
     let failed = 0;
     for (const loaded of loadCatalog(settings).selectSources(list(argv.source, 'source'))) {
       try {

@@ -1,4 +1,3 @@
-import { loadCatalog } from '../../../references/store.ts';
 import { defineCommand } from '../../command.ts';
 import { withReferences } from '../../options.ts';
 
@@ -11,7 +10,8 @@ export default defineCommand({
       default: false,
       describe: 'one JSON document: every condition with its family, width, source, pairing and published comparability',
     }),
-  run: (argv, { settings, out }) => {
+  run: async (argv, { settings, out }) => {
+    const { loadCatalog } = await import('../../../references/store.ts');
     const catalog = loadCatalog(settings);
     if (argv.json) {
       const conditions = [...catalog.conditions.values()].map((c) => ({

@@ -1,5 +1,3 @@
-import { loadCatalog } from '../../../references/store.ts';
-import { prepareSources } from '../../../sources/prepare.ts';
 import { defineCommand } from '../../command.ts';
 import { list, withMirror, withWorkers } from '../../options.ts';
 
@@ -8,6 +6,8 @@ export default defineCommand({
   describe: 'acquire raw files and write prepared/<source>/ and manifests/<source>.json',
   builder: (y) => withWorkers(withMirror(y.option('source', { type: 'string', array: true, describe: 'source(s); default all' }))),
   run: async (argv, { settings, out }) => {
+    const { loadCatalog } = await import('../../../references/store.ts');
+    const { prepareSources } = await import('../../../sources/prepare.ts');
     const selected = loadCatalog(settings).selectSources(list(argv.source, 'source'));
     const outcomes = await prepareSources(selected, { settings, workers: argv.workers, log: (line) => out(line) });
     const failed = outcomes.filter((o) => !o.ok);

@@ -1,6 +1,3 @@
-import { auditFailed, auditNeeds, auditWithReprepare } from '../../../jobs/audit.ts';
-import { loadCatalog } from '../../../references/store.ts';
-import { prepareMissing } from '../../../sources/prepare.ts';
 import { defineCommand } from '../../command.ts';
 import { list, withMirror, withReferences, withWorkers } from '../../options.ts';
 
@@ -16,6 +13,9 @@ export default defineCommand({
       .option('source', { type: 'string', array: true, describe: 'source(s); default all' })
       .option('verbose', { type: 'boolean', default: false }),
   run: async (argv, { settings, out }) => {
+    const { auditFailed, auditNeeds, auditWithReprepare } = await import('../../../jobs/audit.ts');
+    const { loadCatalog } = await import('../../../references/store.ts');
+    const { prepareMissing } = await import('../../../sources/prepare.ts');
     const catalog = loadCatalog(settings);
     const sources = list(argv.source, 'source');
     const options = { settings, workers: argv.workers, log: (line: string) => out(line) };

@@ -1,8 +1,7 @@
 import { join } from 'node:path';
 import { writeJsonAtomic } from '../../../core/fsutil.ts';
 import { formatSeconds } from '../../../core/progress.ts';
-import { rebuild, type RebuildSummary } from '../../../jobs/rebuild.ts';
-import { loadCatalog } from '../../../references/store.ts';
+import type { RebuildSummary } from '../../../jobs/rebuild.ts';
 import { defineCommand } from '../../command.ts';
 import { executorChoice, list, withExecutor, withMirror, withReferences, withWorkers } from '../../options.ts';
 import { outputPath } from '../../output-path.ts';
@@ -56,6 +55,8 @@ export default defineCommand({
   run: async (argv, { settings, out }) => {
     const reportPath =
       argv.report === undefined ? join(settings.paths.cache, 'runs', 'rebuild.json') : outputPath(settings, argv.report, 'report');
+    const { rebuild } = await import('../../../jobs/rebuild.ts');
+    const { loadCatalog } = await import('../../../references/store.ts');
     const summary = await rebuild(loadCatalog(settings), {
       settings,
       force: argv.force,

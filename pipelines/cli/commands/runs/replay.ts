@@ -1,11 +1,7 @@
 import { join } from 'node:path';
 import { UserError } from '../../../core/errors.ts';
 import { ROOT } from '../../../core/paths.ts';
-import { replayNeeds } from '../../../jobs/audit.ts';
-import { replay, replayTargets, writeReplayReport, type ReplayReport } from '../../../jobs/replay.ts';
-import { readPack } from '../../../jobs/wwb.ts';
-import { loadCatalog } from '../../../references/store.ts';
-import { prepareMissing } from '../../../sources/prepare.ts';
+import type { ReplayReport } from '../../../jobs/replay.ts';
 import { defineCommand } from '../../command.ts';
 import { executorChoice, list, withExecutor, withTables, withWorkers } from '../../options.ts';
 import { outputPath } from '../../output-path.ts';
@@ -70,9 +66,12 @@ export default defineCommand({
       executor: executorChoice(argv),
       report: reportPath,
     };
+    const { replay, replayTargets, writeReplayReport } = await import('../../../jobs/replay.ts');
     let report: ReplayReport;
     if (argv.format === 'wwb') {
       if (!argv.references) throw new UserError('--format wwb needs --references PACK (the folder holding references/ and inputs/)');
+      const { readPack } = await import('../../../jobs/wwb.ts');
+      const { loadCatalog } = await import('../../../references/store.ts');
       const pack = readPack(argv.references, options.conditions);
       // Conditions of our catalog carry their declared equivalences into the pack's replay.
       const catalog = loadCatalog(settings);
@@ -83,6 +82,8 @@ export default defineCommand({
       report = await replayTargets(targets, pack.expected, options);
     } else {
       // prepared inputs that are missing are made first and checked against the manifest
+      const { replayNeeds } = await import('../../../jobs/audit.ts');
+      const { prepareMissing } = await import('../../../sources/prepare.ts');
       await prepareMissing(replayNeeds(settings, settings.paths.references, options.conditions), { settings, log: (line) => out(line) });
       report = await replay(options);
     }

@@ -1,0 +1,66 @@
+// Shared-estimator scores: the benchmark puts an agent's score beside the controls' estimators refitted
+// on exactly the agent's observations (main- and pair-effect ridge, the plain GP), so that what the agent
+// chose to buy and what it made of it can be told apart ("gains … over a GP fitted to the same
+// observations"). The estimators are the controls' (workflows/evaluation/), fitted by a controls'
+// worker; each table is scored by grade.
+import type { Surface } from '../analysis/effects.ts';
+import { BENCHMARK_FIELDS } from '../analysis/grade-records.ts';
+import { type GradeResult, gradeSurface } from '../analysis/grade.ts';
+import type { PythonWorker } from '../execution/python-worker.ts';
+import { type EstimatorName, fitEstimator } from './controls/worker.ts';
+
+/** The record fields of the three shared estimators, as the benchmark stores them. */
+export const SHARED_FIELDS: Record<EstimatorName, string> = {
+  ridge_main: 'shared_degree1_score',
+  ridge_pair: 'shared_degree2_score',
+  gp: 'shared_gp_score',
+};
+
+export type SharedScore = Pick<GradeResult, (typeof BENCHMARK_FIELDS)[number]> & {
+  estimator: EstimatorName;
+  parameters: Record<string, unknown>;
+};
+
+export interface SharedScores {
+  shared_degree1_score: SharedScore;
+  shared_degree2_score: SharedScore;
+  shared_gp_score: SharedScore;
+  /** The agent's effect_recovery minus each shared estimator's (given the agent's own recovery). */
+  recovery_gain_over_shared?: { degree1: number; degree2: number; gp: number };
+}
+
+/** grade's benchmark fields of one table, with the estimator's choices. */
+function benchmarkScore(score: GradeResult, estimator: EstimatorName, parameters: Record<string, unknown>): SharedScore {
+  const fields = Object.fromEntries(BENCHMARK_FIELDS.map((f) => [f, score[f]])) as Pick<GradeResult, (typeof BENCHMARK_FIELDS)[number]>;
+  return { estimator, parameters, ...fields };
+}
+
+/**
+ * The three shared-estimator scores of `observations` ([mask, utility] in acquisition order, the anchors
+ * included) on `surface`, and the gains of `ownRecovery` over each.
+ */
+export async function sharedScores(
+  worker: PythonWorker,
+  surface: Surface,
+  observations: readonly (readonly [string, number])[],
+  ownRecovery?: number,
+): Promise<SharedScores> {
+  const scores = {} as Record<EstimatorName, SharedScore>;
+  for (const estimator of Object.keys(SHARED_FIELDS) as EstimatorName[]) {
+    const fitted = await fitEstimator(worker, { width: surface.dimensions, estimator, observations });
+    const graded = gradeSurface(surface, fitted.prediction, { observed: observations.map(([mask]) => mask) });
+    scores[estimator] = benchmarkScore(graded, estimator, fitted.parameters);
+  }
+  const result: SharedScores = {
+    shared_degree1_score: scores.ridge_main,
+    shared_degree2_score: scores.ridge_pair,
+    shared_gp_score: scores.gp,
+  };
+  if (ownRecovery !== undefined)
+    result.recovery_gain_over_shared = {
+      degree1: ownRecovery - scores.ridge_main.effect_recovery,
+      degree2: ownRecovery - scores.ridge_pair.effect_recovery,
+      gp: ownRecovery - scores.gp.effect_recovery,
+    };
+  return result;
+}

@@ -1,0 +1,137 @@
+// The command line's start (bin/wwref.mjs, scripts/build.mjs): it runs the esbuild build in dist/ only
+// while the build matches the sources, builds again when a source changed (a stale build never runs),
+// falls back to the sources through tsx when no build can be made, and the build's start loads no
+// package but yargs and zod (each command loads its work when it runs: pipelines/cli/README.md).
+// Everything runs as real processes in a temporary copy of the repository's code (node_modules linked),
+// so the repository's own dist/ is never touched; the timings are scripts/bench.ts --section startup's.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../../pipelines/core/paths.ts';
+
+let root: string;
+
+function wwref(args: string[], env: Record<string, string> = {}) {
+  const result = spawnSync(process.execPath, [join(root, 'bin', 'wwref.mjs'), ...args], {
+    cwd: root,
+    env: { ...process.env, WWREF_FROM_SOURCES: '', ...env },
+    encoding: 'utf8',
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+const stamp = () =>
+  JSON.parse(readFileSync(join(root, 'dist', 'build.json'), 'utf8')) as { entry: string; inputs: Record<string, unknown> };
+
+interface Metafile {
+  outputs: Record<string, { entryPoint?: string; inputs: Record<string, unknown>; imports: { path: string; kind: string }[] }>;
+}
+
+/** The packages and source files loaded with the entry: its static imports, followed through the chunks. */
+function loadedAtStart(meta: Metafile) {
+  const entry = Object.keys(meta.outputs).find((o) => meta.outputs[o]!.entryPoint === 'pipelines/cli/main.ts')!;
+  const seen = new Set<string>();
+  const packages = new Set<string>();
+  const inputs = new Set<string>();
+  const visit = (output: string) => {
+    if (seen.has(output)) return;
+    seen.add(output);
+    for (const input of Object.keys(meta.outputs[output]!.inputs)) inputs.add(input);
+    for (const { path, kind } of meta.outputs[output]!.imports) {
+      if (kind !== 'import-statement') continue;
+      if (meta.outputs[path]) visit(path);
+      else if (!path.startsWith('node:')) packages.add(path);
+    }
+  };
+  visit(entry);
+  return { packages: [...packages].sort(), inputs: [...inputs] };
+}
+
+beforeAll(() => {
+  root = mkdtempSync(join(tmpdir(), 'wwref-startup-'));
+  for (const item of [
+    'pipelines',
+    'bin',
+    'scripts/build.mjs',
+    'contracts',
+    'workflows',
+    'package.json',
+    'tsconfig.json',
+    'wwref.config.json',
+  ]) {
+    cpSync(join(ROOT, item), join(root, item), { recursive: true });
+  }
+  symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
+});
+
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+describe('the build of the command line', () => {
+  it('is made on first use, prints what the sources print, and loads no package but yargs and zod at start', () => {
+    const first = wwref(['--help']);
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain('Commands:');
+    expect(statSync(join(root, 'dist', stamp().entry)).isFile()).toBe(true);
+    // the same text from the sources through tsx
+    const fromSources = wwref(['--help'], { WWREF_FROM_SOURCES: '1' });
+    expect(fromSources.code).toBe(0);
+    expect(fromSources.stdout).toBe(first.stdout);
+
+    const start = loadedAtStart(JSON.parse(readFileSync(join(root, 'dist', 'metafile.json'), 'utf8')) as Metafile);
+    expect(start.packages).toEqual(['yargs', 'yargs/helpers', 'zod']);
+    // Arrow is bundled, so it would show as inputs, not as a package
+    expect(start.inputs.filter((i) => i.includes('node_modules/'))).toEqual([]);
+    expect(start.inputs.filter((i) => /pipelines\/(jobs|analysis|evaluation|execution\/local|references\/store)/.test(i))).toEqual([]);
+  });
+
+  it('is built again, before it runs, when a source changed; a file only touched keeps it', () => {
+    const file = join(root, 'pipelines', 'cli', 'commands', 'catalog', 'families.ts');
+    const text = readFileSync(file, 'utf8');
+    const before = stamp().entry;
+
+    writeFileSync(file, text.replace("describe: 'print the workflow families", "describe: 'PRINT the workflow families"));
+    const edited = wwref(['--help']);
+    expect(edited.code).toBe(0);
+    expect(edited.stdout).toContain('PRINT the workflow families');
+    expect(stamp().entry).not.toBe(before);
+
+    writeFileSync(file, text);
+    expect(wwref(['--help']).stdout).not.toContain('PRINT the workflow families');
+    const rebuilt = statSync(join(root, 'dist', 'build.json')).mtimeMs;
+    // a new modification time over the same bytes (a checkout, a touch): hashed, found equal, not rebuilt
+    utimesSync(file, new Date(), new Date(Date.now() + 5000));
+    expect(wwref(['families', '--family', 'regression']).code).toBe(0);
+    expect(statSync(join(root, 'dist', 'build.json')).mtimeMs).toBe(rebuilt);
+    expect(stamp().entry).toBe(before);
+  });
+
+  it('is made by `npm run build` (what `npm ci` runs) and is run as it is', () => {
+    rmSync(join(root, 'dist'), { recursive: true, force: true });
+    const said = execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, encoding: 'utf8' });
+    expect(said).toMatch(/^built dist\/cli\/main-\w+\.js/);
+    const built = statSync(join(root, 'dist', 'build.json')).mtimeMs;
+    const version = wwref(['--version']);
+    expect(version.code).toBe(0);
+    expect(version.stdout.trim()).toBe(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version);
+    expect(statSync(join(root, 'dist', 'build.json')).mtimeMs).toBe(built);
+  });
+
+  it('when no build can be made, runs from the sources and says so in one line', () => {
+    rmSync(join(root, 'dist'), { recursive: true, force: true });
+    writeFileSync(join(root, 'dist'), 'a file where the build folder would be\n');
+    try {
+      const result = wwref(['families', '--family', 'regression']);
+      expect(result.code).toBe(0);
+      expect(result.stdout).toContain('regression');
+      expect(result.stderr.trim().split('\n')).toHaveLength(1);
+      expect(result.stderr).toMatch(
+        /^wwref: the build in dist\/ is missing or stale and could not be made \(.+\); running from the sources\n$/,
+      );
+    } finally {
+      rmSync(join(root, 'dist'), { force: true });
+    }
+  });
+});
