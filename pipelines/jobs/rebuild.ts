@@ -25,7 +25,7 @@ import { THREAD_ENV } from '../execution/launcher.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
 import type { Truth } from '../execution/verification/verify.ts';
 import { checkDeclared, checkPaired } from '../references/equivalences.ts';
-import type { ConditionEntry, ReferenceManifest } from '../references/manifest.ts';
+import { type ConditionEntry, GENERATOR, type ReferenceManifest } from '../references/manifest.ts';
 import { conditionEntry, ReferenceStore } from '../references/store.ts';
 import { tableFile, tableMetadata } from '../references/surface.ts';
 import { tableBytes } from '../references/tables.ts';
@@ -442,7 +442,7 @@ async function writeReferences(
   };
   const top = {
     manifest_version: 1 as const,
-    generator: 'wwref 0.1.0',
+    generator: GENERATOR,
     code: { git_commit: git.commit, git_dirty: git.dirty, workflows_sha256: code },
     python: hello.python,
     versions: hello.versions,

@@ -14,6 +14,7 @@ import { checkOutputPath, isInside } from '../core/containment.ts';
 import { writeJsonAtomic } from '../core/fsutil.ts';
 import { canonicalJson, checkFileHashes } from '../core/hashing.ts';
 import { versionDrift, workflowsSha256 } from '../execution/identity.ts';
+import { THREAD_ENV } from '../execution/launcher.ts';
 import { platformDrift, type RecordedNumerics } from '../execution/numerics.ts';
 import { metricsAgree } from '../execution/verification/metrics.ts';
 import type { Settings } from '../core/settings.ts';
@@ -24,7 +25,7 @@ import { runJob } from './job.ts';
 import { Progress } from '../core/progress.ts';
 import type { CapturedWarning, NumericsReport } from '../execution/protocol.ts';
 import type { ReferenceRecord } from '../execution/records.ts';
-import type { ConditionEntry, ReferenceManifest } from '../references/manifest.ts';
+import { type ConditionEntry, GENERATOR, type ReferenceManifest } from '../references/manifest.ts';
 import { ReferenceStore } from '../references/store.ts';
 
 export interface ReplayOptions {
@@ -93,6 +94,8 @@ export interface ReplayedRecord {
 }
 
 export interface ReplayReport {
+  /** Our own reference folders: what of the manifest's provenance was checked, and what cannot be. */
+  provenance?: Provenance;
   passed: number;
   total: number;
   all_passed: boolean;
@@ -136,6 +139,46 @@ export function codeDrift(manifest: ReferenceManifest): string[] {
   return manifest.code.workflows_sha256 === here
     ? []
     : [`workflow code: the references were built with workflows_sha256 ${manifest.code.workflows_sha256}, this checkout has ${here}`];
+}
+
+/** CPython versions whose records wwref builds and replays (3.13 gives the published records' bits too). */
+const PYTHONS = /^3\.1[23]\.\d+/;
+
+/**
+ * The manifest's provenance fields that replay checks before running: the Python that built the
+ * records (a version wwref builds with) and the thread settings they ran under (wwref's one thread).
+ * A difference is drift, refused like version drift unless --allow-version-drift.
+ */
+export function provenanceDrift(manifest: ReferenceManifest): string[] {
+  const drift: string[] = [];
+  if (!PYTHONS.test(manifest.python))
+    drift.push(`Python: the references claim to be built by Python ${manifest.python}; wwref builds with CPython 3.12 (3.13 accepted)`);
+  if (canonicalJson(manifest.threads.environment) !== canonicalJson(THREAD_ENV))
+    drift.push(
+      `threads: the references claim the thread settings ${canonicalJson(manifest.threads.environment)}; wwref computes with one thread (${canonicalJson(THREAD_ENV)})`,
+    );
+  return drift;
+}
+
+/** What replay says of the manifest's provenance: what it checked, and what no replay can check. */
+export interface Provenance {
+  checked: string[];
+  /** Claims a replay cannot verify: they describe the machine and checkout that built the references. */
+  unverifiable: { field: string; value: unknown }[];
+  /** The manifest's generator, when it is not this wwref's. */
+  other_generator?: string;
+}
+
+function provenance(manifest: ReferenceManifest): Provenance {
+  return {
+    checked: ['python', 'threads', 'versions', 'code.workflows_sha256', 'numerics', 'every table and prepared input (sha256)'],
+    unverifiable: [
+      { field: 'code.git_commit', value: manifest.code.git_commit },
+      { field: 'code.git_dirty', value: manifest.code.git_dirty },
+      { field: 'executor', value: manifest.executor ?? null },
+    ],
+    ...(manifest.generator === GENERATOR ? {} : { other_generator: manifest.generator }),
+  };
 }
 
 /** What a replay compares against: one saved record, from our tables or a published-layout pack. */
@@ -254,10 +297,11 @@ export async function replay(options: ReplayOptions): Promise<ReplayReport> {
       ...declaredFor(id, entry),
     };
   });
-  const code = codeDrift(manifest);
+  const code = [...codeDrift(manifest), ...provenanceDrift(manifest)];
   if (code.length && !options.allowVersionDrift)
     throw new UserError(`${code.join('; ')}; refusing to replay (pass --allow-version-drift to replay anyway)`);
-  return replayTargets(targets, { versions: manifest.versions, numerics: manifest.numerics, codeDrift: code }, options);
+  const report = await replayTargets(targets, { versions: manifest.versions, numerics: manifest.numerics, codeDrift: code }, options);
+  return { ...report, provenance: provenance(manifest) };
 }
 
 /**

@@ -22,6 +22,9 @@ export const ConditionEntry = z.strictObject({
 });
 export type ConditionEntry = z.infer<typeof ConditionEntry>;
 
+/** The generator a manifest written by this wwref names. */
+export const GENERATOR = 'wwref 0.1.0';
+
 export const ReferenceManifest = z.strictObject({
   manifest_version: z.literal(1),
   generator: z.string(),

@@ -139,6 +139,33 @@ describe('replay', () => {
     expect(report.passed).toBe(16);
   });
 
+  it("checks the manifest's provenance it can (Python, threads), says which claims no replay can check, and names another generator", async () => {
+    const dir = join(ws.root, 'provenance');
+    cpSync(ws.references, dir, { recursive: true });
+    const manifest = readReferenceManifest(dir)!;
+    writeReferenceManifest(
+      {
+        ...manifest,
+        python: '2.7.18',
+        generator: 'another tool 9',
+        threads: { ...manifest.threads, environment: { ...manifest.threads.environment, OMP_NUM_THREADS: '64' } },
+      },
+      dir,
+    );
+    await expect(replay({ settings: currentSettings(), referencesDir: dir, quiet: true })).rejects.toThrow(
+      /Python 2\.7\.18; wwref builds with CPython 3\.12 .*threads: the references claim the thread settings .*"OMP_NUM_THREADS":"64"/,
+    );
+    const report = await replay({ settings: currentSettings(), referencesDir: dir, quiet: true, allowVersionDrift: true });
+    expect(report.version_drift.join('; ')).toMatch(/Python: .*; threads: /);
+    expect(report.provenance!.other_generator).toBe('another tool 9');
+    expect(report.provenance!.unverifiable.map((u) => u.field)).toEqual(['code.git_commit', 'code.git_dirty', 'executor']);
+    expect(report.passed).toBe(16);
+    // the folder as rebuild wrote it claims nothing replay refuses, and names this wwref
+    const own = await replay({ settings: currentSettings(), quiet: true });
+    expect(own.version_drift).toEqual([]);
+    expect(own.provenance!.other_generator).toBeUndefined();
+  });
+
   it('flags a workflow made slower on purpose (test-only switch) even though results are identical', async () => {
     const report = await replay({ settings: currentSettings(), quiet: true, workerEnv: slowRecords(0.25) });
     expect(report.passed).toBe(16);

@@ -21,6 +21,8 @@ function reportLines(report: ReplayReport, reportPath: string): string[] {
   for (const v of report.equivalence_violations) lines.push(`EQUIVALENCE VIOLATED ${v}`);
   if (report.version_drift.length) lines.push(`version drift (tolerances used): ${report.version_drift.join('; ')}`);
   if (report.platform_drift.length) lines.push(`platform drift (tolerances used): ${report.platform_drift.join('; ')}`);
+  if (report.provenance?.other_generator)
+    lines.push(`the manifest was written by ${report.provenance.other_generator}, not by this wwref (its claims are checked as any other)`);
   lines.push(
     `${report.conditions.filter((c) => c.passed === c.total).length}/${report.conditions.length} conditions passed, ` +
       `${report.passed}/${report.total} records; wall ${report.wall_seconds.toFixed(1)} s; ` +
