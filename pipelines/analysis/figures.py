@@ -13,7 +13,9 @@ a fixed SVG id salt and no date in the file metadata, so the same references giv
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -38,9 +40,25 @@ SVG_METADATA = {"Date": None, "Creator": None}
 PNG_METADATA = {"Software": None}
 
 
+def _replace(path: Path, data: bytes) -> None:
+    """``data`` as the file ``path``: written to a new private file beside it (never through a link or into
+    an existing file, whatever the folder holds), then renamed over the name."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
 def _save(fig, out: Path, stem: str) -> list[str]:
-    fig.savefig(out / f"{stem}.svg", format="svg", metadata=SVG_METADATA)
-    fig.savefig(out / f"{stem}.png", format="png", dpi=DPI, metadata=PNG_METADATA)
+    for kind, options in (("svg", {"metadata": SVG_METADATA}), ("png", {"dpi": DPI, "metadata": PNG_METADATA})):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=kind, **options)
+        _replace(out / f"{stem}.{kind}", buffer.getvalue())
     plt.close(fig)
     return [f"{stem}.svg", f"{stem}.png"]
 

@@ -4,7 +4,7 @@
 // PNG decoded (size, many colours, not blank), SVG with one bar per mask and the heat map. The same
 // references give the same bytes. The HTML report names its conditions for scripts/check-report.ts,
 // which therefore checks a report of any number of conditions.
-import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
@@ -70,6 +70,27 @@ describe('wwref report --figures', () => {
     expect(outcome.code).toBe(0);
     for (const name of readdirSync(again))
       expect(readFileSync(join(again, name)).equals(readFileSync(join(figures, name))), name).toBe(true);
+  });
+
+  it('a figure replaces what stands at its name (a link, a hard link), never writing through it', async () => {
+    const planted = join(ws.root, 'planted');
+    mkdirSync(planted);
+    const victims = ['linked.txt', 'hard.txt'].map((name) => {
+      const path = join(ws.root, name);
+      writeFileSync(path, `keep ${name}\n`);
+      return path;
+    });
+    symlinkSync(victims[0]!, join(planted, 'wine.effects.png'));
+    linkSync(victims[1]!, join(planted, 'wine.surface.svg'));
+    const outcome = await cliInProcess(['report', '--figures', planted, '--references', REFERENCES, '--condition', 'wine'], ws.root);
+    expect(outcome.code, outcome.stderr).toBe(0);
+    expect(readFileSync(victims[0]!, 'utf8')).toBe('keep linked.txt\n');
+    expect(readFileSync(victims[1]!, 'utf8')).toBe('keep hard.txt\n');
+    for (const name of ['wine.effects.png', 'wine.surface.svg']) {
+      expect(lstatSync(join(planted, name)).isFile(), name).toBe(true);
+      expect(readFileSync(join(planted, name)).equals(readFileSync(join(figures, name))), name).toBe(true);
+    }
+    expect(readdirSync(planted).filter((f) => f.endsWith('.partial'))).toEqual([]);
   });
 
   it('the HTML page names its conditions, so check-report expects exactly those (any number)', async () => {

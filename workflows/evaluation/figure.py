@@ -6,7 +6,9 @@ backends, matplotlib's DejaVu fonts drawn as paths, a fixed SVG id salt, no date
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -44,11 +46,16 @@ def main() -> None:
     figure.legend(handles=handles, loc="lower center", ncol=min(4, len(methods)), fontsize=7, frameon=False)
     figure.tight_layout(rect=(0, 0.12 if len(methods) > 4 else 0.07, 1, 1))
     out = Path(request["out"])
-    # each file under a temporary name, then renamed: never a half-written figure under the real name
+    # each file written whole to a new private file, then renamed over its name (never through a link)
     for kind, options in (("svg", {"metadata": {"Date": None, "Creator": None}}), ("png", {"dpi": 150, "metadata": {"Software": None}})):
-        partial = out / f"{NAME}.{kind}.partial"
-        figure.savefig(partial, format=kind, **options)
-        partial.replace(out / f"{NAME}.{kind}")
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format=kind, **options)
+        final = out / f"{NAME}.{kind}"
+        partial = out / f".{NAME}.{kind}.{os.getpid()}.partial"
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(buffer.getvalue())
+        os.replace(partial, final)
     print(json.dumps([f"{NAME}.svg", f"{NAME}.png"]))
 
 
