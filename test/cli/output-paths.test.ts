@@ -136,6 +136,15 @@ describe('outputs inside the project source folders are refused before any work,
       rmSync(file, { force: true });
     }
   });
+
+  it('but never as a sources/*.plan.json, which the catalog would read as a construction plan', async () => {
+    const file = inSource('sources', 'schema.plan.json');
+    const outcome = await cliInProcess(['plan-schema', '--out', file], workspace().root);
+    expect(outcome.code).toBe(2);
+    expect(outcome.stderr).toMatch(/every sources\/\*\.plan\.json is read as a construction plan/);
+    expect(existsSync(file)).toBe(false);
+    expect((await cliInProcess(['list'], workspace().root)).code).toBe(0);
+  });
 });
 
 describe('no output replaces what the project is made of (one rule for every --out)', () => {

@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { UserError } from '../../../core/errors.ts';
 import { writeFileAtomic } from '../../../core/fsutil.ts';
 import { defineCommand } from '../../command.ts';
 import { outputPath } from '../../output-path.ts';
@@ -19,7 +21,11 @@ export default defineCommand({
         return false;
       }
     };
-    writeFileAtomic(outputPath(settings, argv.out, 'out', 'file', { inSources: true, ownFile }), text);
+    const target = outputPath(settings, argv.out, 'out', 'file', { inSources: true, ownFile });
+    // every sources/*.plan.json is read as a construction plan of the catalog: a schema there breaks it
+    if (dirname(target) === resolve(settings.paths.sources) && target.endsWith('.plan.json'))
+      throw new UserError(`--out ${argv.out}: every sources/*.plan.json is read as a construction plan; name the schema otherwise`);
+    writeFileAtomic(target, text);
     out(`plan schema written to ${argv.out}`);
   },
 });
