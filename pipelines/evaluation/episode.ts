@@ -8,8 +8,9 @@
 // its state is derived from it, so the state and the receipt never disagree: an action that changes
 // the state is one appended line (start, a purchase, the submission with its table's sha256), in the
 // log wholly or not at all. `episode.json` is a copy of the derived state for readers, written after
-// the commit: it may lag one commit behind (a kill between the two; it is then rewritten), and any
-// other difference (an edit) refuses every action. Actions run one at a time: in order within this
+// the commit: it may lag behind (a kill between the two, or copies that could not be written, as on a
+// full disk: it then equals a state the log passed through, and is rewritten), and any other
+// difference (an edit) refuses every action. Actions run one at a time: in order within this
 // process (a queue per episode), under the folder's lock across processes. A refused action changes
 // no state and is a UserError (exit 2), recorded as a note of the log.
 import { createHash } from 'node:crypto';
@@ -115,11 +116,11 @@ const strings = (value: Json | undefined): value is string[] => Array.isArray(va
 const numbers = (value: Json | undefined): value is number[] => Array.isArray(value) && value.every((v) => typeof v === 'number');
 
 /**
- * The state the log's actions produce, and the one before its last commit (a copy of the state may
- * lag one commit behind). Refused when the log holds no start, or an action the rules could not
+ * The state the log's actions produce, and every state before it (a copy of the state may lag behind
+ * when writing it failed). Refused when the log holds no start, or an action the rules could not
  * have produced from the state before it (checked again as a whole by `impossibility`).
  */
-function derive(log: Log, dir: string): { state: EpisodeState; previous?: EpisodeState } {
+function derive(log: Log, dir: string): { state: EpisodeState; earlier: EpisodeState[] } {
   const actions = log.lines.map((l, k) => ({ event: l.event, line: k + 1 })).filter((l) => l.event.kind === 'action');
   const first = actions[0];
   if (first?.event.action !== 'start')
@@ -154,6 +155,7 @@ function derive(log: Log, dir: string): { state: EpisodeState; previous?: Episod
     submission: null,
   };
   let previous: EpisodeState | undefined;
+  const earlier: EpisodeState[] = [];
   for (const { event, line } of actions.slice(1)) {
     if (event.outcome !== 'ok') continue;
     const when = String(event.at);
@@ -183,6 +185,7 @@ function derive(log: Log, dir: string): { state: EpisodeState; previous?: Episod
       previous = state;
       state = { ...state, closed: true, submission: { at: when, prediction_table: numeric } };
     } else continue;
+    earlier.push(previous!);
     if (event.credits_before !== previous!.credits_remaining || event.credits_after !== state.credits_remaining)
       throw bad(
         line,
@@ -191,7 +194,7 @@ function derive(log: Log, dir: string): { state: EpisodeState; previous?: Episod
   }
   const impossible = impossibility(state);
   if (impossible) throw new UserError(`the events log ${log.path} records an episode the rules could not produce: ${impossible}`);
-  return { state, previous };
+  return { state, earlier };
 }
 
 /** Stable JSON (keys sorted) for comparing states. */
@@ -202,14 +205,15 @@ function canonical(value: unknown): string {
 }
 
 /**
- * Checks `episode.json` against the state derived from the log: rewritten when missing or one commit
- * behind (a kill between the commit and the copy), refused when it differs otherwise (an edit).
+ * Checks `episode.json` against the state derived from the log: rewritten when missing or behind (a kill
+ * between the commit and the copy, or copies that failed to be written, e.g. on a full disk: it then
+ * equals a state the log passed through), refused when it differs otherwise (an edit).
  */
-function reconcile(dir: string, derived: { state: EpisodeState; previous?: EpisodeState }): void {
+function reconcile(dir: string, derived: { state: EpisodeState; earlier: EpisodeState[] }): void {
   const snapshot = readSnapshot(dir);
   const path = join(dir, STATE_FILE);
   if (snapshot && canonical(snapshot) === canonical(derived.state)) return;
-  if (!snapshot || (derived.previous && canonical(snapshot) === canonical(derived.previous))) {
+  if (!snapshot || derived.earlier.some((state) => canonical(snapshot) === canonical(state))) {
     writeSnapshot(dir, derived.state);
     return;
   }

@@ -102,6 +102,17 @@ describe('an episode under faults', () => {
     await expectScoreable(ep); // status rewrote the copy
   });
 
+  it('copies that a full disk kept from being written, two purchases in a row: the copy is two commits behind and catches up', async () => {
+    const ep = await start(3);
+    for (const mask of ['0001', '0010']) {
+      const r = await full('episode.json', ['observe', '--episode', ep, '--masks', mask]);
+      expect(r.exitCode, r.stderr).toBe(0);
+    }
+    expect(JSON.parse(readFileSync(join(ep, 'episode.json'), 'utf8')).credits_remaining).toBe(3); // two commits behind
+    await expectScoreable(ep);
+    expect(purchases(ep)).toEqual(['0001', '0010']);
+  });
+
   it('a torn last line (a kill in the middle of an append) is cut off at the next action', async () => {
     const ep = await start(2);
     await run(['observe', '--episode', ep, '--masks', '0011']);
