@@ -334,12 +334,22 @@ interface Step<T> {
   event?: Record<string, Json>;
 }
 
-/** Takes the episode's lock and opens its log, repairing a torn last line; `body` runs with both. */
-async function underLock<T>(folder: string, body: (log: Log) => T): Promise<T> {
+/**
+ * Takes the episode's lock and opens its log, repairing a torn last line; `body` runs with both. With
+ * `create`, the log is created when missing (an episode's start).
+ */
+async function underLock<T>(folder: string, body: (log: Log) => T, create = false): Promise<T> {
   return queued(folder, async () => {
     const release = await lockFolder(folder, LOCK_WAIT_SECONDS);
     try {
-      removeStaleEntries(folder, /^episode\.json\.(\d+)\.\d+\.tmp$/); // a copy killed mid-write
+      if (create) {
+        const path = join(folder, EVENTS_FILE);
+        try {
+          closeSync(openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644));
+        } catch (error) {
+          throw fsError(error, 'create', path);
+        }
+      } else removeStaleEntries(folder, /^episode\.json\.(\d+)\.\d+\.tmp$/); // a copy killed mid-write
       const log = openLog(folder, true);
       try {
         return body(log);
@@ -467,42 +477,46 @@ export async function startEpisode(settings: Settings, options: StartOptions): P
   };
   taken();
   makeDirs(folder);
-  return underLockCreating(folder, (log) => {
-    taken(log); // again under the lock: of two starts at once, one makes the episode
-    const at = now();
-    const anchors = [allMasks(d)[0]!, allMasks(d).at(-1)!];
-    const utilities = anchors.map((mask) => surface.utilities[maskIndex(mask, d)]!);
-    const state: EpisodeState = {
-      episode_version: 2,
-      condition: options.condition,
-      dimensions: d,
-      budget: options.budget,
-      references,
-      reference: identity,
-      started_at: at,
-      observations: anchors.map((mask, k) => ({ mask, utility: utilities[k]!, paid: false, at })),
-      credits_remaining: options.budget,
-      closed: false,
-      submission: null,
-    };
-    appendEvent(log, {
-      kind: 'action',
-      at,
-      action: 'start',
-      condition: options.condition,
-      budget: options.budget,
-      references,
-      reference: identity,
-      masks: anchors,
-      utilities,
-      new_masks: [],
-      credits_before: options.budget,
-      credits_after: options.budget,
-      outcome: 'ok',
-    });
-    writeSnapshot(folder, state);
-    return view(state);
-  });
+  return underLock(
+    folder,
+    (log) => {
+      taken(log); // again under the lock: of two starts at once, one makes the episode
+      const at = now();
+      const anchors = [allMasks(d)[0]!, allMasks(d).at(-1)!];
+      const utilities = anchors.map((mask) => surface.utilities[maskIndex(mask, d)]!);
+      const state: EpisodeState = {
+        episode_version: 2,
+        condition: options.condition,
+        dimensions: d,
+        budget: options.budget,
+        references,
+        reference: identity,
+        started_at: at,
+        observations: anchors.map((mask, k) => ({ mask, utility: utilities[k]!, paid: false, at })),
+        credits_remaining: options.budget,
+        closed: false,
+        submission: null,
+      };
+      appendEvent(log, {
+        kind: 'action',
+        at,
+        action: 'start',
+        condition: options.condition,
+        budget: options.budget,
+        references,
+        reference: identity,
+        masks: anchors,
+        utilities,
+        new_masks: [],
+        credits_before: options.budget,
+        credits_after: options.budget,
+        outcome: 'ok',
+      });
+      writeSnapshot(folder, state);
+      return view(state);
+    },
+    true,
+  );
 }
 
 function logLines(folder: string): number {
@@ -512,29 +526,6 @@ function logLines(folder: string): number {
   } finally {
     closeLog(log);
   }
-}
-
-/** As underLock, the log created when missing (an episode's start). */
-function underLockCreating<T>(folder: string, body: (log: Log) => T): Promise<T> {
-  return queued(folder, async () => {
-    const release = await lockFolder(folder, LOCK_WAIT_SECONDS);
-    try {
-      const path = join(folder, EVENTS_FILE);
-      try {
-        closeSync(openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644));
-      } catch (error) {
-        throw fsError(error, 'create', path);
-      }
-      const log = openLog(folder, true);
-      try {
-        return body(log);
-      } finally {
-        closeLog(log);
-      }
-    } finally {
-      release();
-    }
-  });
 }
 
 /** Buys the new distinct masks of `masks` (repeats and known masks free), or refuses the whole batch. */

@@ -17,6 +17,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { BIN, cliInProcess } from '../support/cli.ts';
 import { maskOf, writeSurfaceCatalog } from '../support/fixtures.ts';
+import { startHttpServer } from '../support/serve.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-serve-load-'));
 const refs = join(dir, 'references');
@@ -49,19 +50,7 @@ const events = (ep: string) =>
     .filter(Boolean)
     .map((l) => JSON.parse(l));
 
-async function httpServer(ep: string): Promise<string> {
-  const child = execa('node', [BIN, 'serve', '--episode', ep, '--http', '0'], { cwd: ROOT, reject: false });
-  servers.push(child);
-  return new Promise((done, fail) => {
-    let seen = '';
-    child.stderr!.on('data', (chunk: Buffer) => {
-      seen += chunk.toString();
-      const url = /at (http:\/\/\S+\/mcp)/.exec(seen)?.[1];
-      if (url) done(url);
-    });
-    child.once('exit', () => fail(new Error(`serve exited: ${seen}`)));
-  });
-}
+const httpServer = (ep: string) => startHttpServer(servers, ep);
 
 /** 14 purchases at once on a budget of 10, then 300 statuses at once: 10 bought, 4 refused for the budget, nothing for the lock. */
 async function manyAtOnce(client: Client, ep: string): Promise<void> {

@@ -13,6 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { BIN, cliInProcess } from '../support/cli.ts';
 import { maskOf, writeSurfaceCatalog } from '../support/fixtures.ts';
+import { startHttpServer } from '../support/serve.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-serve-'));
 const refs = join(dir, 'references');
@@ -60,19 +61,7 @@ async function stdioClient(ep: string): Promise<Client> {
 }
 
 /** Starts `wwref serve --http 0 …` and returns its URL. */
-async function httpServer(ep: string, extra: string[] = []): Promise<string> {
-  const child = execa('node', [BIN, 'serve', '--episode', ep, '--http', '0', ...extra], { cwd: ROOT, reject: false });
-  servers.push(child);
-  return new Promise((done, fail) => {
-    let seen = '';
-    child.stderr!.on('data', (chunk: Buffer) => {
-      seen += chunk.toString();
-      const url = /at (http:\/\/\S+\/mcp)/.exec(seen)?.[1];
-      if (url) done(url);
-    });
-    child.once('exit', () => fail(new Error(`serve exited: ${seen}`)));
-  });
-}
+const httpServer = (ep: string, extra: string[] = []) => startHttpServer(servers, ep, extra);
 const httpClient = async (url: string, headers: Record<string, string> = {}) => {
   const client = new Client({ name: 'test-agent', version: '1.0.0' });
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
