@@ -4,13 +4,17 @@
 import { checkOutputPath, type OutputCheck } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
 
-/** `inSources`: the output may be a plan or the plan schema under sources/; `ownFile`: a tracked file this command wrote. */
+/**
+ * `inSources`: the output may be a plan or the plan schema under sources/; `ownFile`: a tracked file
+ * this command wrote; `reads`: folders (or packs) the command reads, which its output may not be in.
+ */
 export function outputPath(
   settings: Settings,
   path: string,
   flag: string,
   kind: 'file' | 'folder' = 'file',
-  options: Pick<OutputCheck, 'inSources' | 'ownFile'> = {},
+  options: Pick<OutputCheck, 'inSources' | 'ownFile'> & { reads?: readonly string[] } = {},
 ): string {
-  return checkOutputPath(settings.paths, path, `--${flag}`, { kind, ...options });
+  const { reads, ...check } = options;
+  return checkOutputPath(settings.paths, path, `--${flag}`, { kind, ...check, generated: reads });
 }

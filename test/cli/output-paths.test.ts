@@ -137,13 +137,37 @@ describe('outputs inside the project source folders are refused before any work,
     }
   });
 
-  it('but never as a sources/*.plan.json, which the catalog would read as a construction plan', async () => {
-    const file = inSource('sources', 'schema.plan.json');
-    const outcome = await cliInProcess(['plan-schema', '--out', file], workspace().root);
-    expect(outcome.code).toBe(2);
-    expect(outcome.stderr).toMatch(/every sources\/\*\.plan\.json is read as a construction plan/);
-    expect(existsSync(file)).toBe(false);
+  it('but never as a sources/*.plan.json, which the catalog (or the worked examples) would read as a construction plan', async () => {
+    for (const file of [inSource('sources', 'schema.plan.json'), join(ROOT, 'sources', 'examples', 'wwref-output-test-schema.plan.json')]) {
+      const outcome = await cliInProcess(['plan-schema', '--out', file], workspace().root);
+      expect(outcome.code).toBe(2);
+      expect(outcome.stderr).toMatch(/every sources\/\*\.plan\.json is read as a construction plan/);
+      expect(existsSync(file)).toBe(false);
+    }
     expect((await cliInProcess(['list'], workspace().root)).code).toBe(0);
+  });
+
+  it('diff and report never write into the references they compare (a pack included), nor two outputs to one file', async () => {
+    const ws = workspace();
+    // the check comes before any work, so a folder standing for the pack compared is enough
+    const pack = join(ws.root, 'pack');
+    mkdirSync(join(pack, 'references'), { recursive: true });
+    writeFileSync(join(pack, 'manifest.json'), '{"files_sha256": {}}\n');
+    const refs = join(ROOT, 'outputs', 'references');
+    const manifest = readFileSync(join(pack, 'manifest.json'));
+    for (const args of [
+      ['diff', refs, pack, '--condition', 'nile', '--json', join(pack, 'manifest.json')],
+      ['report', '--references', refs, '--condition', 'nile', '--diff-with', pack, '--out', join(pack, 'references', 'nile.json')],
+    ]) {
+      const outcome = await cliInProcess(args, ws.root);
+      expect(outcome.code, args.join(' ')).toBe(2);
+      expect(outcome.stderr).toMatch(/is inside .*pack/);
+    }
+    expect(readFileSync(join(pack, 'manifest.json')).equals(manifest)).toBe(true);
+    const same = join(ws.root, 'diff.out');
+    const twice = await cliInProcess(['diff', refs, pack, '--condition', 'nile', '--json', same, '--html', same], ws.root);
+    expect(twice.code).toBe(2);
+    expect(twice.stderr).toMatch(/--json and --html name the same file/);
   });
 });
 

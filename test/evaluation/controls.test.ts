@@ -1,10 +1,10 @@
 // `wwref controls`: the published grid against the published summary (read from ../shared/published at
 // test time), records that grade --records accepts, an added source, bad input, and an interrupted run
 // that resumes.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { execa } from 'execa';
+import { execa, execaSync } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasPublished } from '../../pipelines/catalog/published.ts';
 import { ROOT } from '../../pipelines/core/paths.ts';
@@ -263,6 +263,32 @@ describe('bad input', () => {
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(/--out .* is inside .*, which only wwref itself writes/);
       expect(existsSync(inside)).toBe(false);
+    }
+  });
+});
+
+describe('what stands in a run folder', () => {
+  it('a FIFO or a device at run.json or records.jsonl.partial is refused, never waited on or read', async () => {
+    const args = ['controls', 'run', '--condition', 'wine', '--method', 'design_degree2', '--budget', '4'];
+    const fifoRun = join(dir, 'fifo-run');
+    mkdirSync(fifoRun);
+    execaSync('mkfifo', [join(fifoRun, 'run.json')]);
+    const refusedRun = await wwref(...args, '--out', fifoRun);
+    expect(refusedRun.code).toBe(2);
+    expect(refusedRun.stderr).toMatch(/run\.json .*(not a regular file|FIFO)/);
+
+    const done = join(dir, 'fifo-partial');
+    expect((await wwref(...args, '--out', done)).code).toBe(0);
+    rmSync(join(done, 'records.jsonl'));
+    for (const planted of [
+      () => execaSync('mkfifo', [join(done, 'records.jsonl.partial')]),
+      () => symlinkSync('/dev/zero', join(done, 'records.jsonl.partial')),
+    ]) {
+      planted();
+      const r = await wwref(...args, '--out', done);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/records\.jsonl\.partial .*(not a regular file|FIFO|link)/);
+      rmSync(join(done, 'records.jsonl.partial'));
     }
   });
 });

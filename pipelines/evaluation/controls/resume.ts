@@ -4,7 +4,8 @@
 // whole record of a task of this grid, for one of its budgets, once, naming this reference, with
 // observations that are the reference's utilities in the episode's rules and a score that grade gives
 // again to the letter; a task is kept only when every one of its budgets is.
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
+import { readRegularFile } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 import { canonicalJson } from '../../core/hashing.ts';
 import { BENCHMARK_FIELDS } from '../../analysis/grade-records.ts';
@@ -12,6 +13,10 @@ import { gradeSurface, predictionFromJson } from '../../analysis/grade.ts';
 import type { Surface } from '../../analysis/effects.ts';
 import { LOCK_FILE } from '../../references/lock.ts';
 import { type ControlTask, taskKey } from './grid.ts';
+import { MAX_RECORDS_FILE_BYTES } from './records.ts';
+
+/** A run file is a few kB. */
+const RUN_FILE_MAX_BYTES = 1 << 20;
 
 export const RECORDS_FILE = 'records.jsonl';
 export const PARTIAL_FILE = 'records.jsonl.partial';
@@ -57,8 +62,10 @@ export function checkRunFolder(out: string, identity: RunIdentity): boolean {
   }
   let earlier: { identity?: Partial<RunIdentity> } | undefined;
   try {
-    earlier = JSON.parse(readFileSync(runFile, 'utf8')) as typeof earlier;
-  } catch {
+    // a regular file of bounded size only: a FIFO or a device is refused, never waited on or read forever
+    earlier = JSON.parse(readRegularFile(runFile, 'controls run file', RUN_FILE_MAX_BYTES).toString('utf8')) as typeof earlier;
+  } catch (error) {
+    if (error instanceof UserError) throw error;
     earlier = undefined;
   }
   if (!earlier?.identity) throw new UserError(`--out ${out}: its ${RUN_FILE} is not a controls run's; name another folder`);
@@ -122,7 +129,7 @@ export function keptRecords(
   const drop = (why: string) => kept.dropped.set(why, (kept.dropped.get(why) ?? 0) + 1);
   const wanted = new Map(tasks.map((t) => [taskKey(t), t]));
   const byTask = new Map<string, Map<number, string>>();
-  for (const line of readFileSync(partial, 'utf8').split('\n')) {
+  for (const line of readRegularFile(partial, 'control records file', MAX_RECORDS_FILE_BYTES).toString('utf8').split('\n')) {
     if (line.trim() === '') continue;
     let record: unknown;
     try {

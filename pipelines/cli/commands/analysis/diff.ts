@@ -1,3 +1,4 @@
+import { UserError } from '../../../core/errors.ts';
 import { writeFileAtomic } from '../../../core/fsutil.ts';
 import { defineCommand } from '../../command.ts';
 import { list } from '../../options.ts';
@@ -21,8 +22,11 @@ export default defineCommand({
       .option('all', { type: 'boolean', default: false, describe: 'list unchanged conditions too' }),
   run: async (argv, { settings, out }) => {
     const { diffLines, diffReferencesWithSides, writeDiffJson } = await import('../../../analysis/diff.ts');
-    const json = argv.json === undefined ? undefined : outputPath(settings, argv.json, 'json');
-    const html = argv.html === undefined ? undefined : outputPath(settings, argv.html, 'html');
+    // never into what it compares (a pack is a folder of its own kind the reference rule does not know)
+    const reads = [argv.a!, argv.b!];
+    const json = argv.json === undefined ? undefined : outputPath(settings, argv.json, 'json', 'file', { reads });
+    const html = argv.html === undefined ? undefined : outputPath(settings, argv.html, 'html', 'file', { reads });
+    if (json && html && json === html) throw new UserError('--json and --html name the same file; name two');
     const { report, a, b } = diffReferencesWithSides(settings.paths, argv.a!, argv.b!, list(argv.condition, 'condition'));
     for (const line of diffLines(report, { all: argv.all })) out(line);
     if (json) {

@@ -20,9 +20,11 @@ export default defineCommand({
       }),
   run: async (argv, { settings, out }) => {
     const { writeReportFiles } = await import('../../../analysis/report.ts');
+    // never into the references it compares with (a pack is a folder the reference rule does not know)
+    const reads = argv.diffWith === undefined ? [] : [argv.diffWith];
     const { summary, figures } = writeReportFiles(settings, {
-      out: argv.out === undefined ? undefined : outputPath(settings, argv.out, 'out'),
-      figures: argv.figures === undefined ? undefined : outputPath(settings, argv.figures, 'figures', 'folder'),
+      out: argv.out === undefined ? undefined : outputPath(settings, argv.out, 'out', 'file', { reads }),
+      figures: argv.figures === undefined ? undefined : outputPath(settings, argv.figures, 'figures', 'folder', { reads }),
       conditions: list(argv.condition, 'condition'),
       diffWith: argv.diffWith,
     });

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { isInside } from '../../../core/containment.ts';
 import { UserError } from '../../../core/errors.ts';
 import { writeFileAtomic } from '../../../core/fsutil.ts';
 import { defineCommand } from '../../command.ts';
@@ -22,8 +22,8 @@ export default defineCommand({
       }
     };
     const target = outputPath(settings, argv.out, 'out', 'file', { inSources: true, ownFile });
-    // every sources/*.plan.json is read as a construction plan of the catalog: a schema there breaks it
-    if (dirname(target) === resolve(settings.paths.sources) && target.endsWith('.plan.json'))
+    // a *.plan.json under sources/ is read as a construction plan (the catalog's, the worked examples'): a schema there breaks them
+    if (isInside(target, settings.paths.sources) && target.endsWith('.plan.json'))
       throw new UserError(`--out ${argv.out}: every sources/*.plan.json is read as a construction plan; name the schema otherwise`);
     writeFileAtomic(target, text);
     out(`plan schema written to ${argv.out}`);
