@@ -9,6 +9,7 @@ import { readRegularFile } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 import { canonicalJson } from '../../core/hashing.ts';
 import { BENCHMARK_FIELDS } from '../../analysis/grade-records.ts';
+import { isObject, type Json } from '../../analysis/strict-json.ts';
 import { gradeSurface, predictionFromJson } from '../../analysis/grade.ts';
 import type { Surface } from '../../analysis/effects.ts';
 import { LOCK_FILE } from '../../references/lock.ts';
@@ -77,9 +78,6 @@ export function checkRunFolder(out: string, identity: RunIdentity): boolean {
   return true;
 }
 
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-const isObject = (x: unknown): x is Record<string, Json> => typeof x === 'object' && x !== null && !Array.isArray(x);
-
 /** Why a record line is not a verified record of `task` at one of its budgets (undefined: it is). */
 function lineProblem(record: Record<string, Json>, task: ControlTask, surface: Surface, reference: unknown): string | undefined {
   const budget = record.budget;
@@ -131,9 +129,9 @@ export function keptRecords(
   const byTask = new Map<string, Map<number, string>>();
   for (const line of readRegularFile(partial, 'control records file', MAX_RECORDS_FILE_BYTES).toString('utf8').split('\n')) {
     if (line.trim() === '') continue;
-    let record: unknown;
+    let record: Json;
     try {
-      record = JSON.parse(line);
+      record = JSON.parse(line) as Json;
     } catch {
       drop('not a whole JSON line');
       continue;
