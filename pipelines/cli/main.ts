@@ -17,6 +17,7 @@ import audit from './commands/runs/audit.ts';
 import diff from './commands/analysis/diff.ts';
 import doctor from './commands/runs/doctor.ts';
 import effects from './commands/analysis/effects.ts';
+import cohort from './commands/evaluation/cohort.ts';
 import controls from './commands/evaluation/controls.ts';
 import episode from './commands/evaluation/episode.ts';
 import serve from './commands/evaluation/serve.ts';
@@ -60,6 +61,7 @@ const COMMANDS: Command[] = [
   task,
   serve,
   controls,
+  cohort,
 ];
 
 /**

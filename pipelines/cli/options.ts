@@ -14,6 +14,17 @@ export function list(value: unknown, flag = 'this option'): string[] {
   return values;
 }
 
+/** Whole numbers as written in decimal digits (yargs' number type would read 0x3, 1e1 or ''). */
+export function wholeNumbers(values: readonly string[], flag: string): number[] {
+  return values
+    .flatMap((v) => v.split(/[\s,]+/))
+    .filter(Boolean)
+    .map((v) => {
+      if (!/^\d+$/.test(v)) throw new UserError(`--${flag} takes whole numbers written in decimal digits, not '${v}'`);
+      return Number(v);
+    });
+}
+
 export function withMirror<T>(y: Argv<T>) {
   return y.option('mirror', {
     type: 'string',

@@ -142,12 +142,14 @@ export class Progress {
 
   private readonly quiet: boolean;
   private readonly logEvery: number;
+  private readonly unit: string;
 
   constructor(
     private readonly label: string,
     private readonly total: number,
-    options: { quiet?: boolean; workers?: number; logEverySeconds?: number } = {},
+    options: { quiet?: boolean; workers?: number; logEverySeconds?: number; unit?: string } = {},
   ) {
+    this.unit = options.unit ?? 'records';
     const workers = options.workers ?? 1;
     this.quiet = options.quiet ?? false;
     this.logEvery = options.logEverySeconds ?? LOG_EVERY_SECONDS;
@@ -198,9 +200,9 @@ export class Progress {
     const rate = this.done / Math.max(seconds, 1e-9);
     const eta = this.eta.secondsLeft(Date.now() / 1000);
     return (
-      `[${this.label}] ${this.done}/${this.total} records` +
+      `[${this.label}] ${this.done}/${this.total} ${this.unit}` +
       (this.failed ? ` (${this.failed} failed)` : '') +
-      `, ${formatSeconds(seconds)} elapsed, ${rate.toFixed(2)}/s, ETA ${eta === undefined ? `after ${etaThreshold(this.total)} records` : formatSeconds(eta)}` +
+      `, ${formatSeconds(seconds)} elapsed, ${rate.toFixed(2)}/s, ETA ${eta === undefined ? `after ${etaThreshold(this.total)} ${this.unit}` : formatSeconds(eta)}` +
       (this.remaining.size ? ` | ${this.remaining.size} condition(s) left` : '') +
       (this.lastCondition && this.done < this.total ? `, last finished: ${this.lastCondition}` : '')
     );

@@ -24,7 +24,7 @@ import { taskView } from './task.ts';
 const VERSION = '0.1.0';
 /** A request body larger than this is refused (a 64-mask submission is about 3 KiB). */
 const MAX_BODY_BYTES = 1 << 20;
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+export const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
 type ToolResult = { content: { type: 'text'; text: string }[]; isError?: boolean };
 
@@ -261,7 +261,7 @@ export interface HttpOptions {
   token?: string;
 }
 
-function reply(res: ServerResponse, status: number, message: string): void {
+export function reply(res: ServerResponse, status: number, message: string): void {
   res
     .writeHead(status, { 'content-type': 'application/json' })
     .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32600, message }, id: null }));
@@ -301,6 +301,87 @@ function tooLarge(req: IncomingMessage, res: ServerResponse): void {
     );
 }
 
+/** The port `http` listens on. */
+const portOf = (http: Server) => (http.address() as AddressInfo).port;
+
+/**
+ * Whether a request may be served, answering it when not: exactly one Host header (Node keeps the first
+ * of several: a second one is refused, not ignored), naming the loopback address when the server binds
+ * one (no DNS rebinding), and the bearer token `expected` when there is one.
+ */
+export function admitRequest(req: IncomingMessage, res: ServerResponse, host: string, port: number, expected?: Buffer): boolean {
+  const hosts = req.rawHeaders.filter((name, k) => k % 2 === 0 && name.toLowerCase() === 'host');
+  if (hosts.length !== 1) {
+    reply(res, 400, 'exactly one Host header is required');
+    return false;
+  }
+  const named = req.headers.host ?? '';
+  if (LOOPBACK.has(host) && ![`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`].includes(named)) {
+    reply(res, 403, 'forbidden host');
+    return false;
+  }
+  if (expected && !tokenMatches(req, expected)) {
+    reply(res, 401, 'a valid bearer token is required');
+    return false;
+  }
+  return true;
+}
+
+/** Whether the request carries `Authorization` equal to `expected` (compared in constant time). */
+export function tokenMatches(req: IncomingMessage, expected: Buffer): boolean {
+  const given = Buffer.from(req.headers.authorization ?? '');
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/**
+ * Answers one MCP POST, stateless: its body (bounded, strict JSON) handled by a fresh server from
+ * `serverFor` on a Streamable HTTP transport, closed with the response.
+ */
+export async function answerMcp(req: IncomingMessage, res: ServerResponse, serverFor: () => McpServer): Promise<void> {
+  if (req.method !== 'POST') {
+    res.writeHead(405, { allow: 'POST' }).end();
+    return;
+  }
+  const text = await readBody(req);
+  if (text === undefined) return tooLarge(req, res);
+  let body: Json;
+  try {
+    body = parseStrictJson(text, 'the request');
+  } catch (error) {
+    res
+      .writeHead(400, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32700, message: (error as Error).message }, id: null }));
+    return;
+  }
+  const server = serverFor();
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  res.on('close', () => {
+    void transport.close();
+    void server.close();
+  });
+  await server.connect(transport);
+  await transport.handleRequest(req, res, body);
+}
+
+/** An answer for a request that failed in the evaluator (500), unless one was already sent. */
+export function answerFailure(res: ServerResponse, error: unknown): void {
+  if (!res.headersSent) reply(res, 500, error instanceof UserError ? 'the episode cannot be served' : 'internal error of the evaluator');
+}
+
+/** Listens on HOST:PORT (0: any free port), refusing with one line when it cannot. */
+export async function listen(http: Server, host: string, port: number): Promise<number> {
+  await new Promise<void>((done, fail) => {
+    http.once('error', (error) =>
+      fail(new UserError(`cannot listen on ${host}:${port}: ${(error as NodeJS.ErrnoException).code ?? error.message}`)),
+    );
+    http.listen(port, host, done);
+  });
+  return portOf(http);
+}
+
+/** The URL of `path` on a server bound to `host`. */
+export const urlOf = (host: string, port: number, path: string) => `http://${host.includes(':') ? `[${host}]` : host}:${port}${path}`;
+
 /**
  * Serves the episode over Streamable HTTP at http://HOST:PORT/mcp, stateless: each POST is handled
  * by a fresh server on the same episode folder. On a loopback host the Host header must name it (no
@@ -315,51 +396,13 @@ export async function serveHttp(settings: Settings, dir: string, options: HttpOp
   const expected = options.token ? Buffer.from(`Bearer ${options.token}`) : undefined;
   const http = createServer(async (req, res) => {
     try {
-      const port = (http.address() as AddressInfo).port;
-      // exactly one Host header (Node keeps the first of several: a second one is refused, not ignored)
-      const hosts = req.rawHeaders.filter((name, k) => k % 2 === 0 && name.toLowerCase() === 'host');
-      if (hosts.length !== 1) return reply(res, 400, 'exactly one Host header is required');
-      const host = req.headers.host ?? '';
-      if (LOOPBACK.has(options.host) && ![`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`].includes(host))
-        return reply(res, 403, 'forbidden host');
-      const given = Buffer.from(req.headers.authorization ?? '');
-      if (expected && (given.length !== expected.length || !timingSafeEqual(given, expected)))
-        return reply(res, 401, 'a valid bearer token is required');
+      if (!admitRequest(req, res, options.host, portOf(http), expected)) return;
       if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') return reply(res, 404, 'the MCP endpoint is /mcp');
-      if (req.method !== 'POST') {
-        res.writeHead(405, { allow: 'POST' }).end();
-        return;
-      }
-      const text = await readBody(req);
-      if (text === undefined) return tooLarge(req, res);
-      let body: Json;
-      try {
-        body = parseStrictJson(text, 'the request');
-      } catch (error) {
-        res
-          .writeHead(400, { 'content-type': 'application/json' })
-          .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32700, message: (error as Error).message }, id: null }));
-        return;
-      }
-      const server = episodeServer(settings, dir);
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-      res.on('close', () => {
-        void transport.close();
-        void server.close();
-      });
-      await server.connect(transport);
-      await transport.handleRequest(req, res, body);
+      await answerMcp(req, res, () => episodeServer(settings, dir));
     } catch (error) {
-      if (!res.headersSent)
-        reply(res, 500, error instanceof UserError ? 'the episode cannot be served' : 'internal error of the evaluator');
+      answerFailure(res, error);
     }
   });
-  await new Promise<void>((done, fail) => {
-    http.once('error', (error) =>
-      fail(new UserError(`cannot listen on ${options.host}:${options.port}: ${(error as NodeJS.ErrnoException).code ?? error.message}`)),
-    );
-    http.listen(options.port, options.host, done);
-  });
-  const { port } = http.address() as AddressInfo;
-  return { server: http, url: `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}/mcp` };
+  const port = await listen(http, options.host, options.port);
+  return { server: http, url: urlOf(options.host, port, '/mcp') };
 }

@@ -1,7 +1,7 @@
 """The controls' figure: family-macro effect recovery against budget, one line per method, one panel
-per track. Reads {"out": folder, "cells": [macro cells]} as JSON on standard input (as
-pipelines/evaluation/controls/outputs.ts sends them), writes ``controls-recovery.svg`` and ``.png``
-and prints their names as a JSON list. Deterministic like pipelines/analysis/figures.py: Agg and SVG
+per track. Reads {"out": folder, "cells": [macro cells], "name": optional file name} as JSON on
+standard input (as pipelines/evaluation/controls/outputs.ts and cohort/outputs.ts send them), writes
+``<name>.svg`` and ``.png`` (default ``controls-recovery``) and prints their names as a JSON list. Deterministic like pipelines/analysis/figures.py: Agg and SVG
 backends, matplotlib's DejaVu fonts drawn as paths, a fixed SVG id salt, no dates in the metadata."""
 
 from __future__ import annotations
@@ -46,17 +46,18 @@ def main() -> None:
     figure.legend(handles=handles, loc="lower center", ncol=min(4, len(methods)), fontsize=7, frameon=False)
     figure.tight_layout(rect=(0, 0.12 if len(methods) > 4 else 0.07, 1, 1))
     out = Path(request["out"])
+    name = request.get("name", NAME)
     # each file written whole to a new private file, then renamed over its name (never through a link)
     for kind, options in (("svg", {"metadata": {"Date": None, "Creator": None}}), ("png", {"dpi": 150, "metadata": {"Software": None}})):
         buffer = io.BytesIO()
         figure.savefig(buffer, format=kind, **options)
-        final = out / f"{NAME}.{kind}"
-        partial = out / f".{NAME}.{kind}.{os.getpid()}.partial"
+        final = out / f"{name}.{kind}"
+        partial = out / f".{name}.{kind}.{os.getpid()}.partial"
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, "wb") as handle:
             handle.write(buffer.getvalue())
         os.replace(partial, final)
-    print(json.dumps([f"{NAME}.svg", f"{NAME}.png"]))
+    print(json.dumps([f"{name}.svg", f"{name}.png"]))
 
 
 if __name__ == "__main__":

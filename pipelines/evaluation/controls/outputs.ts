@@ -55,17 +55,28 @@ export async function writeSummaries(
   writeJsonAtomic(files.summary, { ...meta, records: records.length, cells, family_macro: macro });
   writeFileAtomic(files.summary_csv, cellsCsv(cells));
   writeFileAtomic(files.macro_csv, cellsCsv(macro));
-  if (figures) {
-    const child = runPython(settings, [FIGURE_SCRIPT], {
-      env: { MPLBACKEND: 'Agg', MPLCONFIGDIR: join(settings.paths.cache, 'matplotlib') },
-      input: JSON.stringify({ out, cells: macro }),
-      reject: false,
-    });
-    if (child.exitCode !== 0) {
-      const last = String(child.stderr).trim().split('\n').pop() || `exit status ${child.exitCode}`;
-      throw new UserError(`the controls' figure could not be drawn (matplotlib): ${last}`);
-    }
-    files.figures = (JSON.parse(String(child.stdout)) as string[]).map((f) => join(out, f));
-  }
+  if (figures) files.figures = drawRecoveryFigure(settings, out, macro);
   return files;
+}
+
+/**
+ * The recovery figure (workflows/evaluation/figure.py): family-macro recovery against budget, one line
+ * per `method` of `cells`, one panel per track; written into `out` as `<name>.svg` and `.png`.
+ */
+export function drawRecoveryFigure(
+  settings: Settings,
+  out: string,
+  cells: readonly { track: string; method: string; budget: number; recovery: number }[],
+  name = 'controls-recovery',
+): string[] {
+  const child = runPython(settings, [FIGURE_SCRIPT], {
+    env: { MPLBACKEND: 'Agg', MPLCONFIGDIR: join(settings.paths.cache, 'matplotlib') },
+    input: JSON.stringify({ out, cells, name }),
+    reject: false,
+  });
+  if (child.exitCode !== 0) {
+    const last = String(child.stderr).trim().split('\n').pop() || `exit status ${child.exitCode}`;
+    throw new UserError(`the recovery figure could not be drawn (matplotlib): ${last}`);
+  }
+  return (JSON.parse(String(child.stdout)) as string[]).map((f) => join(out, f));
 }

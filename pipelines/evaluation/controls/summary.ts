@@ -116,10 +116,16 @@ export function macroCells(records: readonly StoredRecord[]): MacroCell[] {
 const COUNTS = new Set(['budget', 'records', 'exact_count', 'strict_count', 'families', 'sources']);
 
 /** Rows of objects as CSV (the first row's keys are the header); other numbers written to round-trip. */
-export function cellsCsv(rows: readonly object[]): string {
+export function cellsCsv(rows: readonly object[], moreCounts: readonly string[] = []): string {
   if (!rows.length) return '';
   const header = Object.keys(rows[0]!);
   const value = (field: string, v: unknown) =>
-    v === null ? '' : typeof v === 'number' ? (COUNTS.has(field) ? String(v) : csvFloat(v)) : csvQuote(String(v));
+    v === null
+      ? ''
+      : typeof v === 'number'
+        ? COUNTS.has(field) || moreCounts.includes(field)
+          ? String(v)
+          : csvFloat(v)
+        : csvQuote(String(v));
   return `${[header.join(','), ...rows.map((row) => header.map((h) => value(h, (row as Record<string, unknown>)[h])).join(','))].join('\n')}\n`;
 }

@@ -1,21 +1,10 @@
 import { UserError } from '../../../core/errors.ts';
 import { formatSeconds } from '../../../core/progress.ts';
 import { defineCommand } from '../../command.ts';
-import { list, withReferences, withWorkers } from '../../options.ts';
+import { list, wholeNumbers, withReferences, withWorkers } from '../../options.ts';
 import { outputPath } from '../../output-path.ts';
 
 const ACTIONS = ['run', 'summary'] as const;
-
-/** Whole numbers as written in decimal digits (yargs' number type would read 0x3, 1e1 or ''). */
-function wholeNumbers(values: readonly string[], flag: string): number[] {
-  return values
-    .flatMap((v) => v.split(/[\s,]+/))
-    .filter(Boolean)
-    .map((v) => {
-      if (!/^\d+$/.test(v)) throw new UserError(`--${flag} takes whole numbers written in decimal digits, not '${v}'`);
-      return Number(v);
-    });
-}
 
 function seedsOf(text: string): number {
   const [seeds, ...more] = wholeNumbers([text], 'seeds');

@@ -1,4 +1,5 @@
 import { UserError } from '../../../core/errors.ts';
+import type { Settings } from '../../../core/settings.ts';
 import { defineCommand } from '../../command.ts';
 import { outputPath } from '../../output-path.ts';
 
@@ -12,7 +13,15 @@ export default defineCommand({
     'submit): stdio by default, Streamable HTTP on 127.0.0.1 with --http PORT',
   builder: (y) =>
     y
-      .option('episode', { type: 'string', demandOption: true, describe: "the episode folder ('wwref episode start')" })
+      .option('episode', { type: 'string', describe: "the episode folder ('wwref episode start')" })
+      .option('episodes', {
+        type: 'string',
+        describe: 'a folder of episode folders: each served at /episodes/<folder name>/mcp with a token of its own (needs --endpoints)',
+      })
+      .option('endpoints', {
+        type: 'string',
+        describe: "with --episodes: a file to write each episode's URL and bearer token to (JSON, readable by you only)",
+      })
       .option('http', {
         type: 'string',
         describe: 'serve Streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio (0: any free port, printed on stderr)',
@@ -26,7 +35,11 @@ export default defineCommand({
         describe: 'with --http: a file holding the bearer token (at least 16 characters) every request must carry',
       }),
   run: async (argv, { settings }) => {
-    const dir = outputPath(settings, argv.episode, 'episode', 'folder');
+    if ((argv.episode === undefined) === (argv.episodes === undefined))
+      throw new UserError('serve needs one of --episode DIR and --episodes DIR');
+    if (argv.episodes !== undefined) return serveMany(settings, argv);
+    if (argv.endpoints !== undefined) throw new UserError('--endpoints is for --episodes');
+    const dir = outputPath(settings, argv.episode!, 'episode', 'folder');
     const server = await import('../../../evaluation/server.ts');
     if (argv.http === undefined) {
       if (argv.host !== undefined || argv.tokenFile !== undefined) throw new UserError('--host and --token-file are for --http');
@@ -49,11 +62,51 @@ export default defineCommand({
     }
     const { server: http, url } = await server.serveHttp(settings, dir, { port, host: argv.host ?? '127.0.0.1', token });
     process.stderr.write(`wwref: serving episode ${argv.episode} at ${url} (Ctrl-C stops)\n`);
-    await new Promise<void>((done) => {
-      for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, done);
-    });
+    await stopSignal();
     http.closeAllConnections();
     await new Promise<void>((done) => http.close(() => done()));
     return 0;
   },
 });
+
+const stopSignal = () =>
+  new Promise<void>((done) => {
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, done);
+  });
+
+/** `--episodes DIR`: every episode folder in DIR on one server, the endpoints written to --endpoints FILE (mode 0600). */
+async function serveMany(
+  settings: Settings,
+  argv: { episodes?: string; endpoints?: string; http?: string; host?: string; tokenFile?: string },
+): Promise<number> {
+  if (argv.endpoints === undefined) throw new UserError('--episodes needs --endpoints FILE: the tokens are made when the server starts');
+  if (argv.tokenFile !== undefined) throw new UserError('--token-file is for --episode: with --episodes every episode has its own token');
+  const port = argv.http === undefined ? 0 : /^[0-9]{1,5}$/.test(argv.http) ? Number(argv.http) : Number.NaN;
+  if (!(port >= 0 && port <= 65535))
+    throw new UserError(`--http takes a port number from 0 to 65535 in decimal digits, not ${JSON.stringify(argv.http)}`);
+  const root = outputPath(settings, argv.episodes!, 'episodes', 'folder');
+  const endpointsFile = outputPath(settings, argv.endpoints, 'endpoints', 'file', { reads: [root] });
+  const { existsSync, readdirSync, renameSync, writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { EPISODE_ID, serveEpisodes } = await import('../../../evaluation/episodes-server.ts');
+  const { EVENTS_FILE } = await import('../../../evaluation/episode.ts');
+  if (!existsSync(root)) throw new UserError(`--episodes ${argv.episodes} does not exist`);
+  const ids = readdirSync(root, { withFileTypes: true })
+    .filter((e) => e.isDirectory() && EPISODE_ID.test(e.name) && existsSync(join(root, e.name, EVENTS_FILE)))
+    .map((e) => e.name)
+    .sort();
+  if (!ids.length) throw new UserError(`--episodes ${argv.episodes} holds no episode folder (one with ${EVENTS_FILE})`);
+  const server = await serveEpisodes(settings, { host: argv.host ?? '127.0.0.1', port });
+  const endpoints = Object.fromEntries(ids.map((id) => [id, server.add(id, join(root, id))]));
+  // the tokens are secrets: written to a private file, then renamed into place
+  const partial = `${endpointsFile}.${process.pid}.tmp`;
+  writeFileSync(partial, `${JSON.stringify({ episodes: endpoints }, null, 2)}\n`, { flag: 'wx', mode: 0o600 });
+  renameSync(partial, endpointsFile);
+  process.stderr.write(
+    `wwref: serving ${ids.length} episode(s) of ${argv.episodes} at ${server.host}:${server.port}/episodes/<id>/mcp; ` +
+      `URLs and tokens in ${argv.endpoints} (Ctrl-C stops)\n`,
+  );
+  await stopSignal();
+  await server.close();
+  return 0;
+}

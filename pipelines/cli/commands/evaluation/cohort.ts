@@ -1,0 +1,74 @@
+import { UserError } from '../../../core/errors.ts';
+import { formatSeconds } from '../../../core/progress.ts';
+import { defineCommand } from '../../command.ts';
+import { list, wholeNumbers, withReferences } from '../../options.ts';
+import { outputPath } from '../../output-path.ts';
+
+/** Agents at once: more than this is no cohort a machine runs well. */
+const MAX_PARALLEL = 64;
+
+function oneWholeNumber(text: string | undefined, flag: string, fallback: number): number {
+  if (text === undefined) return fallback;
+  const [n, ...more] = wholeNumbers([text], flag);
+  if (n === undefined || more.length) throw new UserError(`--${flag} takes one whole number, not '${text}'`);
+  return n;
+}
+
+export default defineCommand({
+  command: 'cohort <action>',
+  describe:
+    'run an agent command over conditions × budgets × repeats, one episode each, served by one MCP server; ' +
+    'results, summaries beside the controls, a figure',
+  builder: (y) =>
+    withReferences(y)
+      .positional('action', { choices: ['run'] as const, describe: 'run' })
+      .option('agent', {
+        type: 'string',
+        demandOption: true,
+        describe: 'the agent command, run by /bin/sh in the current folder once per episode (its endpoint in WWREF_MCP_*)',
+      })
+      .option('out', {
+        type: 'string',
+        demandOption: true,
+        describe: 'the cohort folder (episodes, results.jsonl, summaries); a re-run resumes it',
+      })
+      .option('condition', { type: 'string', array: true, describe: 'condition(s); default every condition with references' })
+      .option('budget', { type: 'string', array: true, describe: "budget(s) B for every condition; default the track's published budgets" })
+      .option('repeats', { type: 'string', describe: 'episodes per (condition, budget) (default 1)' })
+      .option('parallel', { type: 'string', describe: 'agents at once (default 1)' })
+      .option('label', { type: 'string', array: true, describe: 'KEY=VALUE recorded with every episode (e.g. agent=pair_ridge)' })
+      .option('session-seconds', { type: 'string', describe: 'the deadline of each agent run, seconds (default 600)' })
+      .option('controls', {
+        type: 'string',
+        describe: "a finished 'wwref controls run' folder holding the cohort's cells (default: computed)",
+      }),
+  run: async (argv, { settings, out }) => {
+    const folder = outputPath(settings, argv.out, 'out', 'folder');
+    const parallel = oneWholeNumber(argv.parallel, 'parallel', 1);
+    if (parallel < 1 || parallel > MAX_PARALLEL) throw new UserError(`--parallel takes a whole number from 1 to ${MAX_PARALLEL}`);
+    const seconds = argv.sessionSeconds === undefined ? 600 : Number(argv.sessionSeconds);
+    if (!/^\d+(\.\d+)?$/.test(String(argv.sessionSeconds ?? '600')) || !(seconds > 0))
+      throw new UserError(`--session-seconds takes a positive number of seconds, not '${argv.sessionSeconds}'`);
+    const { parseLabels } = await import('../../../evaluation/cohort/plan.ts');
+    const { runCohort } = await import('../../../evaluation/cohort/run.ts');
+    const outcome = await runCohort(settings, {
+      agent: argv.agent,
+      conditions: list(argv.condition, 'condition'),
+      budgets: wholeNumbers(list(argv.budget, 'budget'), 'budget'),
+      repeats: oneWholeNumber(argv.repeats, 'repeats', 1),
+      labels: parseLabels(list(argv.label, 'label')),
+      sessionSeconds: seconds,
+      out: folder,
+      parallel,
+      controls: argv.controls,
+      log: (line) => process.stderr.write(`${line}\n`),
+    });
+    out(
+      `${outcome.episodes} episode(s) (${outcome.delivered} delivered${outcome.reused ? `, ${outcome.reused} from an earlier run` : ''}) ` +
+        `in ${formatSeconds(outcome.seconds)}: ${outcome.files.results}`,
+    );
+    out(`summary: ${outcome.files.summary}, ${outcome.files.summary_csv}, ${outcome.files.macro_csv}`);
+    out(`figure: ${outcome.files.figures.join(', ')}`);
+    return 0;
+  },
+});

@@ -1,0 +1,65 @@
+// The numerical controls beside a cohort: the control records of exactly the cohort's conditions and
+// budgets, either read from a finished `wwref controls run` folder (--controls DIR: its records.jsonl,
+// which must hold every cell, on the same references) or computed by the controls job into
+// OUT/controls/ (one run per set of budgets: conditions of different tracks have different default
+// budgets), which resumes like any controls run.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { UserError } from '../../core/errors.ts';
+import type { Settings } from '../../core/settings.ts';
+import { loadCatalog } from '../../references/store.ts';
+import { catalogLookup, runControls } from '../controls/job.ts';
+import { readControlRecords, type StoredRecord } from '../controls/records.ts';
+import { RECORDS_FILE } from '../controls/resume.ts';
+import type { CohortDefinition } from './plan.ts';
+
+export const CONTROLS_FOLDER = 'controls';
+
+/** The cohort's (condition, budget) cells that `records` leave without any control. */
+function uncovered(definition: CohortDefinition, records: readonly StoredRecord[]): string[] {
+  const have = new Set(records.map((r) => `${r.condition} B=${r.budget}`));
+  return definition.conditions.flatMap((c) => c.budgets.map((b) => `${c.id} B=${b}`)).filter((cell) => !have.has(cell));
+}
+
+/** The control records of the cohort's cells. */
+export async function cohortControls(
+  settings: Settings,
+  definition: CohortDefinition,
+  options: { out: string; controls?: string; workers: number; log: (line: string) => void },
+): Promise<StoredRecord[]> {
+  const wanted = new Map(definition.conditions.map((c) => [c.id, c]));
+  const inCells = (r: StoredRecord) => wanted.get(r.condition)?.budgets.includes(r.budget) ?? false;
+  if (options.controls !== undefined) {
+    const file = join(options.controls, RECORDS_FILE);
+    if (!existsSync(file)) throw new UserError(`--controls ${options.controls} holds no ${RECORDS_FILE} (a finished 'wwref controls run')`);
+    const records = readControlRecords(file, catalogLookup(loadCatalog(settings))).filter(inCells);
+    const other = records.find((r) => {
+      const reference = (r as { reference?: { table_sha256?: string } }).reference;
+      return reference !== undefined && reference.table_sha256 !== wanted.get(r.condition)!.reference.table_sha256;
+    });
+    if (other)
+      throw new UserError(`--controls ${options.controls}: the controls of ${other.condition} were computed on another reference table`);
+    const missing = uncovered(definition, records);
+    if (missing.length)
+      throw new UserError(
+        `--controls ${options.controls} has no controls for ${missing.slice(0, 4).join(', ')}${missing.length > 4 ? ', …' : ''}; run them, or leave out --controls`,
+      );
+    return records;
+  }
+  const groups = new Map<string, string[]>();
+  for (const c of definition.conditions) groups.set(c.budgets.join('-'), [...(groups.get(c.budgets.join('-')) ?? []), c.id]);
+  const records: StoredRecord[] = [];
+  for (const [budgets, conditions] of groups) {
+    const folder = join(options.out, CONTROLS_FOLDER, groups.size === 1 ? '.' : `b${budgets}`);
+    const outcome = await runControls(settings, {
+      conditions,
+      budgets: budgets.split('-').map(Number),
+      out: folder,
+      workers: options.workers,
+      log: options.log,
+      quiet: true,
+    });
+    records.push(...readControlRecords(outcome.files.records));
+  }
+  return records;
+}

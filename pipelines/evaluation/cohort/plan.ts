@@ -1,0 +1,185 @@
+// A cohort's definition: the agent command, the (condition, budget) cells, the repeats, the labels,
+// the session limit and the references' identity; and its episodes, one per (condition, budget,
+// repeat). The definition is written to OUT/cohort.json before the first episode; a later run into
+// the same folder resumes it only when its definition is the same (parallelism aside), and is refused
+// with one line naming what differs otherwise.
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { readRegularFile } from '../../core/containment.ts';
+import { UserError } from '../../core/errors.ts';
+import { writeJsonAtomic } from '../../core/fsutil.ts';
+import { canonicalJson, digest } from '../../core/hashing.ts';
+import type { Settings } from '../../core/settings.ts';
+import type { Catalog, CatalogCondition } from '../../catalog/catalog.ts';
+import { loadCatalog, ReferenceStore } from '../../references/store.ts';
+import { LOCK_FILE } from '../../references/lock.ts';
+import { type Track, TRACK_BUDGETS, trackOf } from '../controls/grid.ts';
+
+export const COHORT_FILE = 'cohort.json';
+export const EPISODES_FOLDER = 'episodes';
+/** Where an episode cut short by a stopped run is kept when the run resumes and starts it again. */
+export const INTERRUPTED_FOLDER = 'interrupted';
+const COHORT_FILE_MAX_BYTES = 4 << 20;
+/** Labels: a few short names and values (they go into every results line). */
+const LABEL_KEY = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/;
+const LABEL_VALUE_MAX = 200;
+const MAX_LABELS = 32;
+export const MAX_REPEATS = 1000;
+
+export interface CohortRequest {
+  agent: string;
+  /** Condition ids (default: every condition with references). */
+  conditions?: readonly string[];
+  /** Budgets for every condition (default: the published budgets of each condition's track). */
+  budgets?: readonly number[];
+  repeats: number;
+  labels: Record<string, string>;
+  sessionSeconds: number;
+}
+
+export interface CohortCondition {
+  id: string;
+  instance: string;
+  family: string;
+  dimensions: number;
+  track: Track;
+  budgets: number[];
+  reference: { table_sha256: string; plan_sha256: string };
+}
+
+/** What a cohort is: what resuming compares (cohort.json's `definition`). */
+export interface CohortDefinition {
+  cohort_version: 1;
+  agent: string;
+  repeats: number;
+  labels: Record<string, string>;
+  session_seconds: number;
+  references: string;
+  conditions: CohortCondition[];
+}
+
+export interface PlannedEpisode {
+  id: string;
+  condition: CohortCondition;
+  budget: number;
+  repeat: number;
+}
+
+/** `KEY=VALUE` labels, refused with one line when malformed or repeated. */
+export function parseLabels(items: readonly string[]): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const item of items) {
+    const at = item.indexOf('=');
+    const key = at < 0 ? item : item.slice(0, at);
+    const value = at < 0 ? '' : item.slice(at + 1);
+    if (at < 0 || !LABEL_KEY.test(key))
+      throw new UserError(
+        `--label takes KEY=VALUE, KEY a name (a letter, then letters, digits, '_', '.', '-'), not ${JSON.stringify(item)}`,
+      );
+    if (Object.hasOwn(labels, key)) throw new UserError(`--label ${key} is given twice`);
+    if (value.length > LABEL_VALUE_MAX || /[\u0000-\u001f]/.test(value))
+      throw new UserError(`--label ${key}: a value of at most ${LABEL_VALUE_MAX} characters without control characters`);
+    labels[key] = value;
+  }
+  if (Object.keys(labels).length > MAX_LABELS) throw new UserError(`at most ${MAX_LABELS} labels`);
+  return labels;
+}
+
+function cohortCondition(condition: CatalogCondition, entry: { table_sha256: string; plan_sha256: string }, budgets?: readonly number[]) {
+  const most = 2 ** condition.dimensions - 2;
+  const chosen = budgets?.length ? [...new Set(budgets)].sort((a, b) => a - b) : [...TRACK_BUDGETS[trackOf(condition)]];
+  const over = chosen.filter((b) => b > most);
+  if (over.length)
+    throw new UserError(`--budget ${over.join(', ')}: ${condition.id} has ${most} masks beyond the two free anchors (budgets 0 … ${most})`);
+  return {
+    id: condition.id,
+    instance: condition.source,
+    family: condition.family,
+    dimensions: condition.dimensions,
+    track: trackOf(condition),
+    budgets: chosen,
+    reference: { table_sha256: entry.table_sha256, plan_sha256: entry.plan_sha256 },
+  };
+}
+
+/** The cohort's definition from what the user asked, checked against the catalog and the references. */
+export function defineCohort(settings: Settings, request: CohortRequest): CohortDefinition {
+  if (!request.agent.trim()) throw new UserError('--agent needs a command');
+  if (!Number.isInteger(request.repeats) || request.repeats < 1 || request.repeats > MAX_REPEATS)
+    throw new UserError(`--repeats takes a whole number from 1 to ${MAX_REPEATS}`);
+  if (!(request.sessionSeconds > 0)) throw new UserError('--session-seconds takes a positive number of seconds');
+  const catalog: Catalog = loadCatalog(settings);
+  const store = new ReferenceStore(settings.paths.references, settings.paths);
+  const entries = store.requireManifest().conditions;
+  const ids = request.conditions ?? [];
+  const chosen = ids.length ? catalog.selectConditions(ids) : catalog.selectConditions().filter((c) => Object.hasOwn(entries, c.id));
+  const missing = chosen.filter((c) => !Object.hasOwn(entries, c.id)).map((c) => c.id);
+  if (missing.length)
+    throw new UserError(`no references for ${missing.join(', ')} in ${store.dir}; run 'wwref rebuild', or pass --references DIR`);
+  if (!chosen.length) throw new UserError(`no condition has references in ${store.dir}`);
+  return {
+    cohort_version: 1,
+    agent: request.agent,
+    repeats: request.repeats,
+    labels: request.labels,
+    session_seconds: request.sessionSeconds,
+    references: store.dir,
+    conditions: chosen.map((c) => cohortCondition(c, entries[c.id]!, request.budgets)),
+  };
+}
+
+/** Every episode of the cohort, in order: condition, budget, repeat. */
+export function plannedEpisodes(definition: CohortDefinition): PlannedEpisode[] {
+  return definition.conditions.flatMap((condition) =>
+    condition.budgets.flatMap((budget) =>
+      Array.from({ length: definition.repeats }, (_, repeat) => ({
+        id: `${condition.id}__b${budget}__r${repeat}`,
+        condition,
+        budget,
+        repeat,
+      })),
+    ),
+  );
+}
+
+/** What differs between two definitions, in words. */
+function differences(earlier: Partial<CohortDefinition>, now: CohortDefinition): string[] {
+  const fields: [keyof CohortDefinition, string][] = [
+    ['agent', 'the agent command'],
+    ['repeats', 'the repeats'],
+    ['labels', 'the labels'],
+    ['session_seconds', 'the session seconds'],
+    ['references', 'the reference folder'],
+    ['conditions', 'the conditions, budgets or their references'],
+    ['cohort_version', 'the cohort format'],
+  ];
+  return fields.filter(([key]) => canonicalJson(earlier[key] ?? null) !== canonicalJson(now[key])).map(([, what]) => what);
+}
+
+/**
+ * Refuses (UserError, one line) a folder this cohort must not write into: another cohort's, or one
+ * holding files of its own. Writes cohort.json for a new cohort; returns whether one was there.
+ */
+export function claimCohortFolder(out: string, definition: CohortDefinition): boolean {
+  const file = join(out, COHORT_FILE);
+  if (existsSync(file)) {
+    let earlier: { definition?: Partial<CohortDefinition> } | undefined;
+    try {
+      earlier = JSON.parse(readRegularFile(file, 'cohort file', COHORT_FILE_MAX_BYTES).toString('utf8')) as typeof earlier;
+    } catch (error) {
+      if (error instanceof UserError) throw error;
+    }
+    if (!earlier?.definition) throw new UserError(`--out ${out}: its ${COHORT_FILE} is not a cohort's; name another folder`);
+    const changed = differences(earlier.definition, definition);
+    if (changed.length)
+      throw new UserError(`--out ${out} holds another cohort (${changed.join(', ')} differ); name another folder to run this one`);
+    return true;
+  }
+  const present = existsSync(out) ? readdirSync(out).filter((f) => f !== LOCK_FILE) : [];
+  if (present.length)
+    throw new UserError(
+      `--out ${out} holds files of its own (${present.slice(0, 3).join(', ')}${present.length > 3 ? ', …' : ''}) and no cohort; name a new or empty folder`,
+    );
+  writeJsonAtomic(file, { definition, definition_sha256: digest(definition) });
+  return false;
+}

@@ -1,0 +1,161 @@
+// The cohort's results, OUT/results.jsonl: one line per finished episode in the benchmark's
+// agent-record form (condition, instance, family, budget, repeat, labels, artifact_valid,
+// observations in acquisition order, credits spent, calculation calls, wall seconds, the score and
+// the shared-estimator scores on the same observations), plus how the agent's process ended. An
+// undelivered episode (no valid submission: the agent crashed, hung, flooded its output or exited
+// without submitting) is a line too, with its reason and an effect recovery of 0. Lines are appended
+// one per episode; a run that resumes keeps the whole lines of this cohort's episodes, once each.
+import { existsSync } from 'node:fs';
+import { z } from 'zod';
+import { readRegularFile } from '../../core/containment.ts';
+import { UserError } from '../../core/errors.ts';
+import { writeFileAtomic } from '../../core/fsutil.ts';
+import { BENCHMARK_FIELDS } from '../../analysis/grade-records.ts';
+import type { GradeResult } from '../../analysis/grade.ts';
+import { isObject, type Json, parseStrictJson } from '../../analysis/strict-json.ts';
+import { Ordered, orderedJson } from '../controls/records.ts';
+import type { SharedScores } from '../shared-scores.ts';
+import type { AgentOutcome } from './agent.ts';
+import type { PlannedEpisode } from './plan.ts';
+
+export const RESULTS_FILE = 'results.jsonl';
+const RESULTS_MAX_BYTES = 256 << 20;
+
+export interface EpisodeResult {
+  planned: PlannedEpisode;
+  labels: Record<string, string>;
+  agent: string;
+  observations: readonly (readonly [string, number])[];
+  /** grade's result of the submission (undefined: undelivered). */
+  score?: GradeResult;
+  undeliveredReason?: string;
+  calculationCalls: number;
+  process: AgentOutcome;
+  shared: SharedScores;
+  startedAt: string;
+  finishedAt: string;
+}
+
+/** Why an episode without a submission was not delivered, from how its agent ended. */
+export function undeliveredReason(outcome: AgentOutcome, deadlineSeconds: number): string {
+  if (outcome.stopped === 'deadline') return `no submission within the session's ${deadlineSeconds} s: the agent was stopped`;
+  if (outcome.stopped === 'output') return 'the agent wrote more output than is kept (1 MiB a stream) and was stopped, without submitting';
+  if (outcome.exit_code === 127) return 'the agent command was not found (exit status 127)';
+  if (outcome.exit_code !== null && outcome.exit_code !== 0) return `the agent exited with status ${outcome.exit_code} without submitting`;
+  if (outcome.signal) return `the agent was ended by ${outcome.signal} without submitting`;
+  return 'the agent exited without submitting';
+}
+
+/** The results line of one episode (without the newline). */
+export function resultLine(result: EpisodeResult): string {
+  const { planned, score } = result;
+  const maskOrder = (table: Record<string, number>) =>
+    new Ordered(
+      Object.keys(table)
+        .sort()
+        .map((mask) => [mask, table[mask]]),
+    );
+  const ordered = score
+    ? new Ordered(BENCHMARK_FIELDS.map((f) => [f, f === 'prediction_table' ? maskOrder(score.prediction_table) : score[f]]))
+    : null;
+  return orderedJson({
+    episode: planned.id,
+    condition: planned.condition.id,
+    instance: planned.condition.instance,
+    family: planned.condition.family,
+    track: planned.condition.track,
+    budget: planned.budget,
+    repeat: planned.repeat,
+    labels: result.labels,
+    agent: result.agent,
+    artifact_valid: score !== undefined,
+    undelivered_reason: result.undeliveredReason ?? null,
+    observations: new Ordered(result.observations),
+    acquisition_order: result.observations.map(([mask]) => mask),
+    credits_spent: result.observations.length - 2,
+    calculation_calls: result.calculationCalls,
+    wall_seconds: result.process.wall_seconds,
+    // an undelivered episode counts as recovering nothing
+    effect_recovery: score?.effect_recovery ?? 0,
+    score: ordered,
+    ...result.shared,
+    process: result.process,
+    reference: planned.condition.reference,
+    started_at: result.startedAt,
+    finished_at: result.finishedAt,
+  });
+}
+
+const Shared = z.looseObject({ effect_recovery: z.number() });
+
+/** What the summaries read of a results line. */
+export const StoredResult = z.looseObject({
+  episode: z.string(),
+  condition: z.string(),
+  instance: z.string(),
+  family: z.string(),
+  track: z.string(),
+  budget: z.number().int().nonnegative(),
+  repeat: z.number().int().nonnegative(),
+  artifact_valid: z.boolean(),
+  credits_spent: z.number().int().nonnegative(),
+  effect_recovery: z.number(),
+  score: z
+    .looseObject({
+      effect_mae: z.number(),
+      support_regret: z.number(),
+      exact_optimal_choice: z.boolean(),
+      strict_effect_reconstruction: z.boolean(),
+    })
+    .nullable(),
+  shared_degree1_score: Shared,
+  shared_degree2_score: Shared,
+  shared_gp_score: Shared,
+});
+export type StoredResult = z.infer<typeof StoredResult>;
+
+export interface KeptResults {
+  results: StoredResult[];
+  /** Lines left out (torn, not of this cohort, repeated). */
+  dropped: number;
+}
+
+/**
+ * The whole lines of `file` that are results of `planned` episodes, once each (the first), rewritten
+ * without the others; none when the file is missing.
+ */
+export function keepResults(file: string, planned: readonly PlannedEpisode[]): KeptResults {
+  const kept: KeptResults = { results: [], dropped: 0 };
+  if (!existsSync(file)) return kept;
+  const byId = new Map(planned.map((p) => [p.id, p]));
+  const lines: string[] = [];
+  for (const line of readRegularFile(file, 'results file', RESULTS_MAX_BYTES).toString('utf8').split('\n')) {
+    if (line.trim() === '') continue;
+    let json: Json;
+    try {
+      json = parseStrictJson(line, 'a results line');
+    } catch (error) {
+      if (!(error instanceof UserError)) throw error;
+      kept.dropped++;
+      continue;
+    }
+    const parsed = StoredResult.safeParse(json);
+    const plan = parsed.success ? byId.get(parsed.data.episode) : undefined;
+    if (
+      !parsed.success ||
+      !isObject(json) ||
+      !plan ||
+      plan.condition.id !== parsed.data.condition ||
+      plan.budget !== parsed.data.budget ||
+      plan.repeat !== parsed.data.repeat ||
+      kept.results.some((r) => r.episode === parsed.data.episode)
+    ) {
+      kept.dropped++;
+      continue;
+    }
+    kept.results.push(parsed.data);
+    lines.push(line);
+  }
+  if (kept.dropped) writeFileAtomic(file, lines.map((l) => `${l}\n`).join(''));
+  return kept;
+}

@@ -1,0 +1,283 @@
+// `wwref cohort run`: one agent over conditions × budgets × repeats. One process serves every episode
+// of the run (episodes-server.ts, each episode at its own URL with its own token), one controls worker
+// fits the shared estimators for all of them, and up to `parallel` agents run at once. For each
+// episode: start it in OUT/episodes/<id>, run the agent once (agent.ts) with the endpoint in its
+// environment, stop serving it, score it (undelivered included) and append its results line. Then the
+// controls of the same cells and the summaries. Ctrl-C stops every agent and leaves the folder
+// resumable: the same command skips the finished episodes and starts the unfinished ones again (their
+// folders kept under OUT/interrupted/).
+import { readFileSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
+import { lstatOrNothing } from '../../core/containment.ts';
+import { Interrupted } from '../../core/errors.ts';
+import { appendNoFollow, makeDirs } from '../../core/fsutil.ts';
+import { ROOT } from '../../core/paths.ts';
+import { Progress } from '../../core/progress.ts';
+import type { Settings } from '../../core/settings.ts';
+import type { Surface } from '../../analysis/effects.ts';
+import { referenceSurface } from '../../analysis/grade.ts';
+import { THREAD_ENV } from '../../execution/launcher.ts';
+import type { PythonWorker } from '../../execution/python-worker.ts';
+import { profileEnvironment } from '../../core/profiles.ts';
+import { lockFolder } from '../../references/lock.ts';
+import { startControlsWorker } from '../controls/worker.ts';
+import { EVENTS_FILE, episodeStatus, scoreEpisode, STATE_FILE, startEpisode } from '../episode.ts';
+import { type EpisodesServer, serveEpisodes } from '../episodes-server.ts';
+import { sharedScores } from '../shared-scores.ts';
+import { runAgent } from './agent.ts';
+import { cohortControls } from './baselines.ts';
+import { type CohortFiles, writeCohortSummaries } from './outputs.ts';
+import {
+  claimCohortFolder,
+  type CohortDefinition,
+  type CohortRequest,
+  defineCohort,
+  EPISODES_FOLDER,
+  INTERRUPTED_FOLDER,
+  type PlannedEpisode,
+  plannedEpisodes,
+} from './plan.ts';
+import { keepResults, RESULTS_FILE, resultLine, undeliveredReason } from './results.ts';
+
+export interface CohortOptions extends CohortRequest {
+  /** The output folder, already checked (cli/output-path.ts). */
+  out: string;
+  parallel: number;
+  /** A finished `wwref controls run` folder to take the controls from (default: computed into OUT/controls/). */
+  controls?: string;
+  log: (line: string) => void;
+  quiet?: boolean;
+}
+
+export interface CohortOutcome {
+  episodes: number;
+  /** Episodes an earlier run of this cohort had finished. */
+  reused: number;
+  delivered: number;
+  seconds: number;
+  /** Seconds the agents ran, summed over this run's episodes. */
+  agent_seconds: number;
+  files: CohortFiles & { results: string };
+}
+
+/** The variables an agent gets (documented in the README, "Running a cohort"). */
+function agentEnvironment(
+  settings: Settings,
+  definition: CohortDefinition,
+  endpoint: { url: string; token: string },
+  dir: string,
+  id: string,
+) {
+  return {
+    ...process.env,
+    // the numerical profile's kernel choices and one thread, so that an agent computing with NumPy
+    // gets the bits the controls get (the libm pin is not preloaded into the agent)
+    ...THREAD_ENV,
+    ...profileEnvironment(settings.profile, settings.environment),
+    WWREF_MCP_URL: endpoint.url,
+    WWREF_MCP_TOKEN: endpoint.token,
+    WWREF_MCP_COMMAND: JSON.stringify([process.execPath, join(ROOT, 'bin', 'wwref.mjs'), 'serve', '--episode', dir]),
+    WWREF_EPISODE_ID: id,
+    WWREF_SESSION_SECONDS: String(definition.session_seconds),
+  };
+}
+
+/** Whether the episode's copy of its state says it is closed (read often while its agent runs: never throws). */
+function closedNow(dir: string): boolean {
+  try {
+    return (JSON.parse(readFileSync(join(dir, STATE_FILE), 'utf8')) as { closed?: unknown }).closed === true;
+  } catch {
+    return false;
+  }
+}
+
+/** The calculation calls the episode's receipt records (the `calculate` action). */
+function calculationCalls(dir: string): number {
+  const text = readFileSync(join(dir, EVENTS_FILE), 'utf8');
+  let calls = 0;
+  for (const line of text.split('\n')) {
+    if (!line.includes('"calculate"')) continue;
+    try {
+      const event = JSON.parse(line) as { action?: unknown; calls?: unknown };
+      if (event.action === 'calculate') calls += typeof event.calls === 'number' ? event.calls : 1;
+    } catch {
+      // a torn last line is no call
+    }
+  }
+  return calls;
+}
+
+interface Shared {
+  settings: Settings;
+  definition: CohortDefinition;
+  options: CohortOptions;
+  server: EpisodesServer;
+  worker: PythonWorker;
+  surfaces: Map<string, Surface>;
+  kills: Set<() => void>;
+  stopped: () => boolean;
+}
+
+/** One episode from start to its results line; false when the run was stopped meanwhile (no line). */
+async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ delivered: boolean; agentSeconds: number } | undefined> {
+  const { settings, definition, options, server } = shared;
+  const dir = join(options.out, EPISODES_FOLDER, planned.id);
+  await startEpisode(settings, { dir, condition: planned.condition.id, budget: planned.budget, references: definition.references });
+  const startedAt = new Date().toISOString();
+  const endpoint = server.add(planned.id, dir);
+  let kill: (() => void) | undefined;
+  let outcome: Awaited<ReturnType<typeof runAgent>>;
+  try {
+    outcome = await runAgent({
+      command: definition.agent,
+      cwd: process.cwd(),
+      env: agentEnvironment(settings, definition, endpoint, dir, planned.id),
+      deadlineSeconds: definition.session_seconds,
+      stdoutFile: join(dir, 'agent.stdout'),
+      stderrFile: join(dir, 'agent.stderr'),
+      closed: () => closedNow(dir),
+      onStart: (k) => {
+        kill = k;
+        shared.kills.add(k);
+        if (shared.stopped()) k();
+      },
+    });
+  } finally {
+    server.remove(planned.id);
+    if (kill) shared.kills.delete(kill);
+  }
+  if (outcome.stopped === 'stopped' || shared.stopped()) return undefined;
+  const status = await episodeStatus(settings, dir);
+  const score = status.closed ? await scoreEpisode(settings, dir) : undefined;
+  const observations = status.observations.map((o) => [o.mask, o.utility] as const);
+  let surface = shared.surfaces.get(planned.condition.id);
+  if (!surface) {
+    surface = referenceSurface(settings, planned.condition.id, definition.references);
+    shared.surfaces.set(planned.condition.id, surface);
+  }
+  const line = resultLine({
+    planned,
+    labels: definition.labels,
+    agent: definition.agent,
+    observations,
+    score,
+    undeliveredReason: score ? undefined : undeliveredReason(outcome, definition.session_seconds),
+    calculationCalls: calculationCalls(dir),
+    process: outcome,
+    shared: await sharedScores(shared.worker, surface, observations, score?.effect_recovery ?? 0),
+    startedAt,
+    finishedAt: new Date().toISOString(),
+  });
+  appendNoFollow(join(options.out, RESULTS_FILE), `${line}\n`);
+  return { delivered: score !== undefined, agentSeconds: outcome.wall_seconds };
+}
+
+/** Keeps the folder of an episode an earlier run left unfinished under OUT/interrupted/, so that it can start afresh. */
+function setAside(out: string, id: string): void {
+  const dir = join(out, EPISODES_FOLDER, id);
+  if (!lstatOrNothing(dir)) return;
+  makeDirs(join(out, INTERRUPTED_FOLDER));
+  renameSync(dir, join(out, INTERRUPTED_FOLDER, `${id}.${Date.now()}`));
+}
+
+export async function runCohort(settings: Settings, options: CohortOptions): Promise<CohortOutcome> {
+  const started = Date.now();
+  const definition = defineCohort(settings, options);
+  const out = options.out;
+  const release = await lockFolder(out, 0);
+  let reused = 0;
+  let agentSeconds = 0;
+  const resultsFile = join(out, RESULTS_FILE);
+  try {
+    claimCohortFolder(out, definition);
+    const planned = plannedEpisodes(definition);
+    const kept = keepResults(resultsFile, planned);
+    reused = kept.results.length;
+    const finished = new Set(kept.results.map((r) => r.episode));
+    const todo = planned.filter((p) => !finished.has(p.id));
+    if (reused || kept.dropped)
+      options.log(
+        `cohort: resuming: ${reused} of ${planned.length} episode(s) finished${kept.dropped ? `, ${kept.dropped} line(s) of ${resultsFile} left out` : ''}`,
+      );
+    for (const p of todo) setAside(out, p.id);
+    if (todo.length) agentSeconds = await runEpisodes(settings, definition, options, todo);
+  } finally {
+    release();
+  }
+  const results = keepResults(resultsFile, plannedEpisodes(definition)).results;
+  const controls = await cohortControls(settings, definition, {
+    out,
+    controls: options.controls,
+    workers: options.parallel,
+    log: options.log,
+  });
+  const files = writeCohortSummaries(settings, out, definition, results, controls);
+  return {
+    episodes: results.length,
+    reused,
+    delivered: results.filter((r) => r.artifact_valid).length,
+    seconds: (Date.now() - started) / 1000,
+    agent_seconds: agentSeconds,
+    files: { ...files, results: resultsFile },
+  };
+}
+
+/** Runs the episodes, `parallel` at a time; returns the agents' seconds. Stopped by a signal: Interrupted. */
+async function runEpisodes(
+  settings: Settings,
+  definition: CohortDefinition,
+  options: CohortOptions,
+  todo: PlannedEpisode[],
+): Promise<number> {
+  const progress = new Progress('cohort', todo.length, { quiet: options.quiet, workers: options.parallel, unit: 'episodes' });
+  for (const p of todo) progress.expect(p.condition.id, 1);
+  let stopped: NodeJS.Signals | undefined;
+  const kills = new Set<() => void>();
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopped) return;
+    stopped = signal;
+    options.log(`\n${signal === 'SIGINT' ? 'interrupted' : `stopped by ${signal}`}: stopping the agents…`);
+    for (const kill of kills) kill();
+  };
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const signal of signals) process.on(signal, onSignal);
+  let server: EpisodesServer | undefined;
+  let worker: PythonWorker | undefined;
+  let agentSeconds = 0;
+  try {
+    [server, worker] = await Promise.all([serveEpisodes(settings, { host: '127.0.0.1', port: 0 }), startControlsWorker(settings)]);
+    const shared: Shared = {
+      settings,
+      definition,
+      options,
+      server,
+      worker,
+      surfaces: new Map(),
+      kills,
+      stopped: () => stopped !== undefined,
+    };
+    let next = 0;
+    const loop = async () => {
+      while (!stopped && next < todo.length) {
+        const planned = todo[next++]!;
+        const done = await runEpisode(shared, planned);
+        if (!done) return;
+        agentSeconds += done.agentSeconds;
+        progress.tick(planned.condition.id, done.delivered);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(options.parallel, todo.length)) }, loop));
+    if (stopped)
+      throw new Interrupted(
+        stopped,
+        `${stopped === 'SIGINT' ? 'interrupted' : `stopped by ${stopped}`}: the finished episodes are kept in ${join(options.out, RESULTS_FILE)}; run the same command to resume`,
+      );
+    return agentSeconds;
+  } finally {
+    progress.stop();
+    for (const signal of signals) process.removeListener(signal, onSignal);
+    for (const kill of kills) kill();
+    await server?.close();
+    await worker?.close();
+  }
+}

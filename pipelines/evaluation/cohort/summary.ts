@@ -1,0 +1,237 @@
+// The cohort's summaries: one cell per (condition, budget) and one family-macro cell per (track,
+// budget), each beside the numerical controls of the same conditions and budgets and the shared GP
+// refitted on the agent's own observations, with the gains (agent − control, agent − shared GP).
+// Undelivered episodes count with a recovery of 0. Family-macro is the controls' (controls/summary.ts:
+// repeats within a source, sources within a family, families equally weighted); its intervals are
+// source-bootstrap percentiles: the sources are drawn with replacement (a fixed seed), the macro
+// average recomputed on each draw, agent and controls on the same draws (so a gain's interval is
+// paired), and the 2.5th and 97.5th percentiles taken.
+import { familyMacro } from '../controls/summary.ts';
+import type { StoredRecord } from '../controls/records.ts';
+import type { StoredResult } from './results.ts';
+
+export const BOOTSTRAP_RESAMPLES = 2000;
+export const BOOTSTRAP_SEED = 20260907;
+const LEVEL = 0.95;
+
+export interface CohortCell {
+  condition: string;
+  instance: string;
+  family: string;
+  track: string;
+  budget: number;
+  episodes: number;
+  delivered: number;
+  recovery_mean: number;
+  recovery_sample_sd: number | null;
+  mean_credits: number;
+  shared_gp_recovery: number;
+  gain_over_shared_gp: number;
+  /** The controls' mean recovery in this cell, by method (seeds averaged). */
+  controls: Record<string, number>;
+  gain_over_controls: Record<string, number>;
+}
+
+export interface MacroControl {
+  recovery: number;
+  gain: number;
+  gain_interval: [number, number];
+}
+
+export interface CohortMacroCell {
+  track: string;
+  budget: number;
+  families: number;
+  sources: number;
+  episodes: number;
+  delivered_rate: number;
+  recovery: number;
+  recovery_interval: [number, number];
+  shared_gp_recovery: number;
+  gain_over_shared_gp: number;
+  gain_over_shared_gp_interval: [number, number];
+  controls: Record<string, MacroControl>;
+}
+
+const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+function sampleSd(xs: readonly number[]): number | null {
+  if (xs.length < 2) return null;
+  const shifted = xs.map((x) => x - xs[0]!);
+  const m = mean(shifted);
+  return Math.sqrt(shifted.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1));
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
+  return groups;
+}
+
+/** A small seeded generator (mulberry32): the same draws on every machine. */
+function generator(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The q-quantile of sorted values, interpolated linearly between neighbours (NumPy's default). */
+function quantile(sorted: readonly number[], q: number): number {
+  const at = (sorted.length - 1) * q;
+  const low = Math.floor(at);
+  const high = Math.min(low + 1, sorted.length - 1);
+  return sorted[low]! + (sorted[high]! - sorted[low]!) * (at - low);
+}
+
+/**
+ * Percentile intervals of several statistics over the same source draws: each draw takes as many
+ * sources as there are, with replacement; a source drawn twice counts as two sources of its family.
+ */
+export function sourceBootstrap(
+  sources: readonly string[],
+  statistics: readonly ((draw: readonly { source: string; copy: number }[]) => number)[],
+  resamples = BOOTSTRAP_RESAMPLES,
+  seed = BOOTSTRAP_SEED,
+): [number, number][] {
+  const random = generator(seed);
+  const values: number[][] = statistics.map(() => []);
+  for (let r = 0; r < resamples; r++) {
+    const draw = sources.map((_, copy) => ({ source: sources[Math.floor(random() * sources.length)]!, copy }));
+    for (const [k, stat] of statistics.entries()) values[k]!.push(stat(draw));
+  }
+  const tail = (1 - LEVEL) / 2;
+  return values.map((v) => {
+    const sorted = [...v].sort((a, b) => a - b);
+    return [quantile(sorted, tail), quantile(sorted, 1 - tail)];
+  });
+}
+
+/** The family-macro average of `value` over the items of the drawn sources (each copy a source of its own). */
+function macroOfDraw<T extends { family: string; instance: string }>(
+  bySource: ReadonlyMap<string, readonly T[]>,
+  draw: readonly { source: string; copy: number }[],
+  value: (item: T) => number,
+): number {
+  const items = draw.flatMap(({ source, copy }) =>
+    (bySource.get(source) ?? []).map((item) => ({ ...item, instance: `${source}#${copy}` })),
+  );
+  return familyMacro(items, value);
+}
+
+const sharedGp = (r: StoredResult) => r.shared_gp_score.effect_recovery;
+
+/** One cell per (condition, budget), ordered by condition and budget. */
+export function cohortCells(results: readonly StoredResult[], controls: readonly StoredRecord[]): CohortCell[] {
+  const controlsOf = groupBy(controls, (r) => JSON.stringify([r.condition, r.budget]));
+  return [...groupBy(results, (r) => JSON.stringify([r.condition, r.budget])).entries()]
+    .map(([key, group]): CohortCell => {
+      const { condition, instance, family, track, budget } = group[0]!;
+      const recovery = mean(group.map((r) => r.effect_recovery));
+      const byMethod = groupBy(controlsOf.get(key) ?? [], (r) => r.method);
+      const control = Object.fromEntries([...byMethod].map(([m, rs]) => [m, mean(rs.map((r) => r.score.effect_recovery))]));
+      return {
+        condition,
+        instance,
+        family,
+        track,
+        budget,
+        episodes: group.length,
+        delivered: group.filter((r) => r.artifact_valid).length,
+        recovery_mean: recovery,
+        recovery_sample_sd: sampleSd(group.map((r) => r.effect_recovery)),
+        mean_credits: mean(group.map((r) => r.credits_spent)),
+        shared_gp_recovery: mean(group.map(sharedGp)),
+        gain_over_shared_gp: recovery - mean(group.map(sharedGp)),
+        controls: control,
+        gain_over_controls: Object.fromEntries(Object.entries(control).map(([m, c]) => [m, recovery - c])),
+      };
+    })
+    .sort((a, b) => (a.condition < b.condition ? -1 : a.condition > b.condition ? 1 : a.budget - b.budget));
+}
+
+/** One family-macro cell per (track, budget), with source-bootstrap intervals. */
+export function cohortMacroCells(results: readonly StoredResult[], controls: readonly StoredRecord[]): CohortMacroCell[] {
+  const cells: CohortMacroCell[] = [];
+  for (const group of groupBy(results, (r) => JSON.stringify([r.track, r.budget])).values()) {
+    const { track, budget } = group[0]!;
+    const conditions = new Set(group.map((r) => r.condition));
+    const mine = controls.filter((r) => r.budget === budget && conditions.has(r.condition));
+    const methods = [...new Set(mine.map((r) => r.method))].sort();
+    const sources = [...new Set(group.map((r) => r.instance))].sort();
+    const agentBy = groupBy(group, (r) => r.instance);
+    const controlBy = new Map(
+      methods.map((m) => [
+        m,
+        groupBy(
+          mine.filter((r) => r.method === m),
+          (r) => r.instance,
+        ),
+      ]),
+    );
+    const agent = (draw: readonly { source: string; copy: number }[]) => macroOfDraw(agentBy, draw, (r) => r.effect_recovery);
+    const intervals = sourceBootstrap(sources, [
+      agent,
+      (draw) => agent(draw) - macroOfDraw(agentBy, draw, sharedGp),
+      ...methods.map(
+        (m) => (draw: readonly { source: string; copy: number }[]) =>
+          agent(draw) - macroOfDraw(controlBy.get(m)!, draw, (r) => r.score.effect_recovery),
+      ),
+    ]);
+    const recovery = familyMacro(group, (r) => r.effect_recovery);
+    const gp = familyMacro(group, sharedGp);
+    cells.push({
+      track,
+      budget,
+      families: new Set(group.map((r) => r.family)).size,
+      sources: sources.length,
+      episodes: group.length,
+      delivered_rate: group.filter((r) => r.artifact_valid).length / group.length,
+      recovery,
+      recovery_interval: intervals[0]!,
+      shared_gp_recovery: gp,
+      gain_over_shared_gp: recovery - gp,
+      gain_over_shared_gp_interval: intervals[1]!,
+      controls: Object.fromEntries(
+        methods.map((m, k) => {
+          const control = familyMacro(
+            mine.filter((r) => r.method === m),
+            (r) => r.score.effect_recovery,
+          );
+          return [m, { recovery: control, gain: recovery - control, gain_interval: intervals[2 + k]! }];
+        }),
+      ),
+    });
+  }
+  return cells.sort((a, b) => (a.track < b.track ? -1 : a.track > b.track ? 1 : a.budget - b.budget));
+}
+
+/** Cells as flat CSV rows: one column per control and per gain. */
+export function flatCells(cells: readonly (CohortCell | CohortMacroCell)[]): Record<string, unknown>[] {
+  return cells.map((cell) => {
+    const row: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(cell)) {
+      if (key === 'controls') {
+        for (const [method, c] of Object.entries(value as Record<string, number | MacroControl>)) {
+          if (typeof c === 'number') row[`control_${method}`] = c;
+          else {
+            row[`control_${method}`] = c.recovery;
+            row[`gain_over_${method}`] = c.gain;
+            row[`gain_over_${method}_low`] = c.gain_interval[0];
+            row[`gain_over_${method}_high`] = c.gain_interval[1];
+          }
+        }
+      } else if (key === 'gain_over_controls') {
+        for (const [method, g] of Object.entries(value as Record<string, number>)) row[`gain_over_${method}`] = g;
+      } else if (Array.isArray(value)) {
+        row[`${key.replace(/_interval$/, '')}_low`] = value[0];
+        row[`${key.replace(/_interval$/, '')}_high`] = value[1];
+      } else row[key] = value;
+    }
+    return row;
+  });
+}

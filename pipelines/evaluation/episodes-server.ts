@@ -1,0 +1,78 @@
+// Many episodes from one long-lived process: `/episodes/<id>/mcp` is episode <id>'s MCP endpoint
+// (Streamable HTTP, stateless, as server.ts serves one episode at `/mcp`), reached only with that
+// episode's own bearer token, so an agent given one endpoint can act on no other episode. Episodes are
+// added and removed while the server runs (a cohort adds each before its agent starts and removes it
+// when the agent has ended: a process the agent left behind reaches nothing). An unknown episode and
+// a wrong token are answered alike (401), so the server tells no one which episodes exist.
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import { resolve } from 'node:path';
+import type { Settings } from '../core/settings.ts';
+import { admitRequest, answerFailure, answerMcp, episodeServer, listen, reply, tokenMatches, urlOf } from './server.ts';
+
+/** An episode id: a path segment of letters, digits, `.`, `_` and `-`. */
+export const EPISODE_ID = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$/;
+const ROUTE = /^\/episodes\/([^/]+)\/mcp$/;
+
+/** What an agent needs to reach one episode over HTTP. */
+export interface EpisodeEndpoint {
+  id: string;
+  url: string;
+  /** Sent as `Authorization: Bearer <token>`: 43 URL-safe characters (256 random bits). */
+  token: string;
+}
+
+export class EpisodesServer {
+  private readonly episodes = new Map<string, { dir: string; expected: Buffer }>();
+
+  constructor(
+    private readonly http: Server,
+    readonly host: string,
+    readonly port: number,
+  ) {}
+
+  /** Serves the episode in `dir` at `/episodes/<id>/mcp` with a new token (replacing any earlier one of that id). */
+  add(id: string, dir: string): EpisodeEndpoint {
+    if (!EPISODE_ID.test(id)) throw new Error(`not an episode id: ${JSON.stringify(id)}`);
+    const token = randomBytes(32).toString('base64url');
+    this.episodes.set(id, { dir: resolve(dir), expected: Buffer.from(`Bearer ${token}`) });
+    return { id, url: urlOf(this.host, this.port, `/episodes/${id}/mcp`), token };
+  }
+
+  /** Stops serving the episode: its token no longer opens anything. */
+  remove(id: string): void {
+    this.episodes.delete(id);
+  }
+
+  /** The episode a request may act on, or undefined (answered 401 by the caller). */
+  episodeFor(id: string, authorised: (expected: Buffer) => boolean): string | undefined {
+    const episode = this.episodes.get(id);
+    return episode && authorised(episode.expected) ? episode.dir : undefined;
+  }
+
+  async close(): Promise<void> {
+    this.episodes.clear();
+    this.http.closeAllConnections();
+    await new Promise<void>((done) => this.http.close(() => done()));
+  }
+}
+
+/** Listens on HOST:PORT (0: any free port) for the episodes added to the returned server. */
+export async function serveEpisodes(settings: Settings, options: { host: string; port: number }): Promise<EpisodesServer> {
+  let served: EpisodesServer | undefined;
+  const http = createServer(async (req, res) => {
+    try {
+      if (!served || !admitRequest(req, res, options.host, served.port)) return;
+      const id = ROUTE.exec(new URL(req.url ?? '/', 'http://x').pathname)?.[1];
+      if (id === undefined) return reply(res, 404, 'the MCP endpoints are /episodes/<id>/mcp');
+      const dir = served.episodeFor(id, (expected) => tokenMatches(req, expected));
+      if (dir === undefined) return reply(res, 401, "this episode's bearer token is required");
+      await answerMcp(req, res, () => episodeServer(settings, dir));
+    } catch (error) {
+      answerFailure(res, error);
+    }
+  });
+  const port = await listen(http, options.host, options.port);
+  served = new EpisodesServer(http, options.host, port);
+  return served;
+}
