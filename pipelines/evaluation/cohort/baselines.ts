@@ -58,6 +58,7 @@ export async function cohortControls(
       workers: options.workers,
       log: options.log,
       quiet: true,
+      figures: false, // the cohort's figure draws the controls beside the agent
     });
     records.push(...readControlRecords(outcome.files.records));
   }

@@ -39,6 +39,8 @@ export interface ControlsOptions {
   workers: number;
   log: (line: string) => void;
   quiet?: boolean;
+  /** Draw the recovery figure (default true). */
+  figures?: boolean;
 }
 
 export interface ControlsOutcome {
@@ -190,7 +192,13 @@ export async function runControls(settings: Settings, options: ControlsOptions):
 
   const records = readControlRecords(recordsFile); // our own records name condition and track
   checkDistinct(records);
-  const files = await writeSummaries(settings, out, records, { identity, grid: options.grid ?? 'custom', skipped: grid.skipped });
+  const files = await writeSummaries(
+    settings,
+    out,
+    records,
+    { identity, grid: options.grid ?? 'custom', skipped: grid.skipped },
+    options.figures ?? true,
+  );
   return {
     out,
     records: records.length,

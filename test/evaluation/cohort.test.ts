@@ -1,0 +1,277 @@
+// `wwref cohort run` end to end with real agent processes, the real in-process MCP server, the pinned
+// controls worker and real files: the example agent (examples/agents/pair_ridge.py, the official MCP
+// Python SDK in its own environment) on 3 conditions × 2 budgets × 2 repeats, whose every record must
+// equal the `design_degree2` control the same run computes; a deliberately faulty agent (crash, hang,
+// output flood, a child left running, no submission) and a missing command, each recorded undelivered
+// with its reason while the cohort goes on; Ctrl-C and resuming; and `/episodes/<id>/mcp` with one
+// token per episode, in process and as `wwref serve --episodes`.
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../../pipelines/core/paths.ts';
+import { startEpisode } from '../../pipelines/evaluation/episode.ts';
+import { serveEpisodes } from '../../pipelines/evaluation/episodes-server.ts';
+import { BIN, cliProcess } from '../support/cli.ts';
+import { currentSettings } from '../support/workspace.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'wwref-cohort-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+beforeAll(async () => {
+  // the example agents' environment (idempotent: a stamp of its requirements)
+  await execa('bash', [join(ROOT, 'scripts', 'setup-agents')], { cwd: ROOT });
+}, 600_000);
+
+const lines = (file: string) =>
+  readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, any>);
+/** Running, and not a zombie waiting for its new parent to reap it. */
+const alive = (pid: number) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+};
+const pidsIn = (file: string) => [...readFileSync(file, 'utf8').matchAll(/^(?:pid|child) (\d+)$/gm)].map((m) => Number(m[1]));
+
+describe('a cohort of the example agent', () => {
+  const out = join(dir, 'pair');
+  const args = [
+    'cohort',
+    'run',
+    '--agent',
+    'python3 examples/agents/pair_ridge.py',
+    '--out',
+    out,
+    '--condition',
+    'wine',
+    'concrete',
+    'seeds',
+    '--budget',
+    '4',
+    '8',
+    '--repeats',
+    '2',
+    '--parallel',
+    '2',
+    '--label',
+    'agent=pair_ridge',
+  ];
+
+  it('equals the design_degree2 controls record for record; writes results, receipts, summaries and the figure; resumes', async () => {
+    const run = await cliProcess(args, ROOT);
+    expect(run.stderr).toMatch(/\[cohort\] 12\/12 episodes/);
+    expect(run.code, run.stderr).toBe(0);
+    const results = lines(join(out, 'results.jsonl'));
+    expect(results).toHaveLength(12);
+    expect(new Set(results.map((r) => r.episode)).size).toBe(12);
+    const controls = lines(join(out, 'controls', 'records.jsonl'));
+    for (const r of results) {
+      expect(r.artifact_valid, r.episode).toBe(true);
+      expect(r.labels).toEqual({ agent: 'pair_ridge' });
+      const control = controls.find((c) => c.method === 'design_degree2' && c.condition === r.condition && c.budget === r.budget)!;
+      // the same purchases in the same order, and the same table and score to the last bit
+      expect(r.acquisition_order, r.episode).toEqual(control.acquisition_order);
+      expect(r.observations).toEqual(control.observations);
+      expect(r.score).toEqual(control.score);
+      expect(r.credits_spent).toBe(r.budget);
+      // the pair-effect ridge refitted on the agent's observations is its own table
+      expect(r.shared_degree2_score.effect_recovery).toBe(r.effect_recovery);
+      expect(r.recovery_gain_over_shared.degree2).toBe(0);
+      // its receipt: start, one purchase, the submission (and the evaluator's reads)
+      const actions = lines(join(out, 'episodes', r.episode, 'events.jsonl')).filter((e) => e.outcome === 'ok' && e.kind === 'action');
+      expect(actions.map((e) => e.action).filter((a) => a !== 'task' && a !== 'status' && a !== 'score')).toEqual([
+        'start',
+        'observe',
+        'submit',
+      ]);
+    }
+    const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
+    expect(summary.cells).toHaveLength(6);
+    for (const cell of summary.cells) {
+      expect([cell.episodes, cell.delivered]).toEqual([2, 2]);
+      expect(cell.gain_over_controls.design_degree2).toBe(0);
+      expect(cell.controls).toHaveProperty('gp_grid_variance');
+    }
+    expect(summary.family_macro.map((c: any) => [c.track, c.budget, c.sources])).toEqual([
+      ['four', 4, 3],
+      ['four', 8, 3],
+    ]);
+    for (const cell of summary.family_macro) {
+      expect(cell.recovery_interval[0]).toBeLessThanOrEqual(cell.recovery);
+      expect(cell.recovery_interval[1]).toBeGreaterThanOrEqual(cell.recovery);
+      expect(cell.controls.design_degree2.gain).toBe(0);
+    }
+    expect(readFileSync(join(out, 'macro.csv'), 'utf8')).toMatch(
+      /^track,budget,families,sources,episodes,delivered_rate,recovery,recovery_low/,
+    );
+    expect(readFileSync(join(out, 'cohort-recovery.svg'), 'utf8')).toContain('<svg');
+
+    // the same command again: every episode kept, nothing run again
+    const before = readFileSync(join(out, 'results.jsonl'));
+    const again = await cliProcess(args, ROOT);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain('12 from an earlier run');
+    expect(readFileSync(join(out, 'results.jsonl'))).toEqual(before);
+    // another cohort into the same folder: one line, exit 2
+    const other = await cliProcess([...args, '--session-seconds', '60'], ROOT);
+    expect(other.code).toBe(2);
+    expect(other.stderr.trim().split('\n')).toHaveLength(1);
+    expect(other.stderr).toContain('holds another cohort (the session seconds differ)');
+  }, 300_000);
+});
+
+describe('a faulty agent', () => {
+  const out = join(dir, 'faults');
+  const args = ['cohort', 'run', '--agent', 'node test/support/fault-agent.mjs', '--out', out, '--condition', 'wine', '--budget', '4'];
+  const all = [...args, '--repeats', '6', '--parallel', '2', '--session-seconds', '4'];
+
+  it('each fault is recorded undelivered with its reason and its processes stopped; Ctrl-C stops the agents; the run resumes', async () => {
+    // Ctrl-C while the hanging agent runs
+    const first = execa('node', [BIN, ...all], { cwd: ROOT, reject: false });
+    const hangOut = join(out, 'episodes', 'wine__b4__r1', 'agent.stdout');
+    for (let k = 0; k < 600 && !(existsSync(hangOut) && /pid/.test(readFileSync(hangOut, 'utf8'))); k++)
+      await new Promise((d) => setTimeout(d, 50));
+    const hangPid = pidsIn(hangOut)[0]!;
+    expect(alive(hangPid)).toBe(true);
+    first.kill('SIGINT');
+    const stopped = await first;
+    expect(stopped.exitCode, String(stopped.stderr)).toBe(130);
+    expect(String(stopped.stderr)).toContain('run the same command to resume');
+    expect(alive(hangPid)).toBe(false);
+
+    const run = await cliProcess(all, ROOT);
+    expect(run.code, run.stderr).toBe(0);
+    expect(readdirSync(join(out, 'interrupted')).some((f) => f.startsWith('wine__b4__r1.'))).toBe(true);
+    const results = new Map(lines(join(out, 'results.jsonl')).map((r) => [r.repeat as number, r]));
+    expect([...results.keys()].sort()).toEqual([0, 1, 2, 3, 4, 5]);
+    const [crash, hang, flood, child, quiet, submit] = [0, 1, 2, 3, 4, 5].map((k) => results.get(k)!) as Record<string, any>[] as [
+      Record<string, any>,
+      Record<string, any>,
+      Record<string, any>,
+      Record<string, any>,
+      Record<string, any>,
+      Record<string, any>,
+    ];
+    expect([crash, hang, flood, quiet].map((r) => [r.artifact_valid, r.effect_recovery, r.score])).toEqual(Array(4).fill([false, 0, null]));
+    expect(crash.undelivered_reason).toBe('the agent exited with status 1 without submitting');
+    expect(crash.credits_spent).toBe(1); // what it bought before crashing is kept and refitted
+    expect(crash.shared_gp_score.effect_recovery).toBeTypeOf('number');
+    expect(readFileSync(join(out, 'episodes', crash.episode, 'agent.stderr'), 'utf8')).toContain('fault-agent: crashing');
+    expect(hang.undelivered_reason).toBe("no submission within the session's 4 s: the agent was stopped");
+    expect(hang.process.stopped).toBe('deadline');
+    expect(alive(pidsIn(join(out, 'episodes', hang.episode, 'agent.stdout'))[0]!)).toBe(false);
+    expect(flood.process.stopped).toBe('output');
+    expect(flood.process.output_truncated).toBe(true);
+    expect(statSync(join(out, 'episodes', flood.episode, 'agent.stdout')).size).toBe(1 << 20);
+    expect(quiet.undelivered_reason).toBe('the agent exited without submitting');
+    expect([child.artifact_valid, child.process.left_children, submit.artifact_valid]).toEqual([true, true, true]);
+    const [, childPid] = pidsIn(join(out, 'episodes', child.episode, 'agent.stdout'));
+    expect(alive(childPid!)).toBe(false);
+    const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
+    expect([summary.episodes, summary.delivered]).toEqual([6, 2]);
+    expect(summary.cells[0].recovery_mean).toBeCloseTo((child.effect_recovery + submit.effect_recovery) / 6, 15);
+
+    // a command that does not exist, with the controls of the run above
+    const missing = await cliProcess(
+      [
+        'cohort',
+        'run',
+        '--agent',
+        'wwref-no-such-agent-command',
+        '--out',
+        join(dir, 'missing'),
+        '--condition',
+        'wine',
+        '--budget',
+        '4',
+        '--controls',
+        join(out, 'controls'),
+      ],
+      ROOT,
+    );
+    expect(missing.code, missing.stderr).toBe(0);
+    const [line] = lines(join(dir, 'missing', 'results.jsonl'));
+    expect(line!.undelivered_reason).toBe('the agent command was not found (exit status 127)');
+    expect(existsSync(join(dir, 'missing', 'controls'))).toBe(false);
+  }, 300_000);
+});
+
+describe('serving many episodes', () => {
+  const settings = currentSettings();
+  const post = (url: string, headers: Record<string, string>) =>
+    new Promise<number>((done, fail) => {
+      const req = request(
+        url,
+        { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } },
+        (res) => {
+          res.resume();
+          done(res.statusCode!);
+        },
+      );
+      req.on('error', fail);
+      req.end('{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
+    });
+  const connect = async (url: string, token: string) => {
+    const client = new Client({ name: 'test-agent', version: '1.0.0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+    );
+    return client;
+  };
+
+  it('reaches an episode with its own token only, and nothing once it is removed', async () => {
+    const a = join(dir, 'many', 'a');
+    const b = join(dir, 'many', 'b');
+    await startEpisode(settings, { dir: a, condition: 'wine', budget: 2 });
+    await startEpisode(settings, { dir: b, condition: 'wine', budget: 3 });
+    const server = await serveEpisodes(settings, { host: '127.0.0.1', port: 0 });
+    try {
+      const ea = server.add('a', a);
+      const eb = server.add('b', b);
+      const client = await connect(ea.url, ea.token);
+      const status = (await client.callTool({ name: 'status', arguments: {} })) as { content: { text: string }[] };
+      expect(JSON.parse(status.content[0]!.text).budget).toBe(2);
+      await client.close();
+      expect(await post(eb.url, { authorization: `Bearer ${ea.token}` })).toBe(401);
+      expect(await post(ea.url, {})).toBe(401);
+      expect(await post(ea.url.replace('/episodes/a/', '/episodes/zz/'), { authorization: `Bearer ${ea.token}` })).toBe(401);
+      expect(await post(eb.url, { authorization: `Bearer ${eb.token}`, host: 'evil.example:80' })).toBe(403);
+      expect(await post(eb.url, { authorization: `Bearer ${eb.token}` })).toBe(200);
+      server.remove('b');
+      expect(await post(eb.url, { authorization: `Bearer ${eb.token}` })).toBe(401);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('wwref serve --episodes DIR writes each endpoint and token to a private file', async () => {
+    const endpoints = join(dir, 'endpoints.json');
+    const child = execa('node', [BIN, 'serve', '--episodes', join(dir, 'many'), '--endpoints', endpoints], { cwd: ROOT, reject: false });
+    try {
+      await new Promise<void>((done, fail) => {
+        child.stderr!.on('data', (c: Buffer) => /serving 2 episode/.test(String(c)) && done());
+        child.once('exit', () => fail(new Error('serve exited')));
+      });
+      expect(statSync(endpoints).mode & 0o777).toBe(0o600);
+      const { episodes } = JSON.parse(readFileSync(endpoints, 'utf8'));
+      expect(Object.keys(episodes)).toEqual(['a', 'b']);
+      const client = await connect(episodes.b.url, episodes.b.token);
+      const status = (await client.callTool({ name: 'status', arguments: {} })) as { content: { text: string }[] };
+      expect(JSON.parse(status.content[0]!.text).budget).toBe(3);
+      await client.close();
+    } finally {
+      child.kill('SIGTERM');
+      await child;
+    }
+  });
+});
