@@ -153,15 +153,10 @@ describe('a faulty agent', () => {
     expect(run.code, run.stderr).toBe(0);
     expect(readdirSync(join(out, 'interrupted')).some((f) => f.startsWith('wine__b4__r1.'))).toBe(true);
     const results = new Map(lines(join(out, 'results.jsonl')).map((r) => [r.repeat as number, r]));
+    // the repeats of test/support/fault-agent.mjs: crash, hang, flood, child, quiet, submit
     expect([...results.keys()].sort()).toEqual([0, 1, 2, 3, 4, 5]);
-    const [crash, hang, flood, child, quiet, submit] = [0, 1, 2, 3, 4, 5].map((k) => results.get(k)!) as Record<string, any>[] as [
-      Record<string, any>,
-      Record<string, any>,
-      Record<string, any>,
-      Record<string, any>,
-      Record<string, any>,
-      Record<string, any>,
-    ];
+    const fault = (k: number) => results.get(k) as Record<string, any>;
+    const [crash, hang, flood, child, quiet, submit] = [fault(0), fault(1), fault(2), fault(3), fault(4), fault(5)];
     expect([crash, hang, flood, quiet].map((r) => [r.artifact_valid, r.effect_recovery, r.score])).toEqual(Array(4).fill([false, 0, null]));
     expect(crash.undelivered_reason).toBe('the agent exited with status 1 without submitting');
     expect(crash.credits_spent).toBe(1); // what it bought before crashing is kept and refitted
