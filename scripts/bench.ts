@@ -16,15 +16,20 @@
 //               22-observation pair-effect ridge fit (wwref_helpers, 6 options) in it; medians of --rounds runs
 //   episode     milliseconds per episode action (status, a refused observe) on a fresh receipt, on one
 //               filled with notes up to its cap, and past the cap (notes only counted)
+//   cohort      `wwref cohort run` of the example agent (examples/agents/pair_ridge.py) on the 22 four-option
+//               conditions at B = 4 and 8 (44 episodes), --parallel 2, as a user runs it: wall seconds,
+//               episodes per minute, the agents' share of the time and wwref's per-episode overhead, the
+//               agent's own start (Python with the MCP SDK and NumPy imported), and how many records
+//               equal the design_degree2 controls the same run computed
 //   startup     how long a `wwref` command takes to start and finish, as a user runs it (`node bin/wwref.mjs`):
 //               --help, --version, list, task, episode status and grade of one table, each against
 //               `node -e 0`; median wall and CPU seconds of --runs runs (default 7) and the peak RSS.
 //               --bin FILE times another checkout's entry point (e.g. one of main, for a before/after)
-//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode,startup]
+//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode,cohort,startup]
 //                            [--condition C ...] [--workers 1,2] [--rounds N (dask, default 3; sandbox, default 5)]
 //                            [--runs N --bin FILE (startup)]
 // Default sections: overhead, throughput, profile, dask, sandbox (catalog takes ~10 min on 2 cores; ask for
-// it, and for controls, episode and startup).
+// it, and for controls, episode, cohort and startup).
 // Prepared inputs come from prepared/ (run `npx wwref prepare` first); rebuilds write to a temporary
 // folder and replays read outputs/references, which is never written.
 import { spawnSync } from 'node:child_process';
@@ -322,6 +327,86 @@ if (sections.has('controls')) {
     }
   }
   if (walls.has(1) && walls.has(2)) console.log(`  wall, 2 workers / 1 worker: ${(walls.get(2)! / walls.get(1)!).toFixed(3)}`);
+}
+
+if (sections.has('cohort')) {
+  const conditions = arg('condition').length
+    ? arg('condition')
+    : [...catalog.conditions.values()].filter((c) => c.dimensions === 4).map((c) => c.id);
+  const parallel = workerCounts.at(-1)!;
+  const out = mkdtempSync(join(tmpdir(), 'wwref-bench-cohort-'));
+  const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const agentPython = join(ROOT, 'examples', 'agents', '.venv', 'bin', 'python');
+  try {
+    spawnSync('bash', [join(ROOT, 'scripts', 'setup-agents')], { stdio: 'ignore' });
+    const imports: number[] = [];
+    for (let k = 0; k < 3; k++) {
+      const t = performance.now();
+      spawnSync(agentPython, ['-c', 'import mcp, numpy, httpx2'], { stdio: 'ignore' });
+      imports.push((performance.now() - t) / 1000);
+    }
+    const load = loadavg()[0]!.toFixed(1);
+    const started = performance.now();
+    const run = spawnSync(
+      process.execPath,
+      [
+        join(ROOT, 'bin', 'wwref.mjs'),
+        'cohort',
+        'run',
+        '--agent',
+        'python3 examples/agents/pair_ridge.py',
+        '--out',
+        join(out, 'c'),
+        '--condition',
+        ...conditions,
+        '--budget',
+        '4',
+        '8',
+        '--parallel',
+        String(parallel),
+      ],
+      { cwd: ROOT, encoding: 'utf8' },
+    );
+    const wall = (performance.now() - started) / 1000;
+    if (run.status !== 0) throw new Error(`cohort run failed: ${run.stderr}`);
+    const read = (file: string) =>
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l));
+    const results = read(join(out, 'c', 'results.jsonl'));
+    const controls = read(join(out, 'c', 'controls', 'records.jsonl')).filter((r) => r.method === 'design_degree2');
+    const equal = results.filter((r) => {
+      const c = controls.find((x) => x.condition === r.condition && x.budget === r.budget);
+      return (
+        c &&
+        JSON.stringify([r.observations, r.acquisition_order, r.score]) === JSON.stringify([c.observations, c.acquisition_order, c.score])
+      );
+    }).length;
+    const agent = results.reduce((a, r) => a + r.process.wall_seconds, 0);
+    const spans = results.map((r) => (Date.parse(r.finished_at) - Date.parse(r.started_at)) / 1000 - r.process.wall_seconds);
+    const episodesWall =
+      (Math.max(...results.map((r) => Date.parse(r.finished_at))) - Math.min(...results.map((r) => Date.parse(r.started_at)))) / 1000;
+    console.log(
+      `cohort of the example agent: ${conditions.length} conditions × B = 4, 8, --parallel ${parallel} (load average ${load} before):`,
+    );
+    console.log(
+      `  ${results.length} episodes in ${wall.toFixed(1)} s wall end to end: ${((results.length / wall) * 60).toFixed(1)} episodes/min`,
+    );
+    console.log(
+      `  from the first episode's start to the last one's result: ${episodesWall.toFixed(1)} s; before and after (start-up, controls, summaries, figure): ${(wall - episodesWall).toFixed(1)} s`,
+    );
+    console.log(
+      `  the agents ran ${agent.toFixed(1)} s in all (${(agent / results.length).toFixed(2)} s each): ${((agent / (wall * parallel)) * 100).toFixed(0)} % of wall × parallel; outside the agent ${(100 - (agent / (wall * parallel)) * 100).toFixed(0)} %`,
+    );
+    console.log(
+      `  wwref per episode outside its agent (start, serve, score, shared estimators, results line): median ${mid(spans).toFixed(3)} s, max ${Math.max(...spans).toFixed(3)} s`,
+    );
+    console.log(`  the agent's own start: Python importing mcp, numpy, httpx2: median ${mid(imports).toFixed(2)} s of ${imports.length}`);
+    console.log(`  records equal to the design_degree2 controls (observations, order, score): ${equal}/${results.length}`);
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
 }
 
 if (sections.has('sandbox')) {

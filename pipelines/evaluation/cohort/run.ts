@@ -20,6 +20,7 @@ import { THREAD_ENV } from '../../execution/launcher.ts';
 import type { PythonWorker } from '../../execution/python-worker.ts';
 import { profileEnvironment } from '../../core/profiles.ts';
 import { lockFolder } from '../../references/lock.ts';
+import type { StoredRecord } from '../controls/records.ts';
 import { startControlsWorker } from '../controls/worker.ts';
 import { EVENTS_FILE, episodeStatus, scoreEpisode, STATE_FILE, startEpisode } from '../episode.ts';
 import { type EpisodesServer, serveEpisodes } from '../episodes-server.ts';
@@ -112,7 +113,8 @@ interface Shared {
   definition: CohortDefinition;
   options: CohortOptions;
   server: EpisodesServer;
-  worker: PythonWorker;
+  /** The controls worker fitting the shared estimators (started with the first agents, awaited when first needed). */
+  worker: Promise<PythonWorker>;
   surfaces: Map<string, Surface>;
   kills: Set<() => void>;
   stopped: () => boolean;
@@ -122,8 +124,8 @@ interface Shared {
 async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ delivered: boolean; agentSeconds: number } | undefined> {
   const { settings, definition, options, server } = shared;
   const dir = join(options.out, EPISODES_FOLDER, planned.id);
-  await startEpisode(settings, { dir, condition: planned.condition.id, budget: planned.budget, references: definition.references });
   const startedAt = new Date().toISOString();
+  await startEpisode(settings, { dir, condition: planned.condition.id, budget: planned.budget, references: definition.references });
   const endpoint = server.add(planned.id, dir);
   let kill: (() => void) | undefined;
   let outcome: Awaited<ReturnType<typeof runAgent>>;
@@ -164,7 +166,7 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
     undeliveredReason: score ? undefined : undeliveredReason(outcome, definition.session_seconds),
     calculationCalls: calculationCalls(dir),
     process: outcome,
-    shared: await sharedScores(shared.worker, surface, observations, score?.effect_recovery ?? 0),
+    shared: await sharedScores(await shared.worker, surface, observations, score?.effect_recovery ?? 0),
     startedAt,
     finishedAt: new Date().toISOString(),
   });
@@ -187,6 +189,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   const release = await lockFolder(out, 0);
   let reused = 0;
   let agentSeconds = 0;
+  let controls: Promise<StoredRecord[]> | undefined;
   const resultsFile = join(out, RESULTS_FILE);
   try {
     claimCohortFolder(out, definition);
@@ -200,18 +203,18 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
         `cohort: resuming: ${reused} of ${planned.length} episode(s) finished${kept.dropped ? `, ${kept.dropped} line(s) of ${resultsFile} left out` : ''}`,
       );
     for (const p of todo) setAside(out, p.id);
+    // the controls need no agent: computed while the agents run (or read from --controls)
+    controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {} });
+    controls.catch(() => undefined); // awaited below, after the episodes
     if (todo.length) agentSeconds = await runEpisodes(settings, definition, options, todo);
+  } catch (error) {
+    await controls?.catch(() => undefined);
+    throw error;
   } finally {
     release();
   }
   const results = keepResults(resultsFile, plannedEpisodes(definition)).results;
-  const controls = await cohortControls(settings, definition, {
-    out,
-    controls: options.controls,
-    workers: options.parallel,
-    log: options.log,
-  });
-  const files = writeCohortSummaries(settings, out, definition, results, controls);
+  const files = writeCohortSummaries(settings, out, definition, results, await controls);
   return {
     episodes: results.length,
     reused,
@@ -242,10 +245,11 @@ async function runEpisodes(
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   for (const signal of signals) process.on(signal, onSignal);
   let server: EpisodesServer | undefined;
-  let worker: PythonWorker | undefined;
+  const worker = startControlsWorker(settings);
+  worker.catch(() => undefined); // its failure is met where it is awaited
   let agentSeconds = 0;
   try {
-    [server, worker] = await Promise.all([serveEpisodes(settings, { host: '127.0.0.1', port: 0 }), startControlsWorker(settings)]);
+    server = await serveEpisodes(settings, { host: '127.0.0.1', port: 0 });
     const shared: Shared = {
       settings,
       definition,
@@ -278,6 +282,6 @@ async function runEpisodes(
     for (const signal of signals) process.removeListener(signal, onSignal);
     for (const kill of kills) kill();
     await server?.close();
-    await worker?.close();
+    await (await worker.catch(() => undefined))?.close();
   }
 }

@@ -64,7 +64,12 @@ function sampleSd(xs: readonly number[]): number | null {
 
 function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
   const groups = new Map<string, T[]>();
-  for (const item of items) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
+  for (const item of items) {
+    const k = key(item);
+    const group = groups.get(k);
+    if (group) group.push(item);
+    else groups.set(k, [item]);
+  }
   return groups;
 }
 
@@ -88,20 +93,52 @@ function quantile(sorted: readonly number[], q: number): number {
   return sorted[low]! + (sorted[high]! - sorted[low]!) * (at - low);
 }
 
+/** A source's family and its mean over its repeats: what a family-macro average needs of it. */
+interface SourceMean {
+  family: string;
+  mean: number;
+}
+
+/** Each source's family and mean of `value` over its items (the first two steps of family-macro). */
+function sourceMeans<T extends { family: string; instance: string }>(
+  items: readonly T[],
+  value: (item: T) => number,
+): Map<string, SourceMean> {
+  return new Map(
+    [...groupBy(items, (r) => r.instance)].map(([source, group]) => [source, { family: group[0]!.family, mean: mean(group.map(value)) }]),
+  );
+}
+
+/**
+ * The family-macro average of the drawn sources (a source drawn twice counts as two sources of its
+ * family): the means of the sources within a family, then the families with equal weight.
+ */
+function macroOfDraw(means: ReadonlyMap<string, SourceMean>, draw: readonly string[]): number {
+  const families = new Map<string, number[]>();
+  for (const source of draw) {
+    const s = means.get(source);
+    if (!s) continue;
+    const list = families.get(s.family);
+    if (list) list.push(s.mean);
+    else families.set(s.family, [s.mean]);
+  }
+  return mean([...families.values()].map(mean));
+}
+
 /**
  * Percentile intervals of several statistics over the same source draws: each draw takes as many
- * sources as there are, with replacement; a source drawn twice counts as two sources of its family.
+ * sources as there are, with replacement.
  */
 export function sourceBootstrap(
   sources: readonly string[],
-  statistics: readonly ((draw: readonly { source: string; copy: number }[]) => number)[],
+  statistics: readonly ((draw: readonly string[]) => number)[],
   resamples = BOOTSTRAP_RESAMPLES,
   seed = BOOTSTRAP_SEED,
 ): [number, number][] {
   const random = generator(seed);
   const values: number[][] = statistics.map(() => []);
   for (let r = 0; r < resamples; r++) {
-    const draw = sources.map((_, copy) => ({ source: sources[Math.floor(random() * sources.length)]!, copy }));
+    const draw = sources.map(() => sources[Math.floor(random() * sources.length)]!);
     for (const [k, stat] of statistics.entries()) values[k]!.push(stat(draw));
   }
   const tail = (1 - LEVEL) / 2;
@@ -109,18 +146,6 @@ export function sourceBootstrap(
     const sorted = [...v].sort((a, b) => a - b);
     return [quantile(sorted, tail), quantile(sorted, 1 - tail)];
   });
-}
-
-/** The family-macro average of `value` over the items of the drawn sources (each copy a source of its own). */
-function macroOfDraw<T extends { family: string; instance: string }>(
-  bySource: ReadonlyMap<string, readonly T[]>,
-  draw: readonly { source: string; copy: number }[],
-  value: (item: T) => number,
-): number {
-  const items = draw.flatMap(({ source, copy }) =>
-    (bySource.get(source) ?? []).map((item) => ({ ...item, instance: `${source}#${copy}` })),
-  );
-  return familyMacro(items, value);
 }
 
 const sharedGp = (r: StoredResult) => r.shared_gp_score.effect_recovery;
@@ -163,24 +188,18 @@ export function cohortMacroCells(results: readonly StoredResult[], controls: rea
     const mine = controls.filter((r) => r.budget === budget && conditions.has(r.condition));
     const methods = [...new Set(mine.map((r) => r.method))].sort();
     const sources = [...new Set(group.map((r) => r.instance))].sort();
-    const agentBy = groupBy(group, (r) => r.instance);
-    const controlBy = new Map(
-      methods.map((m) => [
-        m,
-        groupBy(
-          mine.filter((r) => r.method === m),
-          (r) => r.instance,
-        ),
-      ]),
-    );
-    const agent = (draw: readonly { source: string; copy: number }[]) => macroOfDraw(agentBy, draw, (r) => r.effect_recovery);
-    const intervals = sourceBootstrap(sources, [
-      agent,
-      (draw) => agent(draw) - macroOfDraw(agentBy, draw, sharedGp),
-      ...methods.map(
-        (m) => (draw: readonly { source: string; copy: number }[]) =>
-          agent(draw) - macroOfDraw(controlBy.get(m)!, draw, (r) => r.score.effect_recovery),
+    const agent = sourceMeans(group, (r) => r.effect_recovery);
+    const gpMeans = sourceMeans(group, sharedGp);
+    const controlMeans = methods.map((m) =>
+      sourceMeans(
+        mine.filter((r) => r.method === m),
+        (r) => r.score.effect_recovery,
       ),
+    );
+    const intervals = sourceBootstrap(sources, [
+      (draw) => macroOfDraw(agent, draw),
+      (draw) => macroOfDraw(agent, draw) - macroOfDraw(gpMeans, draw),
+      ...controlMeans.map((means) => (draw: readonly string[]) => macroOfDraw(agent, draw) - macroOfDraw(means, draw)),
     ]);
     const recovery = familyMacro(group, (r) => r.effect_recovery);
     const gp = familyMacro(group, sharedGp);
