@@ -16,7 +16,7 @@
 //               22-observation pair-effect ridge fit (wwref_helpers, 6 options) in it; medians of --rounds runs
 //   episode     milliseconds per episode action (status, a refused observe) on a fresh receipt, on one
 //               filled with notes up to its cap, and past the cap (notes only counted)
-//   cohort      `wwref cohort run` of the example agent (examples/agents/pair_ridge.py) on the 22 four-option
+//   cohort      `wwref cohort run` of the example agent (examples/agents/pair_ridge.py, started by its environment's Python) on the 22 four-option
 //               conditions at B = 4 and 8 (44 episodes), --parallel 2, as a user runs it: wall seconds,
 //               episodes per minute, the agents' share of the time and wwref's per-episode overhead, the
 //               agent's own start (Python with the MCP SDK and NumPy imported), and how many records
@@ -354,7 +354,7 @@ if (sections.has('cohort')) {
         'cohort',
         'run',
         '--agent',
-        'python3 examples/agents/pair_ridge.py',
+        'examples/agents/.venv/bin/python examples/agents/pair_ridge.py',
         '--out',
         join(out, 'c'),
         '--condition',

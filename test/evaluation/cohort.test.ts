@@ -49,7 +49,7 @@ describe('a cohort of the example agent', () => {
     'cohort',
     'run',
     '--agent',
-    'python3 examples/agents/pair_ridge.py',
+    'examples/agents/.venv/bin/python examples/agents/pair_ridge.py',
     '--out',
     out,
     '--condition',
