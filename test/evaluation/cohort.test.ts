@@ -5,7 +5,7 @@
 // output flood, a child left running, no submission) and a missing command, each recorded undelivered
 // with its reason while the cohort goes on; Ctrl-C and resuming; and `/episodes/<id>/mcp` with one
 // token per episode, in process and as `wwref serve --episodes`.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +14,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
+import { referenceSurface } from '../../pipelines/analysis/grade.ts';
+import { plannedEpisodes } from '../../pipelines/evaluation/cohort/plan.ts';
+import { keepResults } from '../../pipelines/evaluation/cohort/results.ts';
 import { startEpisode } from '../../pipelines/evaluation/episode.ts';
 import { serveEpisodes } from '../../pipelines/evaluation/episodes-server.ts';
 import { BIN, cliProcess } from '../support/cli.ts';
@@ -139,10 +142,10 @@ describe('a faulty agent', () => {
     // Ctrl-C while the hanging agent runs
     const first = execa('node', [BIN, ...all], { cwd: ROOT, reject: false });
     const hangOut = join(out, 'episodes', 'wine__b4__r1', 'agent.stdout');
-    for (let k = 0; k < 600 && !(existsSync(hangOut) && /pid/.test(readFileSync(hangOut, 'utf8'))); k++)
-      await new Promise((d) => setTimeout(d, 50));
+    const hanging = () => existsSync(hangOut) && /hanging/.test(readFileSync(hangOut, 'utf8'));
+    for (let k = 0; k < 600 && !hanging(); k++) await new Promise((d) => setTimeout(d, 50));
     const hangPid = pidsIn(hangOut)[0]!;
-    expect(alive(hangPid)).toBe(true);
+    expect(alive(hangPid), readFileSync(hangOut.replace('stdout', 'stderr'), 'utf8')).toBe(true);
     first.kill('SIGINT');
     const stopped = await first;
     expect(stopped.exitCode, String(stopped.stderr)).toBe(130);
@@ -175,6 +178,26 @@ describe('a faulty agent', () => {
     const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
     expect([summary.episodes, summary.delivered]).toEqual([6, 2]);
     expect(summary.cells[0].recovery_mean).toBeCloseTo((child.effect_recovery + submit.effect_recovery) / 6, 15);
+
+    // a resumed run keeps only verified lines: an edited score, an observation or a second copy are left out
+    const definition = JSON.parse(readFileSync(join(out, 'cohort.json'), 'utf8')).definition;
+    const text = readFileSync(join(out, 'results.jsonl'), 'utf8').split('\n').filter(Boolean);
+    const edited = join(dir, 'edited.jsonl');
+    const delivered = text.findIndex((l) => l.includes('"score":{"effect_mae":'));
+    const others = text.filter((_, k) => k !== delivered);
+    writeFileSync(
+      edited,
+      [
+        text[delivered]!.replace(/"score":\{"effect_mae":[^,]+/, '"score":{"effect_mae":0.5'),
+        others[0]!.replace(/"0001":[^,}]+/, '"0001":0.123'),
+        ...others.slice(1),
+        others[1],
+        '{"torn',
+      ].join('\n'),
+    );
+    const kept = keepResults(edited, plannedEpisodes(definition), (c) => referenceSurface(currentSettings(), c));
+    expect([kept.results.length, kept.dropped]).toEqual([4, 4]);
+    expect(readFileSync(edited, 'utf8').split('\n').filter(Boolean)).toEqual(others.slice(1));
 
     // a command that does not exist, with the controls of the run above
     const missing = await cliProcess(

@@ -27,6 +27,7 @@ if (fault === 'crash') {
   process.stderr.write('fault-agent: crashing\n');
   process.exit(1);
 } else if (fault === 'hang') {
+  process.stdout.write('hanging\n');
   setInterval(() => {}, 1000);
 } else if (fault === 'flood') {
   const line = `${'x'.repeat(1023)}\n`;

@@ -4,14 +4,18 @@
 // the shared-estimator scores on the same observations), plus how the agent's process ended. An
 // undelivered episode (no valid submission: the agent crashed, hung, flooded its output or exited
 // without submitting) is a line too, with its reason and an effect recovery of 0. Lines are appended
-// one per episode; a run that resumes keeps the whole lines of this cohort's episodes, once each.
+// one per episode; a run that resumes keeps a line only when it is a whole line of one of this cohort's
+// episodes, once, naming its reference, with observations that are the reference's utilities (anchors
+// first, no more purchases than the budget) and a score that grade gives again to the letter.
 import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import { readRegularFile } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 import { writeFileAtomic } from '../../core/fsutil.ts';
+import { canonicalJson } from '../../core/hashing.ts';
+import type { Surface } from '../../analysis/effects.ts';
 import { BENCHMARK_FIELDS } from '../../analysis/grade-records.ts';
-import type { GradeResult } from '../../analysis/grade.ts';
+import { type GradeResult, gradeSurface, predictionFromJson } from '../../analysis/grade.ts';
 import { isObject, type Json, parseStrictJson } from '../../analysis/strict-json.ts';
 import { Ordered, orderedJson } from '../controls/records.ts';
 import type { SharedScores } from '../shared-scores.ts';
@@ -114,6 +118,33 @@ export const StoredResult = z.looseObject({
 });
 export type StoredResult = z.infer<typeof StoredResult>;
 
+/** Why a results line is not a verified result of its planned episode (undefined: it is). */
+function resultProblem(json: Record<string, Json>, stored: StoredResult, plan: PlannedEpisode, surface: Surface): string | undefined {
+  if (plan.condition.id !== stored.condition || plan.budget !== stored.budget || plan.repeat !== stored.repeat) return 'not its episode';
+  if (canonicalJson(json.reference ?? null) !== canonicalJson(plan.condition.reference)) return 'another reference';
+  const width = surface.dimensions;
+  const order = Array.isArray(json.acquisition_order) ? json.acquisition_order : [];
+  const observed = isObject(json.observations) ? Object.entries(json.observations) : [];
+  if (
+    order[0] !== '0'.repeat(width) ||
+    order[1] !== '1'.repeat(width) ||
+    canonicalJson([...order].sort()) !== canonicalJson(observed.map(([mask]) => mask).sort())
+  )
+    return 'observations that are not its acquisition order, anchors first';
+  if (stored.credits_spent !== observed.length - 2 || stored.credits_spent > stored.budget) return 'credits that are not its purchases';
+  for (const [mask, utility] of observed)
+    if (!/^[01]+$/.test(mask) || mask.length !== width || utility !== surface.utilities[Number.parseInt(mask, 2)])
+      return "an observation that is not the reference's";
+  if (!isObject(json.score)) return stored.artifact_valid || stored.effect_recovery !== 0 ? 'a delivery without a score' : undefined;
+  if (!stored.artifact_valid) return 'a score without a delivery';
+  const predicted = predictionFromJson(json.score.prediction_table ?? null, width, 'prediction_table');
+  const again = gradeSurface(surface, predicted, { observed: observed.map(([mask]) => mask) });
+  for (const field of BENCHMARK_FIELDS)
+    if (canonicalJson(json.score[field] ?? null) !== canonicalJson(again[field] as Json))
+      return `a score whose ${field} grade does not give`;
+  return stored.effect_recovery === again.effect_recovery ? undefined : 'an effect recovery that is not its score';
+}
+
 export interface KeptResults {
   results: StoredResult[];
   /** Lines left out (torn, not of this cohort, repeated). */
@@ -121,10 +152,10 @@ export interface KeptResults {
 }
 
 /**
- * The whole lines of `file` that are results of `planned` episodes, once each (the first), rewritten
- * without the others; none when the file is missing.
+ * The verified lines of `file` that are results of `planned` episodes, once each (the first), the file
+ * rewritten without the others; none when the file is missing.
  */
-export function keepResults(file: string, planned: readonly PlannedEpisode[]): KeptResults {
+export function keepResults(file: string, planned: readonly PlannedEpisode[], surfaceOf: (condition: string) => Surface): KeptResults {
   const kept: KeptResults = { results: [], dropped: 0 };
   if (!existsSync(file)) return kept;
   const byId = new Map(planned.map((p) => [p.id, p]));
@@ -141,15 +172,18 @@ export function keepResults(file: string, planned: readonly PlannedEpisode[]): K
     }
     const parsed = StoredResult.safeParse(json);
     const plan = parsed.success ? byId.get(parsed.data.episode) : undefined;
-    if (
-      !parsed.success ||
-      !isObject(json) ||
-      !plan ||
-      plan.condition.id !== parsed.data.condition ||
-      plan.budget !== parsed.data.budget ||
-      plan.repeat !== parsed.data.repeat ||
-      kept.results.some((r) => r.episode === parsed.data.episode)
-    ) {
+    if (!parsed.success || !isObject(json) || !plan || kept.results.some((r) => r.episode === parsed.data.episode)) {
+      kept.dropped++;
+      continue;
+    }
+    let problem: string | undefined;
+    try {
+      problem = resultProblem(json, parsed.data, plan, surfaceOf(plan.condition.id));
+    } catch (error) {
+      if (!(error instanceof UserError)) throw error;
+      problem = 'an invalid prediction table';
+    }
+    if (problem) {
       kept.dropped++;
       continue;
     }

@@ -115,7 +115,7 @@ interface Shared {
   server: EpisodesServer;
   /** The controls worker fitting the shared estimators (started with the first agents, awaited when first needed). */
   worker: Promise<PythonWorker>;
-  surfaces: Map<string, Surface>;
+  surfaceOf: (condition: string) => Surface;
   kills: Set<() => void>;
   stopped: () => boolean;
 }
@@ -152,11 +152,7 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
   const status = await episodeStatus(settings, dir);
   const score = status.closed ? await scoreEpisode(settings, dir) : undefined;
   const observations = status.observations.map((o) => [o.mask, o.utility] as const);
-  let surface = shared.surfaces.get(planned.condition.id);
-  if (!surface) {
-    surface = referenceSurface(settings, planned.condition.id, definition.references);
-    shared.surfaces.set(planned.condition.id, surface);
-  }
+  const surface = shared.surfaceOf(planned.condition.id);
   const line = resultLine({
     planned,
     labels: definition.labels,
@@ -186,6 +182,15 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   const started = Date.now();
   const definition = defineCohort(settings, options);
   const out = options.out;
+  const surfaces = new Map<string, Surface>();
+  const surfaceOf = (condition: string) => {
+    let surface = surfaces.get(condition);
+    if (!surface) {
+      surface = referenceSurface(settings, condition, definition.references);
+      surfaces.set(condition, surface);
+    }
+    return surface;
+  };
   const release = await lockFolder(out, 0);
   let reused = 0;
   let agentSeconds = 0;
@@ -194,7 +199,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   try {
     claimCohortFolder(out, definition);
     const planned = plannedEpisodes(definition);
-    const kept = keepResults(resultsFile, planned);
+    const kept = keepResults(resultsFile, planned, surfaceOf);
     reused = kept.results.length;
     const finished = new Set(kept.results.map((r) => r.episode));
     const todo = planned.filter((p) => !finished.has(p.id));
@@ -206,14 +211,14 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     // the controls need no agent: computed while the agents run (or read from --controls)
     controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {} });
     controls.catch(() => undefined); // awaited below, after the episodes
-    if (todo.length) agentSeconds = await runEpisodes(settings, definition, options, todo);
+    if (todo.length) agentSeconds = await runEpisodes(settings, definition, options, todo, surfaceOf);
   } catch (error) {
     await controls?.catch(() => undefined);
     throw error;
   } finally {
     release();
   }
-  const results = keepResults(resultsFile, plannedEpisodes(definition)).results;
+  const results = keepResults(resultsFile, plannedEpisodes(definition), surfaceOf).results;
   const files = writeCohortSummaries(settings, out, definition, results, await controls);
   return {
     episodes: results.length,
@@ -231,6 +236,7 @@ async function runEpisodes(
   definition: CohortDefinition,
   options: CohortOptions,
   todo: PlannedEpisode[],
+  surfaceOf: (condition: string) => Surface,
 ): Promise<number> {
   const progress = new Progress('cohort', todo.length, { quiet: options.quiet, workers: options.parallel, unit: 'episodes' });
   for (const p of todo) progress.expect(p.condition.id, 1);
@@ -256,7 +262,7 @@ async function runEpisodes(
       options,
       server,
       worker,
-      surfaces: new Map(),
+      surfaceOf,
       kills,
       stopped: () => stopped !== undefined,
     };
