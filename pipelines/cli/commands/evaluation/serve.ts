@@ -10,7 +10,7 @@ export default defineCommand({
   command: 'serve',
   describe:
     'serve an episode to an agent as an MCP server (tools task, observe, status, ' +
-    'submit): stdio by default, Streamable HTTP on 127.0.0.1 with --http PORT',
+    'submit): stdio by default, Streamable HTTP on 127.0.0.1 with --http PORT; --episodes DIR serves many, a token each',
   builder: (y) =>
     y
       .option('episode', { type: 'string', describe: "the episode folder ('wwref episode start')" })
