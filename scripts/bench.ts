@@ -340,12 +340,20 @@ if (sections.has('cohort')) {
   try {
     spawnSync('bash', [join(ROOT, 'scripts', 'setup-agents')], { stdio: 'ignore' });
     const imports: number[] = [];
+    // the CPU of the children this process has waited for (cutime + cstime): the cohort and every process it waited for
+    const childrenCpu = () => {
+      const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+      return (Number(fields[13]) + Number(fields[14])) / 100;
+    };
+    const importsCpuBefore = childrenCpu();
     for (let k = 0; k < 3; k++) {
       const t = performance.now();
       spawnSync(agentPython, ['-c', 'import mcp, numpy, httpx2'], { stdio: 'ignore' });
       imports.push((performance.now() - t) / 1000);
     }
+    const importCpu = (childrenCpu() - importsCpuBefore) / imports.length;
     const load = loadavg()[0]!.toFixed(1);
+    const cpuBefore = childrenCpu();
     const started = performance.now();
     const run = spawnSync(
       process.execPath,
@@ -368,6 +376,7 @@ if (sections.has('cohort')) {
       { cwd: ROOT, encoding: 'utf8' },
     );
     const wall = (performance.now() - started) / 1000;
+    const cpu = childrenCpu() - cpuBefore;
     if (run.status !== 0) throw new Error(`cohort run failed: ${run.stderr}`);
     const read = (file: string) =>
       readFileSync(file, 'utf8')
@@ -402,7 +411,9 @@ if (sections.has('cohort')) {
     console.log(
       `  wwref per episode outside its agent (start, serve, score, shared estimators, results line): median ${mid(spans).toFixed(3)} s, max ${Math.max(...spans).toFixed(3)} s`,
     );
-    console.log(`  the agent's own start: Python importing mcp, numpy, httpx2: median ${mid(imports).toFixed(2)} s of ${imports.length}`);
+    console.log(
+      `  the agent's own start: Python importing mcp, numpy, httpx2: median ${mid(imports).toFixed(2)} s wall of ${imports.length}, ${importCpu.toFixed(2)} s CPU each`,
+    );
     console.log(`  records equal to the design_degree2 controls (observations, order, score): ${equal}/${results.length}`);
   } finally {
     rmSync(out, { recursive: true, force: true });
