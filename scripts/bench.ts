@@ -403,6 +403,10 @@ if (sections.has('cohort')) {
       `  ${results.length} episodes in ${wall.toFixed(1)} s wall end to end: ${((results.length / wall) * 60).toFixed(1)} episodes/min`,
     );
     console.log(
+      `  CPU of the cohort and every process it waited for (agents, workers, figure): ${cpu.toFixed(1)} s, ${(cpu / results.length).toFixed(2)} s an episode; ` +
+        `on ${parallel} idle cores at least ${(cpu / parallel).toFixed(1)} s of wall`,
+    );
+    console.log(
       `  from the first episode's start to the last one's result: ${episodesWall.toFixed(1)} s; before and after (start-up, controls, summaries, figure): ${(wall - episodesWall).toFixed(1)} s`,
     );
     console.log(
