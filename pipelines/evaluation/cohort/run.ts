@@ -2,10 +2,10 @@
 // of the run (episodes-server.ts, each episode at its own URL with its own token), one controls worker
 // fits the shared estimators for all of them, and up to `parallel` agents run at once. For each
 // episode: start it in OUT/episodes/<id>, run the agent once (agent.ts) with the endpoint in its
-// environment, stop serving it, score it (undelivered included) and append its results line. Then the
-// controls of the same cells and the summaries. Ctrl-C stops every agent and leaves the folder
-// resumable: the same command skips the finished episodes and starts the unfinished ones again (their
-// folders kept under OUT/interrupted/).
+// environment, stop serving it, score it (undelivered included) and append its results line. The
+// controls of the same cells are computed meanwhile (they need no agent); then the summaries. Ctrl-C
+// stops every agent and leaves the folder resumable: the same command skips the finished episodes
+// and starts the unfinished ones again (their folders kept under OUT/interrupted/).
 import { readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { lstatOrNothing } from '../../core/containment.ts';
@@ -120,7 +120,7 @@ interface Shared {
   stopped: () => boolean;
 }
 
-/** One episode from start to its results line; false when the run was stopped meanwhile (no line). */
+/** One episode from start to its results line; undefined when the run was stopped meanwhile (no line). */
 async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ delivered: boolean; agentSeconds: number } | undefined> {
   const { settings, definition, options, server } = shared;
   const dir = join(options.out, EPISODES_FOLDER, planned.id);
