@@ -1,8 +1,9 @@
 """The controls' figure: family-macro effect recovery against budget, one line per method, one panel
 per track. Reads {"out": folder, "cells": [macro cells], "name": optional file name} as JSON on
 standard input (as pipelines/evaluation/controls/outputs.ts and cohort/outputs.ts send them), writes
-``<name>.svg`` and ``.png`` (default ``controls-recovery``) and prints their names as a JSON list. Deterministic like pipelines/analysis/figures.py: Agg and SVG
-backends, matplotlib's DejaVu fonts drawn as paths, a fixed SVG id salt, no dates in the metadata."""
+``<name>.svg`` and ``.png`` (default ``controls-recovery``) and prints their names as a JSON list.
+Deterministic like pipelines/analysis/figures.py: Agg and SVG backends, matplotlib's DejaVu fonts
+drawn as paths, a fixed SVG id salt, no dates in the metadata."""
 
 from __future__ import annotations
 
