@@ -6,7 +6,7 @@
 // source-bootstrap percentiles: the sources are drawn with replacement (a fixed seed), the macro
 // average recomputed on each draw, agent and controls on the same draws (so a gain's interval is
 // paired), and the 2.5th and 97.5th percentiles taken.
-import { familyMacro } from '../controls/summary.ts';
+import { familyMacro, groupBy, mean, sampleSd } from '../controls/summary.ts';
 import type { StoredRecord } from '../controls/records.ts';
 import type { StoredResult } from './results.ts';
 
@@ -51,26 +51,6 @@ export interface CohortMacroCell {
   gain_over_shared_gp: number;
   gain_over_shared_gp_interval: [number, number];
   controls: Record<string, MacroControl>;
-}
-
-const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-
-function sampleSd(xs: readonly number[]): number | null {
-  if (xs.length < 2) return null;
-  const shifted = xs.map((x) => x - xs[0]!);
-  const m = mean(shifted);
-  return Math.sqrt(shifted.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1));
-}
-
-function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
-  const groups = new Map<string, T[]>();
-  for (const item of items) {
-    const k = key(item);
-    const group = groups.get(k);
-    if (group) group.push(item);
-    else groups.set(k, [item]);
-  }
-  return groups;
 }
 
 /** A small seeded generator (mulberry32): the same draws on every machine. */

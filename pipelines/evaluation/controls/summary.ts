@@ -36,17 +36,17 @@ export interface MacroCell {
   support_regret: number;
 }
 
-const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+export const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 /** Sample standard deviation (n − 1), of the values shifted by the first: equal values give exactly 0. */
-function sampleSd(xs: readonly number[]): number | null {
+export function sampleSd(xs: readonly number[]): number | null {
   if (xs.length < 2) return null;
   const shifted = xs.map((x) => x - xs[0]!);
   const m = mean(shifted);
   return Math.sqrt(shifted.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1));
 }
 
-function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+export function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
   const groups = new Map<string, T[]>();
   for (const item of items) {
     const k = key(item);
