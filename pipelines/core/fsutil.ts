@@ -86,7 +86,8 @@ export function writeJsonAtomic(path: string, value: unknown): void {
 
 /**
  * Appends to a file, creating it; refuses to follow a symbolic link at `path`, and anything but a
- * regular file there (opened without blocking: a FIFO never stalls the writer). The text is written
+ * regular file of one name there (opened without blocking: a FIFO never stalls the writer; a hard
+ * link, another name of someone else's file, is not written through). The text is written
  * whole (a short write continues).
  */
 export function appendNoFollow(path: string, text: string): void {
@@ -94,7 +95,9 @@ export function appendNoFollow(path: string, text: string): void {
   try {
     makeDirs(dirname(path));
     fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644);
-    if (!fstatSync(fd).isFile()) throw new UserError(`cannot append to ${path}: it is not a regular file (a FIFO or device); remove it`);
+    const stats = fstatSync(fd);
+    if (!stats.isFile()) throw new UserError(`cannot append to ${path}: it is not a regular file (a FIFO or device); remove it`);
+    if (stats.nlink > 1) throw new UserError(`cannot append to ${path}: it has ${stats.nlink} hard links (another file's name); remove it`);
     const bytes = Buffer.from(text);
     for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done);
   } catch (error) {
