@@ -1,8 +1,8 @@
 // The one-writer lock under faults: a takeover guard dated in the future goes stale after a bounded
-// wait (no spinning), a stale lock is taken over, a full disk leaves no private lock file behind,
+// wait (no spinning), a stale lock is taken over (one too large to be wwref's without reading it whole), a full disk leaves no private lock file behind,
 // and a live holder makes the waiter give up at its deadline with one line.
 import { execa } from 'execa';
-import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -40,6 +40,17 @@ describe('the folder lock', () => {
     expect(JSON.parse(r.stdout).credits_remaining).toBe(2);
     expect(readdirSync(ep).filter((n) => n.startsWith(LOCK_FILE))).toEqual([]);
   }, 120_000);
+
+  it("a lock file of 768 MiB (none of wwref's) is not read whole: stale, taken over, memory unchanged", async () => {
+    const ep = await episode();
+    writeFileSync(join(ep, LOCK_FILE), '');
+    truncateSync(join(ep, LOCK_FILE), 768 << 20); // sparse: no disk used, but 768 MiB to read
+    const peak = process.resourceUsage().maxRSS;
+    const release = await lockFolder(ep, 5);
+    release();
+    expect(process.resourceUsage().maxRSS - peak).toBeLessThan(256 << 10); // KiB
+    expect(readdirSync(ep).filter((n) => n.startsWith(LOCK_FILE))).toEqual([]);
+  });
 
   it('a full disk while the private lock file is written: one line, exit 2, no lock file left', async () => {
     const ep = await episode();
