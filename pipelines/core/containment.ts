@@ -22,12 +22,12 @@ import {
 } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { basename, dirname, join, resolve, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { z } from 'zod';
 import { readContract } from './contracts.ts';
 import { UserError } from './errors.ts';
 import { identityOf, otherNames, sameIdentity } from './fsutil.ts';
-import { ROOT } from './paths.ts';
+import { declaredRuntimes, ROOT } from './paths.ts';
 import { CONFIG_FILE } from './config.ts';
 import type { Paths } from './settings.ts';
 
@@ -83,12 +83,45 @@ export function lstatOrNothing(path: string): Stats | undefined {
 
 const exists = (path: string): boolean => lstatOrNothing(path) !== undefined;
 
+/** realpathSync of an existing path, a dangling or looping link refused in one line. */
+function resolvedLinks(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new UserError(
+      `cannot resolve ${path}: ` +
+        `${code === 'ENOENT' ? 'a dangling symbolic link' : code === 'ELOOP' ? 'a symbolic link loop' : (error as Error).message}`,
+    );
+  }
+}
+
+/**
+ * `path` made absolute as the system reads it: a `..` leaves the folder reached so far after its
+ * links are resolved (`link/..` is the parent of the link's target, not the folder holding the link),
+ * where path.resolve would drop `link/..` from the text. Without `..`, path.resolve's answer.
+ */
+export function systemPath(path: string): string {
+  const absolute = isAbsolute(path) ? path : `${process.cwd()}/${path}`;
+  const names = absolute.split('/').filter((name) => name !== '' && name !== '.');
+  if (!names.includes('..')) return resolve(absolute);
+  let current = '/';
+  names.forEach((name, k) => {
+    if (name === '..') current = dirname(current);
+    else {
+      current = join(current, name);
+      if (k < names.length - 1 && exists(current)) current = resolvedLinks(current);
+    }
+  });
+  return current;
+}
+
 /**
  * The path with symbolic links resolved: the path itself when it exists, else its deepest existing
  * ancestor with the remaining names appended. A dangling or looping link is refused.
  */
 export function realPath(path: string): string {
-  let head = resolve(path);
+  let head = systemPath(path);
   const tail: string[] = [];
   for (;;) {
     if (exists(head)) break;
@@ -96,15 +129,7 @@ export function realPath(path: string): string {
     tail.unshift(basename(head));
     head = dirname(head);
   }
-  try {
-    return resolve(realpathSync(head), ...tail);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new UserError(
-      `cannot resolve ${head}: ` +
-        `${code === 'ENOENT' ? 'a dangling symbolic link' : code === 'ELOOP' ? 'a symbolic link loop' : (error as Error).message}`,
-    );
-  }
+  return resolve(resolvedLinks(head), ...tail);
 }
 
 /**
@@ -293,6 +318,11 @@ export function removeStaleEntries(dir: string, pattern: RegExp): string[] {
 /** The project's own code, plans and contracts: no command writes a user-named output there. */
 export const SOURCE_FOLDERS = ['workflows', 'sources', 'pipelines', 'contracts', 'bin', 'scripts', 'test'].map((name) => join(ROOT, name));
 
+/** The project's runtime, made by its setup (npm ci, scripts/setup-python): dependencies, the built command line, the Python runtimes, tools and the libm pin. */
+export function runtimeFolders(): string[] {
+  return [join(ROOT, 'node_modules'), join(ROOT, 'dist'), join(ROOT, '.tools'), ...declaredRuntimes().map((runtime) => runtime.venv)];
+}
+
 /** Folders only wwref itself writes: the reference folders (the one in use and the committed ones), prepared inputs, source manifests. */
 export function generatedFolders(paths: Pick<Paths, 'references' | 'prepared' | 'manifests'>): string[] {
   return [paths.references, join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), paths.prepared, paths.manifests];
@@ -369,7 +399,7 @@ function hardLinkedFile(path: string, files: readonly string[]): string | undefi
 /**
  * Why writing `path` would replace part of the project, or undefined. The rule holds for every name of
  * the place (placeOf: `..`, links and bind mounts resolved; folders compared by device and inode too):
- * never inside `.git/`, the configuration, a reference folder (any folder holding a
+ * never inside the project's runtime (node_modules/, dist/, .tools/, the Python runtimes), `.git/`, the configuration, a reference folder (any folder holding a
  * reference manifest), a folder only wwref writes (prepared inputs, source manifests, the reference
  * folders of the settings), the project's source folders (`sources/` alone for plans); never over a
  * tracked file of the repository (or a hard link of one) unless it is one the same command wrote
@@ -385,6 +415,9 @@ function projectClash(paths: Pick<Paths, 'references' | 'prepared' | 'manifests'
   for (const dir of SOURCE_FOLDERS) {
     if (check.inSources && dir === join(ROOT, 'sources')) continue;
     if (placeInside(place, dir)) return `inside ${dir}, the project's own source`;
+  }
+  for (const dir of runtimeFolders()) {
+    if (placeInside(place, dir)) return `inside ${dir}, the project's runtime, which only its setup writes`;
   }
   for (const dir of [...generatedFolders(paths), ...(check.generated ?? [])]) {
     if (placeInside(place, dir)) return `inside ${dir}, which only wwref itself writes`;
@@ -434,7 +467,7 @@ export function checkOutputPath(
   if (path.trim() === '') throw new UserError(`${what} needs a path`);
   const clash = projectClash(paths, path, check);
   if (clash) throw new UserError(`${what} ${path} is ${clash}; choose another path`);
-  const target = resolve(path);
+  const target = systemPath(path);
   if (kind === 'file' && outputStats(target, what, path, true)?.isSymbolicLink()) {
     throw new UserError(
       `${what} ${path} is a symbolic link; name the file itself (wwref replaces its outputs, it does not write through links)`,

@@ -10,9 +10,21 @@
 // - the rule holds under every name of a place: a bind mount of the checkout, of a source folder, of
 //   the git folder or of a reference folder, and a hard link of a tracked file, are refused like the
 //   project's own paths (also where the mount table cannot be read), while a bind mount of a scratch
-//   folder is written as usual.
+//   folder is written as usual; the project's runtime (node_modules/, dist/, .venv/) is refused, and
+//   `link/..` is read as the system reads it.
 import { execFileSync } from 'node:child_process';
-import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { execa } from 'execa';
 import { join, relative } from 'node:path';
@@ -234,6 +246,30 @@ describe('no output replaces what the project is made of (one rule for every --o
       /inside \S+refs-protect, (a reference folder|which only wwref itself writes)/,
       'inside a reference folder',
     );
+  });
+
+  it("the project's runtime is refused too; `link/..` is read as the system reads it (the link's target's parent)", async () => {
+    const ws = workspace();
+    const refs = join(ws.root, 'refs-runtime');
+    writeSurfaceCatalog(refs, [{ condition: 'op_surface', dimensions: 4, utility: (z) => 0.2 + 0.5 * z[0]! }]);
+    const export_ = (out: string) => ['export', '--references', refs, '--out', out];
+    for (const file of ['node_modules/.package-lock.json', 'dist/build.json', '.venv/pyvenv.cfg']) {
+      const before = readFileSync(join(ROOT, file));
+      refused(await cliInProcess(export_(join(ROOT, file)), ws.root), /the project's runtime, which only its setup writes/, file);
+      expect(readFileSync(join(ROOT, file)).equals(before), file).toBe(true);
+    }
+    // a link into the sources, then `..`: the system reaches the checkout's root, where the configuration is
+    const link = join(ws.root, 'to-pipelines');
+    symlinkSync(join(ROOT, 'pipelines'), link);
+    const config = readFileSync(join(ROOT, 'wwref.config.json'));
+    refused(await cliInProcess(export_(`${link}/../wwref.config.json`), ws.root), /the project's configuration/, 'link/..');
+    expect(readFileSync(join(ROOT, 'wwref.config.json')).equals(config)).toBe(true);
+    // and an output named through `link/..` is written where the system would put it, not where the text says
+    mkdirSync(join(ws.root, 'a', 'b'), { recursive: true });
+    symlinkSync(join(ws.root, 'a', 'b'), join(ws.root, 'to-b'));
+    const fine = await cliInProcess(export_(`${join(ws.root, 'to-b')}/../all.csv`), ws.root);
+    expect(fine.code, fine.stderr).toBe(0);
+    expect([existsSync(join(ws.root, 'a', 'all.csv')), existsSync(join(ws.root, 'all.csv'))]).toEqual([true, false]);
   });
 
   it("the committed plan schema is plan-schema's own output: regenerated in place", async () => {
