@@ -13,6 +13,7 @@ import {
   lstatSync,
   openSync,
   readdirSync,
+  readFileSync,
   readSync,
   realpathSync,
   rmSync,
@@ -277,13 +278,21 @@ export function regularFileSha256(path: string, what: string): string {
   }
 }
 
-/** Whether a process with this id exists (a process of another user counts: EPERM). */
+/**
+ * Whether a process with this id exists (a process of another user counts: EPERM) and still runs: a
+ * zombie (ended, not yet reaped by its parent, state Z in /proc/PID/stat) holds nothing any more.
+ */
 export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+  } catch {
+    return true; // no /proc to ask (or the process ended just now): taken as alive, the safe side
   }
 }
 
