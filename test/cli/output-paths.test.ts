@@ -297,7 +297,7 @@ function bindMounts() {
   const scratch = mkdtempSync(join(tmpdir(), 'wwref-binds-'));
   const points: string[] = [];
   return {
-    /** `source` shown at a new name, or undefined where bind mounts cannot be made (not root, no mount namespace). */
+    /** `source` shown at a new name (read-only unless told), or undefined where that cannot be made (not root, no mount namespace). */
     bind(source: string, name: string, readOnly = true): string | undefined {
       const point = join(scratch, name);
       mkdirSync(point);
@@ -307,8 +307,14 @@ function bindMounts() {
         rmdirSync(point);
         return undefined;
       }
+      try {
+        if (readOnly) execFileSync('mount', ['-o', 'remount,bind,ro', point], { stdio: 'ignore' });
+      } catch {
+        execFileSync('umount', [point], { stdio: 'ignore' }); // never left writable
+        rmdirSync(point);
+        return undefined;
+      }
       points.push(point);
-      if (readOnly) execFileSync('mount', ['-o', 'remount,bind,ro', point], { stdio: 'ignore' });
       return point;
     },
     undo(): void {
