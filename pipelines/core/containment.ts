@@ -13,6 +13,7 @@ import {
   lstatSync,
   openSync,
   readdirSync,
+  readFileSync,
   readSync,
   realpathSync,
   rmSync,
@@ -22,11 +23,12 @@ import {
 } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { basename, dirname, join, resolve, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { z } from 'zod';
 import { readContract } from './contracts.ts';
 import { UserError } from './errors.ts';
-import { ROOT } from './paths.ts';
+import { identityOf, otherNames, sameIdentity } from './fsutil.ts';
+import { declaredRuntimes, ROOT } from './paths.ts';
 import { CONFIG_FILE } from './config.ts';
 import type { Paths } from './settings.ts';
 
@@ -82,12 +84,45 @@ export function lstatOrNothing(path: string): Stats | undefined {
 
 const exists = (path: string): boolean => lstatOrNothing(path) !== undefined;
 
+/** realpathSync of an existing path, a dangling or looping link refused in one line. */
+function resolvedLinks(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new UserError(
+      `cannot resolve ${path}: ` +
+        `${code === 'ENOENT' ? 'a dangling symbolic link' : code === 'ELOOP' ? 'a symbolic link loop' : (error as Error).message}`,
+    );
+  }
+}
+
+/**
+ * `path` made absolute as the system reads it: a `..` leaves the folder reached so far after its
+ * links are resolved (`link/..` is the parent of the link's target, not the folder holding the link),
+ * where path.resolve would drop `link/..` from the text. Without `..`, path.resolve's answer.
+ */
+export function systemPath(path: string): string {
+  const absolute = isAbsolute(path) ? path : `${process.cwd()}/${path}`;
+  const names = absolute.split('/').filter((name) => name !== '' && name !== '.');
+  if (!names.includes('..')) return resolve(absolute);
+  let current = '/';
+  names.forEach((name, k) => {
+    if (name === '..') current = dirname(current);
+    else {
+      current = join(current, name);
+      if (k < names.length - 1 && exists(current)) current = resolvedLinks(current);
+    }
+  });
+  return current;
+}
+
 /**
  * The path with symbolic links resolved: the path itself when it exists, else its deepest existing
  * ancestor with the remaining names appended. A dangling or looping link is refused.
  */
 export function realPath(path: string): string {
-  let head = resolve(path);
+  let head = systemPath(path);
   const tail: string[] = [];
   for (;;) {
     if (exists(head)) break;
@@ -95,20 +130,55 @@ export function realPath(path: string): string {
     tail.unshift(basename(head));
     head = dirname(head);
   }
-  try {
-    return resolve(realpathSync(head), ...tail);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new UserError(
-      `cannot resolve ${head}: ` +
-        `${code === 'ENOENT' ? 'a dangling symbolic link' : code === 'ELOOP' ? 'a symbolic link loop' : (error as Error).message}`,
-    );
-  }
+  return resolve(resolvedLinks(head), ...tail);
 }
 
-/** Whether `path` is `folder` or lies inside it, after resolving symlinks and `..`. */
+/**
+ * Where a path is, under every name it has: its real path (links and `..` resolved), the same place
+ * under every other name of its deepest existing folder (bind mounts, from the mount table: fsutil.ts
+ * otherNames) and, when one of its existing folders is one of the `anchors` itself (same device and
+ * inode; the project root, or the repository's folders), under that anchor's name, which holds where
+ * no mount table can be read; with the identities of its existing folders, compared with a folder's
+ * in placeInside.
+ */
+export interface Place {
+  names: string[];
+  folders: { dev: number; ino: number }[];
+}
+
+export function placeOf(path: string, anchors: readonly string[] = [ROOT]): Place {
+  const real = realPath(path);
+  let head = real;
+  while (!exists(head) && dirname(head) !== head) head = dirname(head);
+  const tail = real === head ? '' : real.slice(head.length + (head.endsWith(sep) ? 0 : 1));
+  const names = new Set([real, ...otherNames(head).map((name) => join(name, tail))]);
+  const anchorAt = new Map<string, string>();
+  for (const anchor of anchors) {
+    const identity = identityOf(anchor);
+    if (identity) anchorAt.set(`${identity.dev}:${identity.ino}`, realPath(anchor));
+  }
+  const folders: { dev: number; ino: number }[] = [];
+  for (let dir = head; ; dir = dirname(dir)) {
+    const identity = identityOf(dir);
+    if (identity) folders.push(identity);
+    const anchor = identity && anchorAt.get(`${identity.dev}:${identity.ino}`);
+    if (anchor) names.add(join(anchor, real.slice(dir.length)));
+    if (dirname(dir) === dir) break;
+  }
+  return { names: [...names], folders };
+}
+
+/** Whether a place is `folder` or lies inside it: under one of its names, or one of its folders is `folder` itself (device and inode). */
+export function placeInside(place: Place, folder: string): boolean {
+  const real = realPath(folder);
+  if (place.names.some((name) => within(name, real))) return true;
+  const identity = identityOf(real);
+  return place.folders.some((dir) => sameIdentity(dir, identity));
+}
+
+/** Whether `path` is `folder` or lies inside it, after resolving symlinks and `..`, bind mounts included (placeOf). */
 export function isInside(path: string, folder: string): boolean {
-  return within(realPath(path), realPath(folder));
+  return placeInside(placeOf(path), folder);
 }
 
 /**
@@ -208,13 +278,21 @@ export function regularFileSha256(path: string, what: string): string {
   }
 }
 
-/** Whether a process with this id exists (a process of another user counts: EPERM). */
+/**
+ * Whether a process with this id exists (a process of another user counts: EPERM) and still runs: a
+ * zombie (ended, not yet reaped by its parent, state Z in /proc/PID/stat) holds nothing any more.
+ */
 export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+  } catch {
+    return true; // no /proc to ask (or the process ended just now): taken as alive, the safe side
   }
 }
 
@@ -249,17 +327,23 @@ export function removeStaleEntries(dir: string, pattern: RegExp): string[] {
 /** The project's own code, plans and contracts: no command writes a user-named output there. */
 export const SOURCE_FOLDERS = ['workflows', 'sources', 'pipelines', 'contracts', 'bin', 'scripts', 'test'].map((name) => join(ROOT, name));
 
+/** The project's runtime, made by its setup (npm ci, scripts/setup-python): dependencies, the built command line, the Python runtimes, tools and the libm pin. */
+export function runtimeFolders(): string[] {
+  return [join(ROOT, 'node_modules'), join(ROOT, 'dist'), join(ROOT, '.tools'), ...declaredRuntimes().map((runtime) => runtime.venv)];
+}
+
 /** Folders only wwref itself writes: the reference folders (the one in use and the committed ones), prepared inputs, source manifests. */
 export function generatedFolders(paths: Pick<Paths, 'references' | 'prepared' | 'manifests'>): string[] {
   return [paths.references, join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), paths.prepared, paths.manifests];
 }
 
-let repository: { tracked: Set<string>; gitDirs: string[] } | undefined;
+let repository: { tracked: Set<string>; gitDirs: string[]; folders: string[] } | undefined;
 /**
- * The repository's tracked files and its git folders (a worktree's own and the common one), real
- * absolute paths, asked of git once; none when ROOT is no git work tree (the other rules still hold).
+ * The repository's tracked files, its git folders (a worktree's own and the common one) and the
+ * folders holding tracked files (the root among them), real absolute paths, asked of git once; none
+ * when ROOT is no git work tree (the other rules still hold).
  */
-function repositoryFiles(): { tracked: Set<string>; gitDirs: string[] } {
+function repositoryFiles(): { tracked: Set<string>; gitDirs: string[]; folders: string[] } {
   if (!repository) {
     const root = realPath(ROOT);
     const git = (args: string[]) =>
@@ -269,11 +353,15 @@ function repositoryFiles(): { tracked: Set<string>; gitDirs: string[] } {
         timeout: 20_000,
         maxBuffer: 64 << 20,
       });
-    repository = { tracked: new Set(), gitDirs: [join(root, '.git')] };
+    repository = { tracked: new Set(), gitDirs: [join(root, '.git')], folders: [root] };
     try {
       for (const name of git(['ls-files', '-z']).split('\0')) if (name) repository.tracked.add(join(root, name));
       const dirs = git(['rev-parse', '--path-format=absolute', '--git-dir', '--git-common-dir']).split('\n').filter(Boolean);
       repository.gitDirs.push(...dirs.map((d) => realPath(d)));
+      const folders = new Set([root]);
+      for (const file of repository.tracked)
+        for (let dir = dirname(file); !folders.has(dir) && within(dir, root); dir = dirname(dir)) folders.add(dir);
+      repository.folders = [...folders];
     } catch {
       // no git, or not a work tree
     }
@@ -310,35 +398,52 @@ export interface OutputCheck {
   ownFile?: (path: string) => boolean;
 }
 
+/** The file of `files` that the existing regular file at `path` is another hard link of, if any (asked only of a file with several links). */
+function hardLinkedFile(path: string, files: readonly string[]): string | undefined {
+  const stats = lstatOrNothing(path);
+  if (!stats?.isFile() || stats.nlink < 2) return undefined;
+  return files.find((file) => sameIdentity(identityOf(file), stats));
+}
+
 /**
- * Why writing `path` would replace part of the project, or undefined. The rule, after `..` and links
- * are resolved: never inside `.git/`, the configuration, a reference folder (any folder holding a
+ * Why writing `path` would replace part of the project, or undefined. The rule holds for every name of
+ * the place (placeOf: `..`, links and bind mounts resolved; folders compared by device and inode too):
+ * never inside the project's runtime (node_modules/, dist/, .tools/, the Python runtimes), `.git/`, the configuration, a reference folder (any folder holding a
  * reference manifest), a folder only wwref writes (prepared inputs, source manifests, the reference
  * folders of the settings), the project's source folders (`sources/` alone for plans); never over a
- * tracked file of the repository unless it is one the same command wrote (`ownFile`); a folder
- * output never holds a tracked file.
+ * tracked file of the repository (or a hard link of one) unless it is one the same command wrote
+ * (`ownFile`); a folder output never holds a tracked file.
  */
 function projectClash(paths: Pick<Paths, 'references' | 'prepared' | 'manifests'>, path: string, check: OutputCheck): string | undefined {
-  const real = realPath(path);
+  const { tracked, gitDirs, folders } = repositoryFiles();
+  const place = placeOf(path, [...folders, ...gitDirs]);
   const root = realPath(ROOT);
-  const { tracked, gitDirs } = repositoryFiles();
-  const git = gitDirs.find((dir) => within(real, dir));
+  const git = gitDirs.find((dir) => placeInside(place, dir));
   if (git) return `inside ${git}, the repository itself`;
-  if (real === join(root, CONFIG_FILE)) return `the project's configuration (${CONFIG_FILE})`;
+  if (place.names.includes(join(root, CONFIG_FILE))) return `the project's configuration (${CONFIG_FILE})`;
   for (const dir of SOURCE_FOLDERS) {
     if (check.inSources && dir === join(ROOT, 'sources')) continue;
-    if (isInside(path, dir)) return `inside ${dir}, the project's own source`;
+    if (placeInside(place, dir)) return `inside ${dir}, the project's own source`;
+  }
+  for (const dir of runtimeFolders()) {
+    if (placeInside(place, dir)) return `inside ${dir}, the project's runtime, which only its setup writes`;
   }
   for (const dir of [...generatedFolders(paths), ...(check.generated ?? [])]) {
-    if (isInside(path, dir)) return `inside ${dir}, which only wwref itself writes`;
+    if (placeInside(place, dir)) return `inside ${dir}, which only wwref itself writes`;
   }
-  const references = referenceFolderAbove(real);
-  if (references) return `inside ${references}, a reference folder (it holds a manifest), which only wwref itself writes`;
+  for (const name of place.names) {
+    const references = referenceFolderAbove(name);
+    if (references) return `inside ${references}, a reference folder (it holds a manifest), which only wwref itself writes`;
+  }
   if ((check.kind ?? 'file') === 'folder') {
-    const prefix = real.endsWith(sep) ? real : real + sep;
-    for (const file of tracked) if (file.startsWith(prefix)) return `a folder holding ${file}, a file of the repository (tracked by git)`;
-  } else if (tracked.has(real) && !check.ownFile?.(real))
-    return 'a file of the repository (tracked by git), which this command did not write';
+    for (const name of place.names) {
+      const prefix = name.endsWith(sep) ? name : name + sep;
+      for (const file of tracked) if (file.startsWith(prefix)) return `a folder holding ${file}, a file of the repository (tracked by git)`;
+    }
+  } else {
+    const file = place.names.find((name) => tracked.has(name)) ?? hardLinkedFile(place.names[0]!, [...tracked, join(root, CONFIG_FILE)]);
+    if (file && !check.ownFile?.(file)) return `${file}, a file of the repository (tracked by git), which this command did not write`;
+  }
   return undefined;
 }
 
@@ -371,7 +476,7 @@ export function checkOutputPath(
   if (path.trim() === '') throw new UserError(`${what} needs a path`);
   const clash = projectClash(paths, path, check);
   if (clash) throw new UserError(`${what} ${path} is ${clash}; choose another path`);
-  const target = resolve(path);
+  const target = systemPath(path);
   if (kind === 'file' && outputStats(target, what, path, true)?.isSymbolicLink()) {
     throw new UserError(
       `${what} ${path} is a symbolic link; name the file itself (wwref replaces its outputs, it does not write through links)`,

@@ -1,6 +1,7 @@
 // File-system writes and reads as every stage does them: atomic writes (a temporary sibling, then a
-// rename, so a reader never sees half a file), appends that never follow a symlink, and file-system
-// failures turned into one-line user errors that name the file.
+// rename, so a reader never sees half a file), appends that never follow a symlink, file-system
+// failures turned into one-line user errors that name the file, and the other names a folder has
+// through bind mounts (otherNames), which no resolution of links reveals.
 import {
   closeSync,
   constants,
@@ -11,10 +12,11 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   writeFileSync,
   writeSync,
 } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { UserError } from './errors.ts';
 
 const FS_HINTS: Record<string, string> = {
@@ -84,7 +86,8 @@ export function writeJsonAtomic(path: string, value: unknown): void {
 
 /**
  * Appends to a file, creating it; refuses to follow a symbolic link at `path`, and anything but a
- * regular file there (opened without blocking: a FIFO never stalls the writer). The text is written
+ * regular file of one name there (opened without blocking: a FIFO never stalls the writer; a hard
+ * link, another name of someone else's file, is not written through). The text is written
  * whole (a short write continues).
  */
 export function appendNoFollow(path: string, text: string): void {
@@ -92,7 +95,9 @@ export function appendNoFollow(path: string, text: string): void {
   try {
     makeDirs(dirname(path));
     fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644);
-    if (!fstatSync(fd).isFile()) throw new UserError(`cannot append to ${path}: it is not a regular file (a FIFO or device); remove it`);
+    const stats = fstatSync(fd);
+    if (!stats.isFile()) throw new UserError(`cannot append to ${path}: it is not a regular file (a FIFO or device); remove it`);
+    if (stats.nlink > 1) throw new UserError(`cannot append to ${path}: it has ${stats.nlink} hard links (another file's name); remove it`);
     const bytes = Buffer.from(text);
     for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done);
   } catch (error) {
@@ -116,4 +121,74 @@ export function readJsonFile(path: string, what: string): unknown {
   } catch (error) {
     throw new UserError(`${what} ${path} is not valid JSON: ${(error as Error).message}`);
   }
+}
+
+/** Device and inode of what `path` names (links followed), or undefined when nothing can be found there. */
+export function identityOf(path: string): { dev: number; ino: number } | undefined {
+  try {
+    const stats = statSync(path, { throwIfNoEntry: false });
+    return stats && { dev: stats.dev, ino: stats.ino };
+  } catch {
+    return undefined; // unreadable, a parent that is a file, a link loop: no identity to compare
+  }
+}
+
+/** Whether two identities are known and the same file. */
+export const sameIdentity = (a: { dev: number; ino: number } | undefined, b: { dev: number; ino: number } | undefined): boolean =>
+  a !== undefined && b !== undefined && a.dev === b.dev && a.ino === b.ino;
+
+interface Mount {
+  /** The device as the mount table spells it (major:minor): mounts of one file system share it. */
+  device: string;
+  /** The folder of that file system this mount shows (`/` for the whole file system, else a bind mount's source). */
+  root: string;
+  /** Where it is shown. */
+  point: string;
+}
+
+/** The mount table's escapes (a space is \040, a backslash \134) undone. */
+const unescapeMountPath = (field: string): string =>
+  field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
+
+/** This process's mounts, in the order they were made (Linux's /proc/self/mountinfo); none where it cannot be read. */
+function mounts(): Mount[] {
+  let text: string;
+  try {
+    text = readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return [];
+  }
+  return text
+    .split('\n')
+    .map((line) => line.split(' '))
+    .filter((fields) => fields.length > 5)
+    .map((fields) => ({ device: fields[2]!, root: unescapeMountPath(fields[3]!), point: unescapeMountPath(fields[4]!) }));
+}
+
+const inside = (path: string, folder: string): boolean => path === folder || path.startsWith(folder === '/' ? '/' : `${folder}/`);
+const below = (path: string, folder: string): string => (path === folder ? '' : path.slice(folder === '/' ? 1 : folder.length + 1));
+
+/**
+ * Every other absolute name of the existing file or folder `real` (a path whose links are resolved):
+ * where the file system holding it is also shown at another mount point (a bind mount of the folder
+ * or of one above it), the same place under that mount point. A name is kept only when the device
+ * and inode found there are those of `real`, so a covered or stale mount gives no name.
+ */
+export function otherNames(real: string): string[] {
+  const identity = identityOf(real);
+  if (!identity) return [];
+  const table = mounts();
+  // the mount that shows `real`: the deepest mount point above it, the last one made when stacked
+  let shown: Mount | undefined;
+  for (const mount of table) if (inside(real, mount.point) && (!shown || mount.point.length >= shown.point.length)) shown = mount;
+  if (!shown) return [];
+  const inFileSystem = join(shown.root, below(real, shown.point));
+  const names = new Set<string>();
+  for (const mount of table) {
+    if (mount.device !== shown.device || !inside(inFileSystem, mount.root)) continue;
+    const name = join(mount.point, below(inFileSystem, mount.root));
+    if (name === real) continue;
+    if (sameIdentity(identityOf(name), identity)) names.add(name);
+  }
+  return [...names];
 }

@@ -58,7 +58,7 @@ function readAll(fd: number, size: number): Buffer {
 
 /**
  * Opens the log of episode folder `dir`: refused when it is missing (no episode), not a regular file
- * (a link, FIFO or device is never opened through), over EVENTS_MAX_BYTES, or holds a complete line
+ * (a link, FIFO or device is never opened through), a file of several hard links, over EVENTS_MAX_BYTES, or holds a complete line
  * that is not an event. With `repair` (under the lock), a torn last line is cut off on disk; without
  * it, it is only ignored.
  */
@@ -67,6 +67,8 @@ export function openLog(dir: string, repair: boolean): Log {
   const stats = lstatOrNothing(path);
   if (!stats) throw new UserError(`${dir} holds no episode (no ${EVENTS_FILE}); start one with 'wwref episode start'`);
   if (!stats.isFile()) throw new UserError(`the events log ${path} is not a regular file (a link, FIFO or device); refused`);
+  // another name of the same file (a hard link): the repair below would cut someone else's file
+  if (stats.nlink > 1) throw new UserError(`the events log ${path} has ${stats.nlink} hard links (another file's name); refused`);
   let fd: number;
   try {
     fd = openSync(path, (repair ? constants.O_RDWR : constants.O_RDONLY) | constants.O_NOFOLLOW | constants.O_NONBLOCK);

@@ -6,16 +6,18 @@
 // sleeps and ends at its deadline; a guard older than GUARD_STALE_MS, or seen unchanged for that
 // long (one dated in the future), is a killed writer's and removed; the private file never outlives
 // the attempt.
-import { closeSync, linkSync, lstatSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, linkSync, lstatSync, openSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { processAlive, removeStaleEntries } from '../core/containment.ts';
+import { processAlive, readRegularFile, removeStaleEntries } from '../core/containment.ts';
 import { UserError } from '../core/errors.ts';
 import { fsError, makeDirs } from '../core/fsutil.ts';
 
 /** How long a writer waits for another one to finish before it gives up. */
 export const LOCK_WAIT_SECONDS = 120;
 export const LOCK_FILE = '.wwref.lock';
+/** A lock holds a pid and a time: a larger file is none of wwref's and is not read past this. */
+const LOCK_MAX_BYTES = 4096;
 /** A takeover guard older than this was left by a writer killed in the middle of a takeover. */
 const GUARD_STALE_MS = 10_000;
 
@@ -32,10 +34,10 @@ function holderOf(path: string): Holder | undefined {
   if (!stats.isFile()) throw new UserError(`the lock ${path} is not a regular file (wwref never makes it so); remove it`);
   let pid: number | undefined;
   try {
-    const parsed = JSON.parse(readFileSync(path, 'utf8')) as { pid?: unknown };
+    const parsed = JSON.parse(readRegularFile(path, 'lock', LOCK_MAX_BYTES).toString('utf8')) as { pid?: unknown };
     if (typeof parsed.pid === 'number' && Number.isSafeInteger(parsed.pid) && parsed.pid > 0) pid = parsed.pid;
   } catch {
-    // empty or torn: no live writer leaves it so (the lock is linked into place whole)
+    // empty, torn or larger than any lock wwref writes (never read whole): no live writer leaves it so
   }
   return { pid, inode: stats.ino };
 }

@@ -149,12 +149,16 @@ function checkRawFiles(loaded: LoadedPlan, options: AcquireOptions, check: Stati
   return readable;
 }
 
-/** Runs workflows/prepare/inspect.py on one request and returns its JSON answer. */
+/** The longest an inspection may take (a plan's raw files are read whole by the dry run's check). */
+const INSPECT_TIMEOUT_MS = 10 * 60_000;
+
+/** Runs workflows/prepare/inspect.py on one request and returns its JSON answer (stopped past INSPECT_TIMEOUT_MS). */
 export function inspectRaw(settings: Settings, request: Record<string, unknown>): Record<string, unknown> {
   const child = runPython(settings, ['-m', 'workflows.prepare.inspect'], {
     input: JSON.stringify(request),
     reject: false,
     maxBuffer: 64 * 1024 * 1024,
+    timeout: INSPECT_TIMEOUT_MS,
   });
   if (child.exitCode !== 0) {
     const last = howItEnded(child);

@@ -9,14 +9,17 @@
 // where it was read. A target column that is not unambiguous is not guessed: the candidates are listed
 // and the target left as a TODO that the dry run refuses. The skeleton is meant to be edited, then
 // checked with `wwref add-source PLAN --dry-run`.
-import { basename, relative, resolve } from 'node:path';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join, relative, resolve } from 'node:path';
 import { FAMILIES, OPTION_LETTERS, type FamilyName, type OptionLetter } from '../catalog/families.ts';
 import { DEFAULT_RECORD_TIMEOUT_SECONDS, ID_RULE, isValidId } from '../catalog/plan.ts';
 import { UserError } from '../core/errors.ts';
 import { isInside } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
-import { mirrorsOf } from './acquire.ts';
+import { mirrorsOf, sitePackages } from './acquire.ts';
 import { inspectRaw } from './check.ts';
+import { type RawSample, sampleRawFile } from './sample.ts';
 
 /** Seed of splits and noise in every catalog plan (docs/recipes.md, Seeds). */
 export const DEFAULT_SEED = 20260907;
@@ -338,23 +341,52 @@ function mirrorPath(file: DescribedFile, source: string, mirrors: string[], note
 }
 
 /**
+ * The raw files described by the inspection: pinned-package files as they are, files given by path
+ * through a bounded sample each (sample.ts), with their whole sha256 and size.
+ */
+async function describeRawFiles(options: NewSourceOptions, notes: string[]): Promise<DescribedFile[]> {
+  const folder = mkdtempSync(join(tmpdir(), 'wwref-new-source-'));
+  try {
+    const packages = sitePackages(options.settings);
+    const samples: RawSample[] = [];
+    for (const [k, file] of (options.files ?? []).entries()) samples.push(await sampleRawFile(file, folder, k, packages));
+    const requested = [...(options.packages ?? []).map((p) => ({ package: p })), ...samples.map((s) => ({ path: s.path }))];
+    const described = (inspectRaw(options.settings, { mode: 'describe', files: requested }) as { files: DescribedFile[] }).files;
+    const byPackage = described.slice(0, requested.length - samples.length);
+    const byPath = described.slice(byPackage.length).map((file, k): DescribedFile => {
+      const sample = samples[k]!;
+      if (sample.note) notes.push(`${file.name}: ${sample.note}`);
+      return {
+        ...file,
+        path: sample.file,
+        sha256: sample.sha256,
+        bytes: sample.bytes,
+        ...(sample.undescribed ? { content: { kind: 'other', note: sample.undescribed } } : {}),
+      };
+    });
+    return [...byPackage, ...byPath];
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+}
+
+/**
  * The plan skeleton (a JSON object), notes on what was detected and where licence and citation were
  * read, and what is left to do ("fill licence and citation (…), check title and preparation.params").
  */
-export function newSourcePlan(options: NewSourceOptions): { plan: Record<string, unknown>; notes: string[]; todo: string } {
+export async function newSourcePlan(options: NewSourceOptions): Promise<{ plan: Record<string, unknown>; notes: string[]; todo: string }> {
   const family = options.family;
-  const requested = [...(options.packages ?? []).map((p) => ({ package: p })), ...(options.files ?? []).map((f) => ({ path: resolve(f) }))];
-  if (!requested.length)
+  if (!(options.packages ?? []).length && !(options.files ?? []).length)
     throw new UserError(
       'new-source needs at least one raw file: --file PATH or --package DISTRIBUTION:PATH (e.g. scikit-learn:sklearn/datasets/data/iris.csv)',
     );
-  const files = (inspectRaw(options.settings, { mode: 'describe', files: requested }) as { files: DescribedFile[] }).files;
+  const notes: string[] = [];
+  const files = await describeRawFiles(options, notes);
   const names = files.map((f) => f.name);
   const twice = names.find((n, k) => names.indexOf(n) !== k);
   if (twice) throw new UserError(`new-source: two raw files are named ${twice}; give files with distinct names`);
   const source = options.source ?? sourceIdFrom(files[0]!.name);
   if (!isValidId(source)) throw new UserError(`new-source: '${source}' is not a valid source id (${ID_RULE}); pass --source`);
-  const notes: string[] = [];
   const todo: string[] = [];
   const params = recipeParams(family, files, notes, todo);
   const about = files[0]!.about;

@@ -1,9 +1,20 @@
 // Episodes under faults: a full disk (a short write of the receipt, a failed copy of the state), a
-// torn last line, a receipt replaced by a link, refusals without end, many calls at once in one
+// torn last line, a receipt replaced by a link (symbolic or hard), refusals without end, many calls at once in one
 // process, and kill -9 at random moments of a busy client. Every episode stays scoreable, its
 // credits equal to its budget less the purchases its receipt records.
 import { execa } from 'execa';
-import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  linkSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -140,6 +151,24 @@ describe('an episode under faults', () => {
     await execa('mkfifo', [join(ep, 'events.jsonl')]);
     const f = await run(['status', '--episode', ep]);
     expect([f.code, f.stderr]).toEqual([2, expect.stringMatching(/is not a regular file/)]);
+  });
+
+  it('a receipt that is a hard link of another file is refused before anything is cut or written: that file stays as it was', async () => {
+    const ep = await start(2);
+    // a file of someone else's (a project file, say) whose last line has no newline: the repair of a torn line would cut it
+    const victim = join(dir, `victim${count}.txt`);
+    writeFileSync(victim, 'first line\nlast line without a newline');
+    const before = readFileSync(victim);
+    rmSync(join(ep, 'events.jsonl'));
+    linkSync(victim, join(ep, 'events.jsonl'));
+    for (const args of [
+      ['observe', '--episode', ep, '--masks', '0001'],
+      ['status', '--episode', ep],
+    ]) {
+      const r = await run(args);
+      expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/events log .* has 2 hard links \(another file's name\); refused\n$/)]);
+      expect(readFileSync(victim).equals(before)).toBe(true);
+    }
   });
 
   it('refusals without end keep the receipt bounded; repeated ones are counted; multi-byte reasons are rewritten whole', async () => {

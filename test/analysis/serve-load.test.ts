@@ -1,9 +1,9 @@
 // `wwref serve` under load and odd input: calls at once inside one server wait their turn (stdio
-// pipelined, HTTP concurrent), a client that sends without reading meets back-pressure instead of
+// pipelined, HTTP concurrent, a JSON-RPC batch in one POST, 2,000 pipelined reads), a client that sends without reading meets back-pressure instead of
 // growing the server, and the smaller rules of the command line and of HTTP (one Host header,
 // printable-ASCII tokens, ports in decimal).
 import { readFileSync } from 'node:fs';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -68,6 +68,46 @@ async function manyAtOnce(client: Client, ep: string): Promise<void> {
 }
 
 describe('calls at once inside one server wait their turn', () => {
+  it('a JSON-RPC batch of 40 observe calls in one HTTP POST: served in order, none refused for the lock, every call in the receipt', async () => {
+    const ep = await startEpisode(30);
+    const url = new URL(await httpServer(ep));
+    const batch = Array.from({ length: 40 }, (_, k) => ({
+      jsonrpc: '2.0',
+      id: k + 1,
+      method: 'tools/call',
+      params: { name: 'observe', arguments: { masks: [maskOf(k + 1, 6)] } },
+    }));
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+      body: JSON.stringify(batch),
+    });
+    expect(response.status).toBe(200);
+    const answers = (await response.json()) as { id: number; result: Called }[];
+    expect(answers.map((a) => a.id).sort((a, b) => a - b)).toEqual(batch.map((b) => b.id));
+    const byId = new Map(answers.map((a) => [a.id, a.result]));
+    // one after the other, in the batch's order: the first 30 buy a credit each, the last 10 meet an empty budget
+    for (let id = 1; id <= 40; id++) {
+      const result = byId.get(id)!;
+      if (id <= 30) {
+        expect(result.isError, result.content[0]!.text).toBeFalsy();
+        expect(JSON.parse(result.content[0]!.text)).toMatchObject({ credits_remaining: 30 - id, new_masks: [maskOf(id, 6)] });
+      } else {
+        expect(result.isError).toBe(true);
+        expect(result.content[0]!.text).toMatch(/needs 1 credit\(s\) for its new masks, 0 remain/);
+      }
+    }
+    // the receipt holds every call; its credits agree with the purchases and with the state
+    const log = events(ep).filter((e) => e.action === 'observe');
+    const bought = log.filter((e) => e.outcome === 'ok');
+    expect(bought.flatMap((e) => e.new_masks)).toEqual(Array.from({ length: 30 }, (_, k) => maskOf(k + 1, 6)));
+    for (const e of bought) expect(e.credits_before - e.credits_after).toBe(e.new_masks.length);
+    expect(log.filter((e) => e.outcome === 'refused').reduce((n, e) => n + (e.calls ?? 1), 0)).toBe(10);
+    const status = await cliInProcess(['episode', 'status', '--episode', ep], ROOT);
+    expect(status.code, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout)).toMatchObject({ budget: 30, credits_remaining: 0 });
+  });
+
   it('over stdio, pipelined', async () => {
     const ep = await startEpisode(10);
     const client = new Client({ name: 'load', version: '1' });
@@ -97,6 +137,65 @@ const cpuTicks = (pid: number) => {
   return Number(fields[11]) + Number(fields[12]);
 };
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+
+describe('2,000 pipelined read-only calls over stdio', () => {
+  it('are all answered, none refused, in bounded memory, and counted in the receipt', async () => {
+    const ep = await startEpisode(1);
+    const child = spawn('node', [BIN, 'serve', '--episode', ep], { cwd: ROOT, stdio: ['pipe', 'pipe', 'ignore'] });
+    const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+    afterAll(() => void child.kill('SIGKILL'));
+    const n = 2000;
+    const answers = new Map<number, { result?: Called }>();
+    let rest = '';
+    const all = new Promise<void>((done) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        const lines = (rest + chunk.toString()).split('\n');
+        rest = lines.pop()!;
+        for (const line of lines) {
+          const message = JSON.parse(line);
+          answers.set(message.id, message);
+        }
+        if (answers.size === n + 1) done();
+      });
+    });
+    let peak = 0;
+    const sampler = setInterval(() => {
+      try {
+        peak = Math.max(peak, rssMiB(child.pid!));
+      } catch {
+        // the process has just ended
+      }
+    }, 100);
+    const init = {
+      jsonrpc: '2.0',
+      id: 0,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    };
+    // everything written at once, without waiting for a single answer
+    const calls = Array.from({ length: n }, (_, k) =>
+      JSON.stringify({ jsonrpc: '2.0', id: k + 1, method: 'tools/call', params: { name: 'status', arguments: {} } }),
+    );
+    child.stdin.write(
+      `${[JSON.stringify(init), JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), ...calls].join('\n')}\n`,
+    );
+    await all;
+    clearInterval(sampler);
+    for (let id = 1; id <= n; id++) {
+      const result = answers.get(id)?.result;
+      expect(result?.isError, `call ${id}: ${result?.content[0]?.text}`).toBeFalsy();
+      expect(JSON.parse(result!.content[0]!.text)).toMatchObject({ credits_remaining: 1, closed: false });
+    }
+    expect(peak).toBeGreaterThan(0);
+    expect(peak).toBeLessThan(256);
+    child.stdin.end();
+    expect(await exited).toBe(0);
+    // each call is in the receipt (identical notes counted on one line), and the receipt stays small
+    const statuses = events(ep).filter((e) => e.action === 'status');
+    expect(statuses.reduce((sum, e) => sum + (e.calls ?? 1), 0)).toBe(n);
+    expect(statSync(join(ep, 'events.jsonl')).size).toBeLessThan(64 << 10);
+  }, 120_000);
+});
 
 describe('a stdio client that sends without reading', () => {
   it('meets back-pressure: the server stops reading and idles, then answers everything once read', async () => {

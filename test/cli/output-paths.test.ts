@@ -6,8 +6,26 @@
 //   refused at once and nothing is created; a report whose parent is a file is refused the same way;
 // - the job functions themselves (called without the command line) refuse the same paths, so a caller
 //   other than this command line gets the same check;
-// - the plan schema may still be written into sources/, where the committed one lives.
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+// - the plan schema may still be written into sources/, where the committed one lives;
+// - the rule holds under every name of a place: a bind mount of the checkout, of a source folder, of
+//   the git folder or of a reference folder, and a hard link of a tracked file, are refused like the
+//   project's own paths (also where the mount table cannot be read), while a bind mount of a scratch
+//   folder is written as usual; the project's runtime (node_modules/, dist/, .venv/) is refused, and
+//   `link/..` is read as the system reads it.
+import { execFileSync } from 'node:child_process';
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { execa } from 'execa';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -22,7 +40,7 @@ import { exportPack } from '../../pipelines/jobs/wwb.ts';
 import { exportCsv } from '../../pipelines/references/export.ts';
 import { currentSettings } from '../support/workspace.ts';
 import { useGuardedWorkspace } from '../sources/hardening-support.ts';
-import { cliInProcess, cliProcess, type CliOutcome } from '../support/cli.ts';
+import { BIN, cliInProcess, cliProcess, type CliOutcome } from '../support/cli.ts';
 import { writeSurfaceCatalog } from '../support/fixtures.ts';
 
 const workspace = useGuardedWorkspace();
@@ -230,6 +248,30 @@ describe('no output replaces what the project is made of (one rule for every --o
     );
   });
 
+  it("the project's runtime is refused too; `link/..` is read as the system reads it (the link's target's parent)", async () => {
+    const ws = workspace();
+    const refs = join(ws.root, 'refs-runtime');
+    writeSurfaceCatalog(refs, [{ condition: 'op_surface', dimensions: 4, utility: (z) => 0.2 + 0.5 * z[0]! }]);
+    const export_ = (out: string) => ['export', '--references', refs, '--out', out];
+    for (const file of ['node_modules/.package-lock.json', 'dist/build.json', '.venv/pyvenv.cfg']) {
+      const before = readFileSync(join(ROOT, file));
+      refused(await cliInProcess(export_(join(ROOT, file)), ws.root), /the project's runtime, which only its setup writes/, file);
+      expect(readFileSync(join(ROOT, file)).equals(before), file).toBe(true);
+    }
+    // a link into the sources, then `..`: the system reaches the checkout's root, where the configuration is
+    const link = join(ws.root, 'to-pipelines');
+    symlinkSync(join(ROOT, 'pipelines'), link);
+    const config = readFileSync(join(ROOT, 'wwref.config.json'));
+    refused(await cliInProcess(export_(`${link}/../wwref.config.json`), ws.root), /the project's configuration/, 'link/..');
+    expect(readFileSync(join(ROOT, 'wwref.config.json')).equals(config)).toBe(true);
+    // and an output named through `link/..` is written where the system would put it, not where the text says
+    mkdirSync(join(ws.root, 'a', 'b'), { recursive: true });
+    symlinkSync(join(ws.root, 'a', 'b'), join(ws.root, 'to-b'));
+    const fine = await cliInProcess(export_(`${join(ws.root, 'to-b')}/../all.csv`), ws.root);
+    expect(fine.code, fine.stderr).toBe(0);
+    expect([existsSync(join(ws.root, 'a', 'all.csv')), existsSync(join(ws.root, 'all.csv'))]).toEqual([true, false]);
+  });
+
   it("the committed plan schema is plan-schema's own output: regenerated in place", async () => {
     const file = join(SOURCES_DIR, 'plan.schema.json');
     const before = readFileSync(file);
@@ -243,6 +285,125 @@ describe('no output replaces what the project is made of (one rule for every --o
       // the repository guard compares modification times: the committed file's is put back, to the nanosecond
       const ns = mtimeNs % 1_000_000_000n;
       await execa('touch', ['-m', '-d', `@${mtimeNs / 1_000_000_000n}.${ns.toString().padStart(9, '0')}`, file]);
+    }
+  });
+});
+
+/**
+ * Read-only bind mounts made for one test and always undone: read-only, so that even a check that
+ * let a path through, or a recursive removal of the scratch folder, could not change the checkout.
+ */
+function bindMounts() {
+  const scratch = mkdtempSync(join(tmpdir(), 'wwref-binds-'));
+  const points: string[] = [];
+  return {
+    /** `source` shown at a new name (read-only unless told), or undefined where that cannot be made (not root, no mount namespace). */
+    bind(source: string, name: string, readOnly = true): string | undefined {
+      const point = join(scratch, name);
+      mkdirSync(point);
+      try {
+        execFileSync('mount', ['--bind', source, point], { stdio: 'ignore' });
+      } catch {
+        rmdirSync(point);
+        return undefined;
+      }
+      try {
+        if (readOnly) execFileSync('mount', ['-o', 'remount,bind,ro', point], { stdio: 'ignore' });
+      } catch {
+        execFileSync('umount', [point], { stdio: 'ignore' }); // never left writable
+        rmdirSync(point);
+        return undefined;
+      }
+      points.push(point);
+      return point;
+    },
+    undo(): void {
+      for (const point of points.reverse()) {
+        execFileSync('umount', [point], { stdio: 'ignore' });
+        rmdirSync(point); // never a recursive removal: an empty folder once unmounted
+      }
+      rmdirSync(scratch);
+    },
+  };
+}
+
+describe('the rule holds under every name of a place (bind mounts, hard links)', () => {
+  it('a bind mount of the checkout, a source folder, the git folder or a reference folder, and a hard link: refused, files unchanged', async (ctx) => {
+    const ws = workspace();
+    const refs = join(ws.root, 'refs-binds');
+    writeSurfaceCatalog(refs, [{ condition: 'op_surface', dimensions: 4, utility: (z) => 0.2 + 0.5 * z[0]! }]);
+    const mounts = bindMounts();
+    try {
+      const checkout = mounts.bind(ROOT, 'checkout');
+      if (!checkout) return ctx.skip('bind mounts cannot be made here (needs root in a mount namespace): the bind-mount cases are not run');
+      const cli = mounts.bind(join(ROOT, 'pipelines', 'cli'), 'cli')!;
+      const gitDir = execFileSync('git', ['-C', ROOT, 'rev-parse', '--path-format=absolute', '--git-common-dir'], {
+        encoding: 'utf8',
+      }).trim();
+      const git = mounts.bind(gitDir, 'git')!;
+      const references = mounts.bind(join(ROOT, 'outputs', 'references'), 'references')!;
+      const export_ = (out: string) => ['export', '--references', refs, '--out', out];
+      const cases: [string[], string, RegExp][] = [
+        [export_(join(checkout, 'wwref.config.json')), join(ROOT, 'wwref.config.json'), /the project's configuration/],
+        [export_(join(checkout, 'README.md')), join(ROOT, 'README.md'), /is \S+\/README\.md, a file of the repository \(tracked by git\)/],
+        [
+          ['plan-schema', '--out', join(checkout, 'pipelines', 'cli', 'main.ts')],
+          join(ROOT, 'pipelines', 'cli', 'main.ts'),
+          /the project's own source/,
+        ],
+        [
+          export_(join(checkout, 'outputs', 'current', 'manifest.json')),
+          join(ROOT, 'outputs', 'current', 'manifest.json'),
+          /a reference folder/,
+        ],
+        [['effects', '--references', refs, '--out', checkout], join(ROOT, 'README.md'), /a folder holding .*tracked by git/],
+        [export_(join(cli, 'main.ts')), join(ROOT, 'pipelines', 'cli', 'main.ts'), /inside \S+\/pipelines, the project's own source/],
+        [export_(join(cli, 'new.csv')), join(ROOT, 'pipelines', 'cli', 'main.ts'), /inside \S+\/pipelines, the project's own source/],
+        [export_(join(git, 'HEAD')), join(gitDir, 'HEAD'), /the repository itself/],
+        [
+          export_(join(references, 'manifest.json')),
+          join(ROOT, 'outputs', 'references', 'manifest.json'),
+          /which only wwref itself writes|a reference folder/,
+        ],
+      ];
+      const link = join(ws.root, 'readme-link');
+      try {
+        linkSync(join(ROOT, 'README.md'), link);
+        cases.push([export_(link), join(ROOT, 'README.md'), /is \S+\/README\.md, a file of the repository \(tracked by git\)/]);
+      } catch {
+        console.warn('no hard link of README.md could be made in the temporary folder (another file system): that case is not run');
+      }
+      for (const [args, file, message] of cases) {
+        const before = readFileSync(file);
+        refused(await cliInProcess(args, ws.root), message, args.join(' '));
+        expect(readFileSync(file).equals(before), file).toBe(true);
+      }
+      expect(existsSync(join(ROOT, 'pipelines', 'cli', 'new.csv'))).toBe(false);
+
+      // where the mount table cannot be read, the folders' device and inode still tell: a real process
+      // in a mount namespace of its own with /proc covered
+      const hidden = await execa(
+        'unshare',
+        ['--mount', 'sh', '-c', 'mount -t tmpfs none /proc && exec node "$0" "$@"', BIN, ...export_(join(cli, 'new.csv'))],
+        { cwd: ws.root, reject: false },
+      );
+      if (hidden.exitCode === 2 || !/unshare|mount/.test(String(hidden.stderr)))
+        refused(
+          { code: hidden.exitCode ?? -1, stdout: String(hidden.stdout), stderr: String(hidden.stderr) },
+          /the project's own source/,
+          'no mount table',
+        );
+      else console.warn(`no mount namespace for the no-mount-table case (${String(hidden.stderr).split('\n')[0]}): not run`);
+
+      // a bind mount of a folder of the user's is written as usual
+      const own = join(ws.root, 'own');
+      mkdirSync(own);
+      const shown = mounts.bind(own, 'own', false)!;
+      const fine = await cliInProcess(export_(join(shown, 'all.csv')), ws.root);
+      expect(fine.code, fine.stderr).toBe(0);
+      expect(readFileSync(join(own, 'all.csv'), 'utf8')).toMatch(/^condition,/);
+    } finally {
+      mounts.undo();
     }
   });
 });

@@ -2,10 +2,10 @@
 // of it: resume returns only intact runs of the same identity (plan, input, runtime, code, versions,
 // numerics) whose prediction was kept, and reverifyRun checks each as a fresh run is checked, plus the
 // family's utility rule. Real files; the runs of every family come from real workers. An append
-// never follows a symbolic link.
+// never follows a symbolic link, nor writes through a hard link.
 import { loadCatalog } from '../../pipelines/references/store.ts';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync, existsSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allMasks } from '../../pipelines/catalog/masks.ts';
@@ -131,6 +131,18 @@ describe('journal', () => {
     expect(() => journal.append('0000', run([1]))).toThrow(/cannot append to .*linked\.jsonl: it is a symbolic link/);
     expect(readFileSync(victim, 'utf8')).toBe('untouched');
     expect(existsSync(victim)).toBe(true);
+  });
+
+  it('refuses to append through a hard link (another name of a file it did not make)', () => {
+    const victim = join(ws.root, 'victim-hard.txt');
+    writeFileSync(victim, 'untouched');
+    const journal = new Journal(currentSettings().paths.cache, 'hard', identity);
+    mkdirSync(join(ws.cache, 'journal'), { recursive: true });
+    linkSync(victim, journal.path);
+    expect(() => journal.append('0000', run([1]))).toThrow(
+      /cannot append to .*hard\.jsonl: it has 2 hard links \(another file's name\); remove it/,
+    );
+    expect(readFileSync(victim, 'utf8')).toBe('untouched');
   });
 
   it('a FIFO, a link or an over-long file at the journal: refused with one line, never opened to read or blocked on', () => {

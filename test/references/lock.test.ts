@@ -1,8 +1,9 @@
 // The one-writer lock under faults: a takeover guard dated in the future goes stale after a bounded
-// wait (no spinning), a stale lock is taken over, a full disk leaves no private lock file behind,
+// wait (no spinning), a stale lock is taken over (one of a zombie writer, one too large to be wwref's without reading it whole), a full disk leaves no private lock file behind,
 // and a live holder makes the waiter give up at its deadline with one line.
 import { execa } from 'execa';
-import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -40,6 +41,38 @@ describe('the folder lock', () => {
     expect(JSON.parse(r.stdout).credits_remaining).toBe(2);
     expect(readdirSync(ep).filter((n) => n.startsWith(LOCK_FILE))).toEqual([]);
   }, 120_000);
+
+  it("a lock file of 768 MiB (none of wwref's) is not read whole: stale, taken over, memory unchanged", async () => {
+    const ep = await episode();
+    writeFileSync(join(ep, LOCK_FILE), '');
+    truncateSync(join(ep, LOCK_FILE), 768 << 20); // sparse: no disk used, but 768 MiB to read
+    const peak = process.resourceUsage().maxRSS;
+    const release = await lockFolder(ep, 5);
+    release();
+    expect(process.resourceUsage().maxRSS - peak).toBeLessThan(256 << 10); // KiB
+    expect(readdirSync(ep).filter((n) => n.startsWith(LOCK_FILE))).toEqual([]);
+  });
+
+  it('a lock whose writer is a zombie (killed, not yet reaped by its parent) is stale: taken over at once', async () => {
+    const ep = await episode();
+    // `sleep 0` ends while its parent, now `sleep 30`, never reaps it: a zombie for 30 s
+    const parent = execa('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30']);
+    try {
+      const zombie = await new Promise<number>((done) =>
+        parent.stdout!.once('data', (chunk: Buffer) => done(Number(String(chunk).trim()))),
+      );
+      const state = async () => readFileSync(`/proc/${zombie}/stat`, 'utf8').split(') ')[1]![0];
+      for (let waited = 0; (await state()) !== 'Z' && waited < 50; waited++) await sleep(100);
+      expect(await state()).toBe('Z');
+      writeFileSync(join(ep, LOCK_FILE), JSON.stringify({ pid: zombie }));
+      const release = await lockFolder(ep, 3); // a live holder would make it give up after 3 s
+      release();
+      expect(readdirSync(ep).filter((n) => n.startsWith(LOCK_FILE))).toEqual([]);
+    } finally {
+      parent.kill('SIGKILL');
+      await parent.catch(() => undefined);
+    }
+  });
 
   it('a full disk while the private lock file is written: one line, exit 2, no lock file left', async () => {
     const ep = await episode();

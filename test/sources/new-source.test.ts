@@ -11,9 +11,12 @@
 // - the dry run reports a wrong sha256, a wrong byte count, an unknown column and a label missing from
 //   the data, each once with its field path and a fix, and the header hint for a header row read as data;
 // - the recipe itself (a real prepare) names file, row and column and suggests `header: true`, and a
-//   failed add-source prints its acquisition error once.
+//   failed add-source prints its acquisition error once;
+// - a file given by path is read through a bounded sample (its first lines): a huge one-line file is
+//   refused at once, a gzip bomb is described from its first rows, with the whole file's sha256 and size.
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addSource, addSourceLines } from '../../pipelines/jobs/add-source.ts';
 import { loadPlanFile } from '../../pipelines/catalog/catalog.ts';
@@ -195,6 +198,45 @@ describe('new-source writes a plan with the licence and citation its package sta
       /^wwref: --package 'scikit-learn:sklearn\/datasets\/data\/irises\.csv': scikit-learn [\d.]+ ships no file sklearn\/datasets\/data\/irises\.csv\n$/,
     );
   });
+});
+
+describe('new-source reads a file given by path in bounded time and memory (a sample of its first lines)', () => {
+  it('a huge one-line file, a gzip bomb, a table longer than the rows described: whole sha256 and size, bounded reads', async () => {
+    const dir = join(ws.root, 'bounded');
+    mkdirSync(dir);
+    // 48 MiB on one line: the inspection would read it whole as a table of 25 million columns
+    const line = join(dir, 'line.csv');
+    writeFileSync(line, Buffer.alloc(48 << 20, 'a,'));
+    const one = await cliInProcess(
+      ['new-source', '--family', 'classification', '--file', line, '--out', join(dir, 'line.plan.json')],
+      ws.root,
+    );
+    expect([one.code, one.stderr]).toEqual([
+      2,
+      expect.stringMatching(
+        /^wwref: new-source: line\.csv is not read as a table, .*its first line is longer than 65536 bytes: not read as a table\)\n$/,
+      ),
+    ]);
+    // 2.9 GB of rows behind 7 MB of gzip (one member repeated): the header and the first 5,000 rows describe it
+    const member = gzipSync(Buffer.from('1.5,2.25,x\n2.5,0.75,y\n'.repeat(1 << 19)), { level: 9 });
+    const bomb = join(dir, 'bomb.csv.gz');
+    writeFileSync(bomb, Buffer.concat([gzipSync('width,count,label\n'), ...Array.from({ length: 256 }, () => member)]));
+    const made = await cliInProcess(
+      ['new-source', '--family', 'classification', '--file', bomb, '--out', join(dir, 'bomb.plan.json')],
+      ws.root,
+    );
+    expect(made.code, made.stderr).toBe(0);
+    const plan = JSON.parse(readFileSync(join(dir, 'bomb.plan.json'), 'utf8'));
+    const bytes = readFileSync(bomb);
+    expect(plan.raw_files[0]).toMatchObject({ name: 'bomb.csv.gz', sha256: sha256Hex(bytes), bytes: bytes.length });
+    expect(plan.preparation.params).toMatchObject({
+      file: 'bomb.csv.gz',
+      format: 'csv',
+      compression: 'gzip',
+      header: true,
+      target: 'label',
+    });
+  }, 120_000);
 });
 
 describe('a target column that is not unambiguous is listed and left to the user, never guessed', () => {

@@ -29,7 +29,7 @@ export default defineCommand({
       .option('force', { type: 'boolean', default: false, describe: 'overwrite an existing plan file' }),
   run: async (argv, { settings, out }) => {
     const { defaultPlanFile, newSourcePlan } = await import('../../../sources/scaffold.ts');
-    const { plan, notes, todo } = newSourcePlan({
+    const { plan, notes, todo } = await newSourcePlan({
       settings,
       family: argv.family,
       files: list(argv.file, 'file'),
