@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 // Entry point of the `wwref` command. It runs the build in dist/ (scripts/build.mjs, made by `npm ci`),
-// so that no TypeScript is compiled at start, and only while that build matches the sources: after an
-// edit it builds again first (a fraction of a second, once). WWREF_FROM_SOURCES=1, or a build that
+// so that no TypeScript is compiled at start, and only while that build matches the sources
+// (scripts/build-stamp.mjs): after an edit it builds again first (a second or so, once). WWREF_FROM_SOURCES=1, or a build that
 // cannot be made (no esbuild, a read-only folder), runs the sources through tsx instead.
 import module from 'node:module';
-import { pathToFileURL } from 'node:url';
-import { build, builtEntry } from '../scripts/build.mjs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { builtEntry } from '../scripts/build-stamp.mjs';
 
 // Node 22+: V8 keeps the compiled code of every module it loads (in the system's temporary folder,
 // NODE_COMPILE_CACHE elsewhere): about a fifth less CPU at start (22.23, loaded machine: --help 0.27 s
@@ -14,9 +15,10 @@ module.enableCompileCache?.();
 
 async function entry() {
   if (process.env.WWREF_FROM_SOURCES === '1') return undefined;
-  const built = builtEntry();
+  const built = builtEntry(resolve(dirname(fileURLToPath(import.meta.url)), '..'));
   if (built) return pathToFileURL(built).href;
   try {
+    const { build } = await import('../scripts/build.mjs');
     return pathToFileURL(await build()).href;
   } catch (error) {
     const reason = String(error?.message ?? error).split('\n')[0];
