@@ -23,7 +23,7 @@ import {
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { basename, dirname, join, resolve, sep } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { readContract } from './contracts.ts';
 import { UserError } from './errors.ts';
 import { ROOT } from './paths.ts';
