@@ -5,8 +5,9 @@
 // cannot be made (no esbuild, a read-only folder), runs the sources through tsx instead.
 import module from 'node:module';
 import { dirname, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { builtEntry } from '../scripts/build-stamp.mjs';
+import { loadBundle } from '../scripts/code-cache.mjs';
 
 // Node 22+: V8 keeps the compiled code of every module it loads (in the system's temporary folder,
 // NODE_COMPILE_CACHE elsewhere): about a fifth less CPU at start (22.23, loaded machine: --help 0.27 s
@@ -16,10 +17,10 @@ module.enableCompileCache?.();
 async function entry() {
   if (process.env.WWREF_FROM_SOURCES === '1') return undefined;
   const built = builtEntry(resolve(dirname(fileURLToPath(import.meta.url)), '..'));
-  if (built) return pathToFileURL(built).href;
+  if (built) return built;
   try {
     const { build } = await import('../scripts/build.mjs');
-    return pathToFileURL(await build()).href;
+    return await build();
   } catch (error) {
     const reason = String(error?.message ?? error).split('\n')[0];
     process.stderr.write(`wwref: the build in dist/ is missing or stale and could not be made (${reason}); running from the sources\n`);
@@ -28,9 +29,11 @@ async function entry() {
 }
 
 const built = await entry();
-if (!built) {
+if (built) {
+  await loadBundle(built, process.argv.slice(2)).cliProcess();
+} else {
   const { register } = await import('tsx/esm/api');
   register();
+  const { cliProcess } = await import('../pipelines/cli/main.ts');
+  await cliProcess();
 }
-const { cliProcess } = await import(built ?? '../pipelines/cli/main.ts');
-await cliProcess();

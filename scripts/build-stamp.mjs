@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
 export const STAMP = 'build.json';
-export const STAMP_VERSION = 1;
+export const STAMP_VERSION = 2; // 2: one CommonJS bundle (1: ES module chunks)
 
 /** The sha256 of `bytes`, in hex. */
 export function sha256(bytes) {

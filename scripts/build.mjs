@@ -1,6 +1,9 @@
 // The build of the command line, so that no TypeScript is compiled when a command starts: esbuild
-// bundles pipelines/cli/main.ts into dist/ (ignored by git) as one entry and chunks that the commands
-// load when they need them (`await import(...)`), with the packages they use (all but EXTERNAL).
+// bundles pipelines/cli/main.ts, with the packages it uses (all but EXTERNAL), into one CommonJS file
+// in dist/cli (dist/ is ignored by git). Each command's work is still loaded only when it runs: an
+// `await import(...)` of the sources becomes code that the bundle evaluates on first use. One file
+// rather than ESM chunks, because V8 can keep the compiled code of a script between runs and not of
+// an ES module on Node 20 (scripts/code-cache.mjs).
 // `npm ci` runs it through the `prepare` script; bin/wwref.mjs runs the build only while it matches
 // the sources (build-stamp.mjs) and builds again first when it does not, so a stale build never runs
 // and an edited source takes effect at the next command.
@@ -14,15 +17,15 @@ import { STAMP, STAMP_VERSION, sha256 } from './build-stamp.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** What the build depends on besides the bundled sources: this script and the compiler options esbuild reads. */
-const EXTRA_INPUTS = ['scripts/build.mjs', 'scripts/build-stamp.mjs', 'tsconfig.json', 'package.json'];
-/** Output files of earlier builds are removed once this old: a process started before may still load their chunks. */
+const EXTRA_INPUTS = ['scripts/build.mjs', 'scripts/build-stamp.mjs', 'scripts/code-cache.mjs', 'tsconfig.json', 'package.json'];
+/** Output files of earlier builds (and their code caches) are removed once this old: a process started before may still read them. */
 const PRUNE_AFTER_MS = 24 * 3600 * 1000;
 /**
  * Packages imported from node_modules at run time rather than bundled: Pyodide finds its WebAssembly
  * and standard library beside its own files; esbuild and tsx are the build's and the sources' tools.
  * Every other package is bundled: Node loads one file of a bundle in a fraction of the time it takes
  * to resolve and compile a package's many small modules (yargs and zod at start: 0.26 s of CPU against
- * 0.09 s bundled). zod is bundled with the MCP SDK, into one shared chunk: the SDK sees our schemas'
+ * 0.09 s bundled). There is one copy of each package in the bundle: the MCP SDK sees our schemas'
  * zod, as it must.
  */
 const EXTERNAL = new Set(['pyodide', 'esbuild', 'tsx']);
@@ -54,7 +57,12 @@ const asciiStringWidth = {
     const real = 'the package itself';
     build.onResolve({ filter: /^string-width$/ }, async (args) => {
       if (args.pluginData === real) return undefined;
-      const resolved = await build.resolve(args.path, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, pluginData: real });
+      const resolved = await build.resolve(args.path, {
+        kind: args.kind,
+        importer: args.importer,
+        resolveDir: args.resolveDir,
+        pluginData: real,
+      });
       if (resolved.errors.length) return { errors: resolved.errors };
       return { path: resolved.path, namespace: 'ascii-string-width' };
     });
@@ -70,25 +78,32 @@ const asciiStringWidth = {
 };
 
 /**
- * Each output file defines `require` for the CommonJS packages bundled into it (their `require("fs")`
- * of Node's modules): ESM has none.
+ * The bundle's first lines: where the repository is (the bundle lies in dist/cli, two folders below
+ * it, as its sources lie in pipelines/<stage>/), read before any bundled module can shadow
+ * `__dirname`, and the URL of a file of the repository, which stands for `import.meta.url`.
  */
-const BANNER = "import { createRequire as __wwrefCreateRequire } from 'node:module'; const require = __wwrefCreateRequire(import.meta.url);";
+const BANNER =
+  "var __wwrefRoot = require('node:path').join(__dirname, '..', '..');\n" +
+  "var __wwrefFileUrl = (file) => require('node:url').pathToFileURL(require('node:path').join(__wwrefRoot, file)).href;";
 
 /**
- * The text esbuild compiles of a bundled package's module: `import.meta.url` still names the module's
- * own file in node_modules (yargs finds its locales and, for --version, the package.json of the
- * program that way), computed from the output file's place two folders below the root. A CommonJS
- * module's `__dirname` or `__filename` has no such stand-in: the build stops rather than produce one
- * that fails when that path runs.
+ * The text esbuild compiles of a module: `import.meta.url` (which a CommonJS bundle has not) still
+ * names the module's own file, so core/paths.ts finds the repository and yargs its locales and, for
+ * --version, the program's package.json. A package's CommonJS `__dirname` or `__filename` has no such
+ * stand-in (it would name dist/cli): the build stops rather than produce code that fails when that
+ * path runs. So does any other use of `import.meta` in the sources.
  */
-function packageModuleText(root, path, contents) {
+function moduleText(root, path, contents) {
   const text = contents.toString('utf8');
   const file = relative(root, path).split(sep).join('/');
-  if (/\b__(dirname|filename)\b/.test(text) && !/\b(var|let|const)\s+__(dirname|filename)\b/.test(text))
+  const inPackage = path.includes(`${sep}node_modules${sep}`);
+  if (inPackage && /\b__(dirname|filename)\b/.test(text) && !/\b(var|let|const)\s+__(dirname|filename)\b/.test(text))
     throw new Error(`${file} uses __dirname or __filename: it cannot be bundled (add its package to EXTERNAL)`);
-  if (!text.includes('import.meta.url')) return contents;
-  return text.replaceAll('import.meta.url', `new URL(${JSON.stringify(file)}, new URL('../../', import.meta.url)).href`);
+  if (!text.includes('import.meta')) return contents;
+  const replaced = text.replaceAll('import.meta.url', `__wwrefFileUrl(${JSON.stringify(file)})`);
+  if (!inPackage && replaced.includes('import.meta'))
+    throw new Error(`${file} uses import.meta beyond import.meta.url, which the bundle cannot give it`);
+  return replaced;
 }
 
 /** Writes `bytes` to `path` unless the file is there already (names carry a content hash): a temporary file renamed, so a reader never sees half of it. */
@@ -135,9 +150,8 @@ function fileRecord(path) {
 const LOADERS = { '.ts': 'ts', '.mjs': 'js', '.js': 'js', '.cjs': 'js', '.json': 'json' };
 
 /**
- * Builds dist/ in `root` and returns the entry's path. Every file lies two folders below the root
- * (dist/cli, dist/chunks), as its source does (pipelines/<stage>/): core/paths.ts finds the
- * repository root from its own location. Safe to run in several processes at once.
+ * Builds dist/ in `root` and returns the entry's path (dist/cli/main-<hash>.cjs, the hash of its
+ * contents). Safe to run in several processes at once.
  */
 export async function build(root = ROOT) {
   const esbuild = await import('esbuild');
@@ -151,8 +165,7 @@ export async function build(root = ROOT) {
       build.onLoad({ filter: /.*/ }, (args) => {
         const { record, contents } = fileRecord(args.path);
         inputs[relative(root, args.path).split(sep).join('/')] = record;
-        const inPackage = args.path.includes(`${sep}node_modules${sep}`);
-        return { contents: inPackage ? packageModuleText(root, args.path, contents) : contents, loader: LOADERS[extname(args.path)] ?? 'js' };
+        return { contents: moduleText(root, args.path, contents), loader: LOADERS[extname(args.path)] ?? 'js' };
       });
     },
   };
@@ -160,11 +173,10 @@ export async function build(root = ROOT) {
     absWorkingDir: root,
     entryPoints: { main: 'pipelines/cli/main.ts' },
     entryNames: 'cli/[name]-[hash]',
-    chunkNames: 'chunks/[name]-[hash]',
+    outExtension: { '.js': '.cjs' },
     outdir: dist,
     bundle: true,
-    splitting: true,
-    format: 'esm',
+    format: 'cjs',
     platform: 'node',
     target: 'node20',
     banner: { js: BANNER },
@@ -194,6 +206,5 @@ const sortedKeys = (object) => Object.fromEntries(Object.entries(object).sort(([
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   const entry = await build();
-  const chunks = readdirSync(join(ROOT, 'dist', 'chunks')).length;
-  process.stdout.write(`built ${relative(ROOT, entry)} (${statSync(entry).size} bytes; ${chunks} chunks in dist/chunks)\n`);
+  process.stdout.write(`built ${relative(ROOT, entry)} (${statSync(entry).size} bytes)\n`);
 }

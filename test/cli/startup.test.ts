@@ -5,7 +5,18 @@
 // Everything runs as real processes in a temporary copy of the repository's code (node_modules linked),
 // so the repository's own dist/ is never touched; the timings are scripts/bench.ts --section startup's.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,7 +39,7 @@ const stamp = () =>
   JSON.parse(readFileSync(join(root, 'dist', 'build.json'), 'utf8')) as { entry: string; inputs: Record<string, unknown> };
 
 interface Metafile {
-  outputs: Record<string, { entryPoint?: string; inputs: Record<string, unknown>; imports: { path: string; kind: string }[] }>;
+  inputs: Record<string, { imports: { path: string; kind: string; external?: boolean }[] }>;
 }
 
 /** The package a file in node_modules belongs to (the innermost node_modules), else undefined. */
@@ -37,25 +48,24 @@ function packageOf(input: string): string | undefined {
 }
 
 /**
- * What the entry loads at start, its static imports followed through the chunks: the packages it
- * imports from node_modules at run time, the packages bundled into it, and its source files.
+ * What the bundle evaluates at start: the modules main.ts imports, followed through their static
+ * imports and requires but not their `await import(...)`, which the bundle evaluates on first use.
+ * Returns the packages left to node_modules among them, the packages bundled and the source files.
  */
 function loadedAtStart(meta: Metafile) {
-  const entry = Object.keys(meta.outputs).find((o) => meta.outputs[o]!.entryPoint === 'pipelines/cli/main.ts')!;
-  const seen = new Set<string>();
-  const imported = new Set<string>();
   const inputs = new Set<string>();
-  const visit = (output: string) => {
-    if (seen.has(output)) return;
-    seen.add(output);
-    for (const input of Object.keys(meta.outputs[output]!.inputs)) inputs.add(input);
-    for (const { path, kind } of meta.outputs[output]!.imports) {
-      if (kind !== 'import-statement') continue;
-      if (meta.outputs[path]) visit(path);
-      else if (!path.startsWith('node:') && !builtinModules.includes(path)) imported.add(path);
+  const imported = new Set<string>();
+  const visit = (input: string) => {
+    if (inputs.has(input)) return;
+    inputs.add(input);
+    for (const { path, kind, external } of meta.inputs[input]?.imports ?? []) {
+      if (kind === 'dynamic-import') continue;
+      if (external) {
+        if (!path.startsWith('node:') && !builtinModules.includes(path)) imported.add(path);
+      } else visit(path);
     }
   };
-  visit(entry);
+  visit('pipelines/cli/main.ts');
   const bundled = new Set([...inputs].map(packageOf).filter((p) => p !== undefined));
   return { imported: [...imported].sort(), bundled: [...bundled].sort(), inputs: [...inputs] };
 }
@@ -69,7 +79,9 @@ function dependencyClosure(names: string[]): string[] {
     const folder = existsSync(join(nested, 'package.json')) ? nested : join(ROOT, 'node_modules', name);
     if (found.has(folder)) return;
     found.set(folder, name);
-    const { dependencies = {} } = JSON.parse(readFileSync(join(folder, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+    const { dependencies = {} } = JSON.parse(readFileSync(join(folder, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+    };
     for (const dependency of Object.keys(dependencies)) visit(dependency, folder);
   };
   for (const name of names) visit(name, ROOT);
@@ -83,6 +95,7 @@ beforeAll(() => {
     'bin',
     'scripts/build.mjs',
     'scripts/build-stamp.mjs',
+    'scripts/code-cache.mjs',
     'contracts',
     'workflows',
     'package.json',
@@ -122,15 +135,24 @@ describe('the build of the command line', () => {
     // the build's shortcut in string-width (scripts/build.mjs): printable ASCII is one column a
     // character in every installed copy, as string-width itself computes it
     const modules = join(ROOT, 'node_modules');
-    const copies = [join(modules, 'string-width'), ...readdirSync(modules).map((name) => join(modules, name, 'node_modules', 'string-width'))];
+    const copies = [
+      join(modules, 'string-width'),
+      ...readdirSync(modules).map((name) => join(modules, name, 'node_modules', 'string-width')),
+    ];
     const installed = copies.filter((folder) => existsSync(join(folder, 'package.json')));
     expect(installed.length).toBeGreaterThan(0);
     const printable = Array.from({ length: 0x7f - 0x20 }, (_, i) => String.fromCharCode(0x20 + i));
     for (const folder of installed) {
-      const { main = 'index.js', exports } = JSON.parse(readFileSync(join(folder, 'package.json'), 'utf8')) as { main?: string; exports?: unknown };
+      const { main = 'index.js', exports } = JSON.parse(readFileSync(join(folder, 'package.json'), 'utf8')) as {
+        main?: string;
+        exports?: unknown;
+      };
       const file = typeof exports === 'string' ? exports : (((exports as Record<string, unknown>)?.default as string) ?? main);
       const { default: stringWidth } = (await import(pathToFileURL(join(folder, file)).href)) as { default: (s: string) => number };
-      expect(printable.filter((c) => stringWidth(c) !== 1), folder).toEqual([]);
+      expect(
+        printable.filter((c) => stringWidth(c) !== 1),
+        folder,
+      ).toEqual([]);
       expect(stringWidth(printable.join('')), folder).toBe(printable.length);
     }
     const built = wwref(['episode', '--help']);
@@ -141,6 +163,27 @@ describe('the build of the command line', () => {
     const version = wwref(['--version'], {}, tmpdir());
     expect(version.stderr).toBe('');
     expect(version.stdout.trim()).toBe(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version);
+  });
+
+  it("keeps V8's compiled code of each command beside the bundle, and compiles afresh when the cache is not V8's", () => {
+    const run = () => wwref(['families', '--family', 'regression']);
+    const first = run();
+    expect(first.code).toBe(0);
+    const cache = `${join(root, 'dist', stamp().entry)}.${process.version}-${process.arch}.families.v8cache`;
+    const written = readFileSync(cache);
+    expect(written.length).toBeGreaterThan(0);
+    // used as it is: the same output, the file left alone
+    expect(run().stdout).toBe(first.stdout);
+    expect(readFileSync(cache).equals(written)).toBe(true);
+    // a cache V8 refuses (not of this source, or damaged) changes nothing but the time: replaced
+    writeFileSync(cache, Buffer.alloc(written.length, 7));
+    const again = run();
+    expect(again.stderr).toBe('');
+    expect(again.stdout).toBe(first.stdout);
+    expect(readFileSync(cache).equals(Buffer.alloc(written.length, 7))).toBe(false);
+    // a run that fails (an unknown command, exit 2) leaves no cache
+    expect(wwref(['no-such-command']).code).toBe(2);
+    expect(existsSync(cache.replace('.families.', '.no-such-command.'))).toBe(false);
   });
 
   it('is built again, before it runs, when a source changed; a file only touched keeps it', () => {
@@ -167,7 +210,7 @@ describe('the build of the command line', () => {
   it('is made by `npm run build` (what `npm ci` runs) and is run as it is', () => {
     rmSync(join(root, 'dist'), { recursive: true, force: true });
     const said = execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, encoding: 'utf8' });
-    expect(said).toMatch(/^built dist\/cli\/main-\w+\.js/);
+    expect(said).toMatch(/^built dist\/cli\/main-\w+\.cjs /);
     const built = statSync(join(root, 'dist', 'build.json')).mtimeMs;
     const version = wwref(['--version']);
     expect(version.code).toBe(0);
