@@ -254,31 +254,51 @@ export function generatedFolders(paths: Pick<Paths, 'references' | 'prepared' | 
   return [paths.references, join(ROOT, 'outputs', 'references'), join(ROOT, 'outputs', 'examples'), paths.prepared, paths.manifests];
 }
 
-let repository: { tracked: Set<string>; gitDirs: string[] } | undefined;
+/** Runs git in the repository (real path `root`) and returns what it printed. */
+function git(root: string, args: string[]): string {
+  return execFileSync('git', ['-C', root, ...args], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'ignore'],
+    timeout: 20_000,
+    maxBuffer: 64 << 20,
+  });
+}
+
+let gitFolders: string[] | undefined;
 /**
- * The repository's tracked files and its git folders (a worktree's own and the common one), real
- * absolute paths, asked of git once; none when ROOT is no git work tree (the other rules still hold).
+ * The repository's git folders (a worktree's own and the common one), real absolute paths, asked of
+ * git once; only `.git` when ROOT is no git work tree (the other rules still hold).
  */
-function repositoryFiles(): { tracked: Set<string>; gitDirs: string[] } {
-  if (!repository) {
+function repositoryGitDirs(): string[] {
+  if (!gitFolders) {
     const root = realPath(ROOT);
-    const git = (args: string[]) =>
-      execFileSync('git', ['-C', root, ...args], {
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'ignore'],
-        timeout: 20_000,
-        maxBuffer: 64 << 20,
-      });
-    repository = { tracked: new Set(), gitDirs: [join(root, '.git')] };
+    gitFolders = [join(root, '.git')];
     try {
-      for (const name of git(['ls-files', '-z']).split('\0')) if (name) repository.tracked.add(join(root, name));
-      const dirs = git(['rev-parse', '--path-format=absolute', '--git-dir', '--git-common-dir']).split('\n').filter(Boolean);
-      repository.gitDirs.push(...dirs.map((d) => realPath(d)));
+      const dirs = git(root, ['rev-parse', '--path-format=absolute', '--git-dir', '--git-common-dir']).split('\n').filter(Boolean);
+      gitFolders.push(...dirs.map((d) => realPath(d)));
     } catch {
       // no git, or not a work tree
     }
   }
-  return repository;
+  return gitFolders;
+}
+
+let trackedFiles: Set<string> | undefined;
+/**
+ * The repository's tracked files, real absolute paths, asked of git once (a second git process: only
+ * a path inside the repository, or around it, needs them); none when ROOT is no git work tree.
+ */
+function repositoryTrackedFiles(): Set<string> {
+  if (!trackedFiles) {
+    const root = realPath(ROOT);
+    trackedFiles = new Set();
+    try {
+      for (const name of git(root, ['ls-files', '-z']).split('\0')) if (name) trackedFiles.add(join(root, name));
+    } catch {
+      // no git, or not a work tree
+    }
+  }
+  return trackedFiles;
 }
 
 /** The nearest folder at or above `path` holding a reference manifest (`manifest.json` with `manifest_version`), if any. */
@@ -321,9 +341,8 @@ export interface OutputCheck {
 function projectClash(paths: Pick<Paths, 'references' | 'prepared' | 'manifests'>, path: string, check: OutputCheck): string | undefined {
   const real = realPath(path);
   const root = realPath(ROOT);
-  const { tracked, gitDirs } = repositoryFiles();
-  const git = gitDirs.find((dir) => within(real, dir));
-  if (git) return `inside ${git}, the repository itself`;
+  const gitDir = repositoryGitDirs().find((dir) => within(real, dir));
+  if (gitDir) return `inside ${gitDir}, the repository itself`;
   if (real === join(root, CONFIG_FILE)) return `the project's configuration (${CONFIG_FILE})`;
   for (const dir of SOURCE_FOLDERS) {
     if (check.inSources && dir === join(ROOT, 'sources')) continue;
@@ -334,6 +353,9 @@ function projectClash(paths: Pick<Paths, 'references' | 'prepared' | 'manifests'
   }
   const references = referenceFolderAbove(real);
   if (references) return `inside ${references}, a reference folder (it holds a manifest), which only wwref itself writes`;
+  // every tracked file lies in the repository: none is at, or in, a path neither in it nor around it
+  if (!within(real, root) && !within(root, real)) return undefined;
+  const tracked = repositoryTrackedFiles();
   if ((check.kind ?? 'file') === 'folder') {
     const prefix = real.endsWith(sep) ? real : real + sep;
     for (const file of tracked) if (file.startsWith(prefix)) return `a folder holding ${file}, a file of the repository (tracked by git)`;
