@@ -1,11 +1,12 @@
 // Runs the build's CommonJS bundle (scripts/build.mjs) with V8's code cache: the machine code V8
 // compiled for it in an earlier run of the same command, kept beside the bundle as
 // <bundle>.<node version>-<arch>.<command>.v8cache. Parsing and compiling the bundle is most of what
-// a command pays at start beyond Node itself; with the cache V8 reads instead what it compiled last
-// time (a third less CPU for `wwref episode status`: README, Start-up). V8 checks that a cache is of
-// this very source, V8 version and flags, and ignores it otherwise (`cachedDataRejected`): the code
-// then compiles as without a cache, and this run's cache replaces the file. A folder that cannot be
-// written keeps no cache; nothing else changes.
+// a command pays at start beyond Node itself and its work; with the cache V8 reads instead what it
+// compiled last time (README, Start-up). A cache belongs to one bundle by its name (the bundle's
+// carries esbuild's hash of its contents, and a build never rewrites it); V8 itself refuses a cache
+// of another V8 version, other flags, another source length or damaged bytes (`cachedDataRejected`):
+// the code then compiles as without a cache, and this run's cache replaces the file. A folder that
+// cannot be written keeps no cache; nothing else changes.
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
