@@ -417,7 +417,8 @@ if (sections.has('startup')) {
     return { wall, rss: usage.rss / 1024, cpu: usage.cpu };
   };
   try {
-    bins.forEach((bin, b) => once([bin, 'episode', 'start', '--episode', join(dir, `episode-${b + 1}`), '--condition', condition, '--budget', '4']));
+    for (const [b, bin] of bins.entries())
+      once([bin, 'episode', 'start', '--episode', join(dir, `episode-${b + 1}`), '--condition', condition, '--budget', '4']);
     const load = loadavg()[0]!.toFixed(2);
     // one unmeasured run of each first (the file cache; a build made after an edit; the code cache of
     // each command), then rounds that go through every case in turn, so that a busy spell of a
@@ -429,7 +430,7 @@ if (sections.has('startup')) {
       `start-up, median of ${runs} runs: node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), ` +
         `load average ${load} before and ${loadavg()[0]!.toFixed(2)} after`,
     );
-    bins.forEach((bin, b) => console.log(`  ${bins.length > 1 ? `[${b + 1}] ` : ''}${bin}`));
+    for (const [b, bin] of bins.entries()) console.log(`  ${bins.length > 1 ? `[${b + 1}] ` : ''}${bin}`);
     const bare = measured.get('node -e 0')!;
     const bareWall = median(bare.map((r) => r.wall));
     const bareCpu = median(bare.map((r) => r.cpu));
