@@ -172,8 +172,10 @@ describe('the build of the command line', () => {
     const cache = `${join(root, 'dist', stamp().entry)}.${process.version}-${process.arch}.families.v8cache`;
     const written = readFileSync(cache);
     expect(written.length).toBeGreaterThan(0);
-    // used as it is: the same output, the file left alone
+    // used as it is: the same output, the file left alone (a cache V8 refused would be written anew, a new file)
+    const inode = statSync(cache).ino;
     expect(run().stdout).toBe(first.stdout);
+    expect(statSync(cache).ino).toBe(inode);
     expect(readFileSync(cache).equals(written)).toBe(true);
     // a cache V8 refuses (not of this source, or damaged) changes nothing but the time: replaced
     writeFileSync(cache, Buffer.alloc(written.length, 7));
