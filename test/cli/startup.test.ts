@@ -129,6 +129,15 @@ describe('the build of the command line', () => {
     expect(start.bundled.filter((p) => !allowed.includes(p))).toEqual([]);
     expect(start.bundled).toEqual(expect.arrayContaining(['yargs', 'zod']));
     expect(start.inputs.filter((i) => /pipelines\/(jobs|analysis|evaluation|execution\/local|references\/store)/.test(i))).toEqual([]);
+    // zod imported as a namespace everywhere (`import * as z`): the bundle holds its English messages,
+    // not the forty other locales that `import { z }` keeps
+    const bundle = JSON.parse(readFileSync(join(root, 'dist', 'metafile.json'), 'utf8')) as {
+      outputs: Record<string, { inputs: Record<string, unknown> }>;
+    };
+    const locales = Object.values(bundle.outputs).flatMap((o) =>
+      Object.keys(o.inputs).filter((i) => /zod\/v4\/locales\/(?!en\.js|index\.js)/.test(i)),
+    );
+    expect(locales).toEqual([]);
   });
 
   it('lays out a help text as the sources do, and finds its version from any folder', async () => {
