@@ -122,6 +122,7 @@ function writeOnce(path, bytes) {
 /** Removes the output files of older builds, once old enough that no process still loads them. */
 function prune(dist, keep) {
   for (const folder of ['cli', 'chunks']) {
+    // chunks/: the ES module chunks of builds before the bundle
     let names = [];
     try {
       names = readdirSync(join(dist, folder));
