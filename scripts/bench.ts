@@ -24,10 +24,11 @@
 //   startup     how long a `wwref` command takes to start and finish, as a user runs it (`node bin/wwref.mjs`):
 //               --help, --version, list, task, episode status and grade of one table, each against
 //               `node -e 0`; median wall and CPU seconds of --runs runs (default 7) and the peak RSS.
-//               --bin FILE times another checkout's entry point (e.g. one of main, for a before/after)
+//               --bin FILE times another checkout's entry point; several (--bin A B) are timed in the same
+//               rounds, each ratio to the same `node -e 0` (a before/after on a shared machine)
 //   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode,cohort,startup]
 //                            [--condition C ...] [--workers 1,2] [--rounds N (dask, default 3; sandbox, default 5)]
-//                            [--runs N --bin FILE (startup)]
+//                            [--runs N --bin FILE ... (startup)]
 // Default sections: overhead, throughput, profile, dask, sandbox (catalog takes ~10 min on 2 cores; ask for
 // it, and for controls, episode, cohort and startup).
 // Prepared inputs come from prepared/ (run `npx wwref prepare` first); rebuilds write to a temporary
@@ -478,7 +479,8 @@ const median = (values: number[]) => {
 };
 
 if (sections.has('startup')) {
-  const bin = arg('bin')[0] ?? join(ROOT, 'bin', 'wwref.mjs');
+  // several --bin FILE: each checkout's commands in the same rounds, so that their ratios are measured together
+  const bins = arg('bin').length ? arg('bin') : [join(ROOT, 'bin', 'wwref.mjs')];
   const runs = Number(arg('runs')[0] ?? 7);
   const dir = mkdtempSync(join(tmpdir(), 'wwref-startup-'));
   const usageFile = join(dir, 'usage.jsonl');
@@ -487,16 +489,19 @@ if (sections.has('startup')) {
   const dimensions = catalog.condition(condition).dimensions;
   const rows = allMasks(dimensions).map((m) => `${m},0.5\n`);
   writeFileSync(table, `mask,utility\n${rows.join('')}`);
-  const episode = join(dir, 'episode');
-  const cases: [string, string[]][] = [
-    ['node -e 0', ['-e', '0']],
-    ['wwref --help', [bin, '--help']],
-    ['wwref --version', [bin, '--version']],
-    ['wwref list', [bin, 'list']],
-    [`wwref task --condition ${condition}`, [bin, 'task', '--condition', condition]],
-    ['wwref episode status', [bin, 'episode', 'status', '--episode', episode]],
-    [`wwref grade --condition ${condition}`, [bin, 'grade', '--condition', condition, '--table', table]],
-  ];
+  const cases: [string, string[]][] = [['node -e 0', ['-e', '0']]];
+  bins.forEach((bin, b) => {
+    const tag = bins.length > 1 ? `[${b + 1}] ` : '';
+    const episode = join(dir, `episode-${b + 1}`);
+    cases.push(
+      [`${tag}wwref --help`, [bin, '--help']],
+      [`${tag}wwref --version`, [bin, '--version']],
+      [`${tag}wwref list`, [bin, 'list']],
+      [`${tag}wwref task --condition ${condition}`, [bin, 'task', '--condition', condition]],
+      [`${tag}wwref episode status`, [bin, 'episode', 'status', '--episode', episode]],
+      [`${tag}wwref grade --condition ${condition}`, [bin, 'grade', '--condition', condition, '--table', table]],
+    );
+  });
   /** One run: wall seconds, and what the preload wrote (the process's own peak RSS and CPU seconds). */
   const once = (args: string[]) => {
     rmSync(usageFile, { force: true });
@@ -512,23 +517,31 @@ if (sections.has('startup')) {
     return { wall, rss: usage.rss / 1024, cpu: usage.cpu };
   };
   try {
-    once([bin, 'episode', 'start', '--episode', episode, '--condition', condition, '--budget', '4']);
+    for (const [b, bin] of bins.entries())
+      once([bin, 'episode', 'start', '--episode', join(dir, `episode-${b + 1}`), '--condition', condition, '--budget', '4']);
     const load = loadavg()[0]!.toFixed(2);
-    // one unmeasured run of each first (the file cache; a build made after an edit), then rounds
-    // that go through every case in turn, so that a busy spell of a shared machine falls on all
+    // one unmeasured run of each first (the file cache; a build made after an edit; the code cache of
+    // each command), then rounds that go through every case in turn, so that a busy spell of a
+    // shared machine falls on all
     for (const [, args] of cases) once(args);
     const measured = new Map(cases.map(([label]) => [label, [] as { wall: number; rss: number; cpu: number }[]]));
     for (let round = 0; round < runs; round++) for (const [label, args] of cases) measured.get(label)!.push(once(args));
     console.log(
       `start-up, median of ${runs} runs: node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), ` +
-        `load average ${load} before and ${loadavg()[0]!.toFixed(2)} after; ${bin}`,
+        `load average ${load} before and ${loadavg()[0]!.toFixed(2)} after`,
     );
-    const bare = median(measured.get('node -e 0')!.map((r) => r.wall));
+    for (const [b, bin] of bins.entries()) console.log(`  ${bins.length > 1 ? `[${b + 1}] ` : ''}${bin}`);
+    const bare = measured.get('node -e 0')!;
+    const bareWall = median(bare.map((r) => r.wall));
+    const bareCpu = median(bare.map((r) => r.cpu));
     for (const [label, results] of measured) {
       const wall = median(results.map((r) => r.wall));
+      const cpu = median(results.map((r) => r.cpu));
+      const ratios = label === 'node -e 0' ? '' : ` (${(wall / bareWall).toFixed(1)}x)`;
+      const cpuRatio = label === 'node -e 0' ? '' : ` (${(cpu / bareCpu).toFixed(1)}x)`;
       console.log(
-        `  ${label.padEnd(30)} wall ${wall.toFixed(3)} s${label === 'node -e 0' ? '        ' : ` (${(wall / bare).toFixed(1)}x)`.padEnd(8)}  ` +
-          `CPU ${median(results.map((r) => r.cpu)).toFixed(3)} s  peak RSS ${Math.max(...results.map((r) => r.rss)).toFixed(0)} MiB`,
+        `  ${label.padEnd(34)} wall ${wall.toFixed(3)} s${ratios.padEnd(8)}  CPU ${cpu.toFixed(3)} s${cpuRatio.padEnd(8)}  ` +
+          `peak RSS ${Math.max(...results.map((r) => r.rss)).toFixed(0)} MiB`,
       );
     }
   } finally {

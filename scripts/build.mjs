@@ -1,77 +1,109 @@
 // The build of the command line, so that no TypeScript is compiled when a command starts: esbuild
-// bundles pipelines/cli/main.ts into dist/ (ignored by git) as one entry and chunks that the commands
-// load when they need them (`await import(...)`), packages left external but Apache Arrow (BUNDLED).
+// bundles pipelines/cli/main.ts, with the packages it uses (all but EXTERNAL), into one CommonJS file
+// in dist/cli (dist/ is ignored by git). Each command's work is still loaded only when it runs: an
+// `await import(...)` of the sources becomes code that the bundle evaluates on first use. One file
+// rather than ESM chunks, because V8 can keep the compiled code of a script between runs and not of
+// an ES module on Node 20 (scripts/code-cache.mjs).
 // `npm ci` runs it through the `prepare` script; bin/wwref.mjs runs the build only while it matches
-// the sources (builtEntry) and builds again first when it does not, so a stale build never runs and
-// an edited source takes effect at the next command.
+// the sources (build-stamp.mjs) and builds again first when it does not, so a stale build never runs
+// and an edited source takes effect at the next command.
 //   node scripts/build.mjs           (npm run build) builds dist/ and prints the entry
 // Plain JavaScript: it runs before anything can compile TypeScript. esbuild is called through its API
 // (its own install script is not run: package.json's allowScripts).
-import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, extname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { STAMP, STAMP_VERSION, sha256 } from './build-stamp.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** What the build depends on besides the bundled sources: this script and the compiler options esbuild reads. */
-const EXTRA_INPUTS = ['scripts/build.mjs', 'tsconfig.json', 'package.json'];
-const STAMP = 'build.json';
-/** Output files of earlier builds are removed once this old: a process started before may still load their chunks. */
+const EXTRA_INPUTS = ['scripts/build.mjs', 'scripts/build-stamp.mjs', 'scripts/code-cache.mjs', 'tsconfig.json', 'package.json'];
+/** Output files of earlier builds (and their code caches) are removed once this old: a process started before may still read them. */
 const PRUNE_AFTER_MS = 24 * 3600 * 1000;
 /**
- * Packages bundled into the build rather than imported from node_modules at run time. Apache Arrow is
- * some 160 modules: Node takes about twice as long to load them as one tree-shaken file. It shares no
- * objects with other packages. zod stays a package: the MCP SDK must see the same zod as our schemas.
+ * Packages imported from node_modules at run time rather than bundled: Pyodide finds its WebAssembly
+ * and standard library beside its own files; esbuild and tsx are the build's and the sources' tools.
+ * Every other package is bundled: Node loads one file of a bundle in a fraction of the time it takes
+ * to resolve and compile a package's many small modules (yargs and zod at start: 0.26 s of CPU against
+ * 0.09 s bundled). There is one copy of each package in the bundle: the MCP SDK sees our schemas'
+ * zod, as it must.
  */
-const BUNDLED = new Set(['apache-arrow']);
+const EXTERNAL = new Set(['pyodide', 'esbuild', 'tsx']);
 
-/** esbuild plugin: every package is external except BUNDLED ones (and what they import). */
+/** esbuild plugin: the EXTERNAL packages and Node's own modules stay imports; everything else is bundled. */
 const externalPackages = {
   name: 'external-packages',
   setup(build) {
     build.onResolve({ filter: /^[^./]/ }, (args) => {
       if (args.path.startsWith('node:')) return { external: true };
       const name = args.path.startsWith('@') ? args.path.split('/').slice(0, 2).join('/') : args.path.split('/')[0];
-      // an importer inside node_modules belongs to a bundled package: its own imports are bundled too
-      if (BUNDLED.has(name) || args.importer.includes(`${sep}node_modules${sep}`)) return undefined;
-      return { external: true };
+      return EXTERNAL.has(name) ? { external: true } : undefined;
     });
   },
 };
 
-const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
+/**
+ * esbuild plugin: every `import stringWidth from 'string-width'` (yargs' help layout: cliui, wrap-ansi)
+ * gets the package's function behind a shortcut: a string of printable ASCII only is as wide as it
+ * is long (one column a character, which string-width computes through its Unicode rules: segmenting
+ * into graphemes, emoji regular expressions, East Asian widths). Those rules cost some 40 ms of every
+ * command that lays out a help text (`--help`, any command with subcommands); any other string still
+ * goes to string-width. test/cli/startup.test.ts checks the shortcut's premise on the installed
+ * copies, and that the build prints what the sources print.
+ */
+const asciiStringWidth = {
+  name: 'ascii-string-width',
+  setup(build) {
+    const real = 'the package itself';
+    build.onResolve({ filter: /^string-width$/ }, async (args) => {
+      if (args.pluginData === real) return undefined;
+      const resolved = await build.resolve(args.path, {
+        kind: args.kind,
+        importer: args.importer,
+        resolveDir: args.resolveDir,
+        pluginData: real,
+      });
+      if (resolved.errors.length) return { errors: resolved.errors };
+      return { path: resolved.path, namespace: 'ascii-string-width' };
+    });
+    build.onLoad({ filter: /.*/, namespace: 'ascii-string-width' }, (args) => ({
+      contents:
+        `import stringWidth from ${JSON.stringify(args.path)};\n` +
+        'const PRINTABLE_ASCII = /^[\\x20-\\x7e]*$/;\n' +
+        'export default (string, options) => (typeof string === "string" && PRINTABLE_ASCII.test(string) ? string.length : stringWidth(string, options));\n',
+      resolveDir: dirname(args.path),
+      loader: 'js',
+    }));
+  },
+};
 
 /**
- * The entry of the build in `root`/dist when it was built from exactly the files there are now, else
- * undefined. A file whose size and modification time are as recorded is taken as unchanged (as git
- * does); any other is hashed, so a checkout that only touched a file does not force a rebuild.
+ * The bundle's first lines: where the repository is (the bundle lies in dist/cli, two folders below
+ * it, as its sources lie in pipelines/<stage>/), read before any bundled module can shadow
+ * `__dirname`, and the URL of a file of the repository, which stands for `import.meta.url`.
  */
-export function builtEntry(root = ROOT) {
-  const dist = join(root, 'dist');
-  let stamp;
-  try {
-    stamp = JSON.parse(readFileSync(join(dist, STAMP), 'utf8'));
-  } catch {
-    return undefined;
-  }
-  if (stamp?.version !== 1 || typeof stamp.entry !== 'string' || typeof stamp.inputs !== 'object') return undefined;
-  for (const [file, recorded] of Object.entries(stamp.inputs)) {
-    let stat;
-    try {
-      stat = statSync(join(root, file));
-    } catch {
-      return undefined; // a source was removed or renamed
-    }
-    if (stat.size === recorded.size && stat.mtimeMs === recorded.mtimeMs) continue;
-    if (stat.size !== recorded.size || sha256(readFileSync(join(root, file))) !== recorded.sha256) return undefined;
-  }
-  const entry = join(dist, stamp.entry);
-  try {
-    statSync(entry);
-  } catch {
-    return undefined;
-  }
-  return entry;
+const BANNER =
+  "var __wwrefRoot = require('node:path').join(__dirname, '..', '..');\n" +
+  "var __wwrefFileUrl = (file) => require('node:url').pathToFileURL(require('node:path').join(__wwrefRoot, file)).href;";
+
+/**
+ * The text esbuild compiles of a module: `import.meta.url` (which a CommonJS bundle has not) still
+ * names the module's own file, so core/paths.ts finds the repository and yargs its locales and, for
+ * --version, the program's package.json. A package's CommonJS `__dirname` or `__filename` has no such
+ * stand-in (it would name dist/cli): the build stops rather than produce code that fails when that
+ * path runs. So does any other use of `import.meta` in the sources.
+ */
+function moduleText(root, path, contents) {
+  const text = contents.toString('utf8');
+  const file = relative(root, path).split(sep).join('/');
+  const inPackage = path.includes(`${sep}node_modules${sep}`);
+  if (inPackage && /\b__(dirname|filename)\b/.test(text) && !/\b(var|let|const)\s+__(dirname|filename)\b/.test(text))
+    throw new Error(`${file} uses __dirname or __filename: it cannot be bundled (add its package to EXTERNAL)`);
+  if (!text.includes('import.meta')) return contents;
+  const replaced = text.replaceAll('import.meta.url', `__wwrefFileUrl(${JSON.stringify(file)})`);
+  if (!inPackage && replaced.includes('import.meta'))
+    throw new Error(`${file} uses import.meta beyond import.meta.url, which the bundle cannot give it`);
+  return replaced;
 }
 
 /** Writes `bytes` to `path` unless the file is there already (names carry a content hash): a temporary file renamed, so a reader never sees half of it. */
@@ -90,6 +122,7 @@ function writeOnce(path, bytes) {
 /** Removes the output files of older builds, once old enough that no process still loads them. */
 function prune(dist, keep) {
   for (const folder of ['cli', 'chunks']) {
+    // chunks/: the ES module chunks of builds before the bundle
     let names = [];
     try {
       names = readdirSync(join(dist, folder));
@@ -118,9 +151,8 @@ function fileRecord(path) {
 const LOADERS = { '.ts': 'ts', '.mjs': 'js', '.js': 'js', '.cjs': 'js', '.json': 'json' };
 
 /**
- * Builds dist/ in `root` and returns the entry's path. Every file lies two folders below the root
- * (dist/cli, dist/chunks), as its source does (pipelines/<stage>/): core/paths.ts finds the
- * repository root from its own location. Safe to run in several processes at once.
+ * Builds dist/ in `root` and returns the entry's path (dist/cli/main-<hash>.cjs, the hash of its
+ * contents). Safe to run in several processes at once.
  */
 export async function build(root = ROOT) {
   const esbuild = await import('esbuild');
@@ -134,7 +166,7 @@ export async function build(root = ROOT) {
       build.onLoad({ filter: /.*/ }, (args) => {
         const { record, contents } = fileRecord(args.path);
         inputs[relative(root, args.path).split(sep).join('/')] = record;
-        return { contents, loader: LOADERS[extname(args.path)] ?? 'js' };
+        return { contents: moduleText(root, args.path, contents), loader: LOADERS[extname(args.path)] ?? 'js' };
       });
     },
   };
@@ -142,14 +174,14 @@ export async function build(root = ROOT) {
     absWorkingDir: root,
     entryPoints: { main: 'pipelines/cli/main.ts' },
     entryNames: 'cli/[name]-[hash]',
-    chunkNames: 'chunks/[name]-[hash]',
+    outExtension: { '.js': '.cjs' },
     outdir: dist,
     bundle: true,
-    splitting: true,
-    format: 'esm',
+    format: 'cjs',
     platform: 'node',
     target: 'node20',
-    plugins: [externalPackages, recordInputs],
+    banner: { js: BANNER },
+    plugins: [externalPackages, asciiStringWidth, recordInputs],
     metafile: true,
     write: false,
     logLevel: 'silent',
@@ -162,7 +194,7 @@ export async function build(root = ROOT) {
   const entry = Object.entries(result.metafile.outputs).find(([, output]) => output.entryPoint === 'pipelines/cli/main.ts')?.[0];
   if (!entry) throw new Error('esbuild produced no entry for pipelines/cli/main.ts');
   const entryPath = resolve(root, entry);
-  const stamp = { version: 1, entry: relative(dist, entryPath), esbuild: esbuild.version, inputs: sortedKeys(inputs) };
+  const stamp = { version: STAMP_VERSION, entry: relative(dist, entryPath), esbuild: esbuild.version, inputs: sortedKeys(inputs) };
   writeFileSync(join(dist, 'metafile.json'), JSON.stringify(result.metafile));
   const temporary = join(dist, `${STAMP}.${process.pid}.tmp`);
   writeFileSync(temporary, `${JSON.stringify(stamp, null, 1)}\n`);
@@ -175,6 +207,5 @@ const sortedKeys = (object) => Object.fromEntries(Object.entries(object).sort(([
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   const entry = await build();
-  const chunks = readdirSync(join(ROOT, 'dist', 'chunks')).length;
-  process.stdout.write(`built ${relative(ROOT, entry)} (${statSync(entry).size} bytes; ${chunks} chunks in dist/chunks)\n`);
+  process.stdout.write(`built ${relative(ROOT, entry)} (${statSync(entry).size} bytes)\n`);
 }

@@ -4,7 +4,7 @@
 // definitions) and a cost hint for scheduling. The Python module of the same name (workflows/families/)
 // implements each one; every worker reports its own registry and is refused when it disagrees with
 // this one (registryProblems).
-import { z } from 'zod';
+import * as z from 'zod';
 import { readContract } from '../core/contracts.ts';
 import { UserError } from '../core/errors.ts';
 

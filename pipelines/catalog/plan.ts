@@ -1,6 +1,6 @@
 // Construction plans (sources/<source>.plan.json): one per source, validated with zod. A plan names
 // the raw files (with sha256), the preparation recipe and its parameters, and the task conditions.
-import { z } from 'zod';
+import * as z from 'zod';
 import { FAMILIES, FAMILY_NAMES, OPTION_LETTERS } from './families.ts';
 import { UserError } from '../core/errors.ts';
 import { SAFE_FILE_NAME, SAFE_RELATIVE_PATH, SAFE_RELATIVE_PATH_RULE } from '../core/containment.ts';

@@ -4,7 +4,7 @@
 // The rules that tie parameters together are code on both sides (tabularRules here, check() in
 // workflows/prepare/tabular.py), held in step by the shared cases of contracts/vectors/recipes.json.
 // These schemas let a plan fail early, with a field path, before any worker starts.
-import { z } from 'zod';
+import * as z from 'zod';
 import { readContract } from '../core/contracts.ts';
 
 const TYPES = [

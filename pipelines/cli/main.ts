@@ -5,6 +5,7 @@
 import { resolve } from 'node:path';
 import yargs, { type ArgumentsCamelCase } from 'yargs';
 import { hideBin } from 'yargs/helpers';
+import * as z from 'zod';
 import { readConfig } from '../core/config.ts';
 import { Interrupted, UserError } from '../core/errors.ts';
 import { ROOT } from '../core/paths.ts';
@@ -163,5 +164,9 @@ export async function runCli(args: string[], env: NodeJS.ProcessEnv = process.en
 
 /** `node bin/wwref.mjs ...`: runs the command line and exits with its status. */
 export async function cliProcess(): Promise<never> {
+  // zod checks the same rules either way; by default it compiles a parser of its own for each object
+  // schema on first use (new Function), which a process that parses a few plans and a manifest once
+  // pays for and never gets back: some 20 ms of `wwref list` or `episode status` (scripts/bench.ts)
+  z.config({ jitless: true });
   process.exit(await runCli(hideBin(process.argv)));
 }

@@ -1,7 +1,7 @@
 // wwref.config.json at the repository root: the project's settings that are not per command.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { UserError } from './errors.ts';
 
 export const CONFIG_FILE = 'wwref.config.json';

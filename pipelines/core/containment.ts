@@ -24,7 +24,7 @@ import {
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { basename, dirname, isAbsolute, join, resolve, sep } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { readContract } from './contracts.ts';
 import { UserError } from './errors.ts';
 import { identityOf, otherNames, sameIdentity } from './fsutil.ts';

@@ -2,7 +2,7 @@
 // (contracts/README.md); each reader parses its file with its own zod schema.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { z } from 'zod';
+import type * as z from 'zod';
 import { UserError } from './errors.ts';
 import { ROOT } from './paths.ts';
 

@@ -10,7 +10,7 @@
 // generic code) changes bits too; the profile pins them to glibc's generic code, the variant the
 // published references were computed with, by preloading the libm pin (native/libm-pin/README.md).
 import { join } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { readContract } from './contracts.ts';
 import { UserError } from './errors.ts';
 import { declaredRuntimes, ROOT, runtimePins } from './paths.ts';

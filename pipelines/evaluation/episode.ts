@@ -16,7 +16,7 @@
 import { createHash } from 'node:crypto';
 import { closeSync, constants, openSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { UserError } from '../core/errors.ts';
 import { fsError, makeDirs, writeJsonAtomic } from '../core/fsutil.ts';
 import { lstatOrNothing, removeStaleEntries } from '../core/containment.ts';

@@ -2,7 +2,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { simpleGit } from 'simple-git';
-import { z } from 'zod';
+import * as z from 'zod';
 import { readContract } from '../core/contracts.ts';
 import { UserError } from '../core/errors.ts';
 import { digest, sha256Hex } from '../core/hashing.ts';

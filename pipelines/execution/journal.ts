@@ -7,7 +7,7 @@
 // catches accidental damage: anyone can recompute it. The journal is dropped once the table is written.
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { FamilyName } from '../catalog/families.ts';
 import { lstatOrNothing, readRegularFile } from '../core/containment.ts';
 import { UserError } from '../core/errors.ts';

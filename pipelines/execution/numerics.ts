@@ -1,7 +1,7 @@
 // What a worker's numerical state is checked and recorded against: the profile (core/profiles.ts)
 // each worker must show, the drift between the state references were built under and this machine's.
 import type { LibmPin, NumericalProfile } from '../core/profiles.ts';
-import { z } from 'zod';
+import * as z from 'zod';
 import { NumericsReport } from './protocol.ts';
 
 /** One line: machine, CPU, BLAS kernels, NumPy's highest SIMD target, the libm pin. */

@@ -1,6 +1,6 @@
 // The JSON-lines protocol between the orchestrator and workflows/worker.py, validated with zod in
 // both directions: every request is built through its schema, every response parsed by one.
-import { z } from 'zod';
+import * as z from 'zod';
 import { FAMILY_NAMES } from '../catalog/families.ts';
 
 const Family = z.enum(FAMILY_NAMES);

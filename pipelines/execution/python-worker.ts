@@ -8,7 +8,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { FamilyName } from '../catalog/families.ts';
 import type { Settings } from '../core/settings.ts';
 import { HELLO_TIMEOUT_SECONDS, WorkerCrash, WorkerError } from './executor.ts';

@@ -1,5 +1,5 @@
 // One reference record per (condition, mask): what the native run produced and what verified it.
-import { z } from 'zod';
+import * as z from 'zod';
 import { CapturedWarning } from './protocol.ts';
 
 export const RecordStatus = z.enum(['ok', 'failed']);

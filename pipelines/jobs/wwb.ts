@@ -11,7 +11,7 @@
 // refused. A table is read once: the bytes hashed are the bytes parsed.
 import { closeSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { UserError } from '../core/errors.ts';
 import type { FamilyName } from '../catalog/families.ts';
 import { FAMILY_NAMES } from '../catalog/families.ts';

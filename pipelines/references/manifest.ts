@@ -1,6 +1,6 @@
 // The schema of a reference folder's manifest.json: what was built, with what code and runtime, and the
 // sha256 of every table and prepared input. Reading and writing it is the store's (store.ts).
-import { z } from 'zod';
+import * as z from 'zod';
 import { RecordedNumerics } from '../execution/numerics.ts';
 
 export const ConditionEntry = z.strictObject({

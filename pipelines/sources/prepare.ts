@@ -4,7 +4,7 @@
 // (and .old-<pid>) folders a killed prepare left behind are removed by the next prepare of the source.
 import { existsSync, lstatSync, mkdirSync, renameSync, rmSync, unlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { AcquireOptions } from './acquire.ts';
 import { loadPlanFile, planFilePath, type LoadedPlan } from '../catalog/catalog.ts';
 import { UserError } from '../core/errors.ts';

@@ -27,7 +27,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { execa } from 'execa';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Catalog } from '../../pipelines/catalog/catalog.ts';
 import { writeEffects } from '../../pipelines/analysis/effects.ts';
@@ -232,6 +232,8 @@ describe('no output replaces what the project is made of (one rule for every --o
       ],
       [['report', '--references', refs, '--figures', at('docs')], 'docs/architecture.md', /a folder holding .*tracked by git/],
       [['effects', '--references', refs, '--out', ROOT], 'README.md', /a folder holding .*tracked by git/],
+      // a folder around the repository holds its files too
+      [['effects', '--references', refs, '--out', dirname(ROOT)], 'README.md', /a folder holding .*tracked by git/],
       [['export', '--references', refs, '--out', join(refs, 'all.csv')], 'wwref.config.json', /which only wwref itself writes/],
     ];
     for (const [args, file, message] of cases) {

@@ -8,7 +8,7 @@
 // episodes, once, naming its reference, with observations that are the reference's utilities (anchors
 // first, no more purchases than the budget) and a score that grade gives again to the letter.
 import { existsSync } from 'node:fs';
-import { z } from 'zod';
+import * as z from 'zod';
 import { readRegularFile } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 import { writeFileAtomic } from '../../core/fsutil.ts';

@@ -7,7 +7,7 @@
 // are written (each file atomically).
 import { existsSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 import { Interrupted, UserError } from '../../core/errors.ts';
 import { appendNoFollow, makeDirs, writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
 import { digest, sha256Hex } from '../../core/hashing.ts';

@@ -2,7 +2,7 @@
 // what the method chose, grade's score with the prediction table, and the reference it was computed
 // from. Written with the masks in order (JSON objects put integer-like keys such as "1000" first, which
 // would scramble the acquisition order), read back strictly for summaries.
-import { z } from 'zod';
+import * as z from 'zod';
 import { UserError } from '../../core/errors.ts';
 import { BENCHMARK_FIELDS } from '../../analysis/grade-records.ts';
 import type { GradeResult } from '../../analysis/grade.ts';

@@ -2,7 +2,7 @@
 // the numerical profile and admitted by the rules record workers are admitted by (profile, versions,
 // one thread, workflow code) before it computes anything; its two operations, a control task and an
 // estimator fitted on given observations.
-import { z } from 'zod';
+import * as z from 'zod';
 import type { Settings } from '../../core/settings.ts';
 import { admissionProblems } from '../../execution/admission.ts';
 import { HELLO_TIMEOUT_SECONDS, RuntimeRefused } from '../../execution/executor.ts';

@@ -8,7 +8,7 @@
 // Prepared inputs travel by content (read and hash-checked here, scattered once, checked again by
 // each worker). Timeouts are enforced by the bridge (the worker is restarted); a lost scheduler stops
 // the job with ExecutorLost, the journal keeping every finished record.
-import { z } from 'zod';
+import * as z from 'zod';
 import { UserError } from '../../core/errors.ts';
 import { admissionProblems, interpreterProblems, joinProblems, type AdmissionRules } from '../admission.ts';
 import {

@@ -6,7 +6,7 @@
 // first task of another key gets a fresh worker. The local executor runs records on it; preparation
 // uses it directly.
 import PQueue from 'p-queue';
-import { z } from 'zod';
+import * as z from 'zod';
 import { admissionProblems, type AdmissionRules } from '../admission.ts';
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
 import {
