@@ -51,6 +51,8 @@ export interface Settings {
   mirrors: string[];
   /** Downloads from upstream URLs: allowed unless WWREF_OFFLINE=1; read timeout in seconds. */
   downloads: { online: boolean; readTimeoutSeconds: number };
+  /** How long a fresh Python worker may take to import its libraries and answer its hello (WWREF_HELLO_TIMEOUT_SECONDS, default 120). */
+  helloTimeoutSeconds: number;
   /** The environment processes started by wwref inherit (this process's when built by the CLI). */
   environment: Readonly<Record<string, string | undefined>>;
 }
@@ -67,6 +69,8 @@ export interface SettingsFlags {
 }
 
 const DEFAULT_READ_TIMEOUT_SECONDS = 60;
+/** How long a fresh worker may take to import its libraries and answer its hello, unless WWREF_HELLO_TIMEOUT_SECONDS says otherwise. */
+export const DEFAULT_HELLO_TIMEOUT_SECONDS = 120;
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === '' ? undefined : value;
@@ -108,6 +112,13 @@ function selectProfile(configured: string | undefined, fromEnv: string | undefin
     );
   }
   return profileByName(configured ?? fromEnv ?? DEFAULT_PROFILE, runtimePins(runtime).numpy);
+}
+
+/** A positive number of seconds from `variable`, else `fallback`. */
+function secondsFrom(variable: string, value: string | undefined, fallback: number): number {
+  const seconds = value === undefined ? fallback : Number(value);
+  if (!Number.isFinite(seconds) || seconds <= 0) throw new UserError(`${variable} must be a positive number of seconds, not '${value}'`);
+  return seconds;
 }
 
 function readTimeout(flag: number | undefined, fromEnv: string | undefined): number {
@@ -163,6 +174,7 @@ export function loadSettings(flags: SettingsFlags = {}, env: Readonly<Record<str
       online: flags.online ?? env.WWREF_OFFLINE !== '1',
       readTimeoutSeconds: readTimeout(flags.readTimeoutSeconds, fromEnv('WWREF_DOWNLOAD_TIMEOUT_SECONDS')),
     },
+    helloTimeoutSeconds: secondsFrom('WWREF_HELLO_TIMEOUT_SECONDS', fromEnv('WWREF_HELLO_TIMEOUT_SECONDS'), DEFAULT_HELLO_TIMEOUT_SECONDS),
     environment: env,
   };
 }

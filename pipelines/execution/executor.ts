@@ -2,14 +2,14 @@
 // the local process pool (local-executor.ts) or another engine. Requests are plain data that name
 // the prepared input by source and content hashes, never by a local path; failures arrive as one
 // typed error family. Scheduling, hashing, verification and writing stay with the jobs.
-import type { Settings } from '../core/settings.ts';
+import { DEFAULT_HELLO_TIMEOUT_SECONDS, type Settings } from '../core/settings.ts';
 import type { FamilyName } from '../catalog/families.ts';
 import { UserError } from '../core/errors.ts';
 import type { NumericalProfile } from '../core/profiles.ts';
 import type { HelloResult, RunResult, TruthResult } from './protocol.ts';
 
-/** How long a fresh worker may take to import its libraries and answer its hello. */
-export const HELLO_TIMEOUT_SECONDS = 120;
+/** How long a forked worker may take to connect (a fresh worker's hello: `settings.helloTimeoutSeconds`). */
+export const HELLO_TIMEOUT_SECONDS = DEFAULT_HELLO_TIMEOUT_SECONDS;
 /** Reading a condition's held-out truth. */
 export const TRUTH_TIMEOUT_SECONDS = 300;
 /** Preparing one source (acquisition excluded). */

@@ -52,23 +52,28 @@ describe('wwref doctor with an interpreter that never answers', () => {
       const silent = join(dir, 'python');
       writeFileSync(silent, '#!/bin/sh\nexec sleep 600\n');
       chmodSync(silent, 0o755);
+      const started = Date.now();
       const r = await execa('node', [join(ROOT, 'bin', 'wwref.mjs'), 'doctor'], {
         cwd: dir,
-        env: { WWREF_PYTHON: silent },
+        env: { WWREF_PYTHON: silent, WWREF_HELLO_TIMEOUT_SECONDS: '10' },
         reject: false,
-        timeout: 200_000, // one hello (120 s) and the start-up: two would pass this bound
+        timeout: 60_000,
       });
+      const waited = (Date.now() - started) / 1000;
       expect(r.timedOut).toBe(false);
+      // one hello waited out (10 s), not two: the second would take the wait past 20 s
+      expect(waited).toBeGreaterThanOrEqual(10);
+      expect(waited).toBeLessThan(19);
       expect([r.exitCode, String(r.stderr).trim().split('\n')]).toEqual([
         2,
         [
           expect.stringMatching(
-            /^wwref: the Python runtime \S+python did not start a wwref worker: .*did not answer its hello within 120 s/,
+            /^wwref: the Python runtime \S+python did not start a wwref worker: .*did not answer its hello within 10 s/,
           ),
         ],
       ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 260_000);
+  }, 90_000);
 });

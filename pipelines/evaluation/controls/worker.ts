@@ -5,7 +5,7 @@
 import * as z from 'zod';
 import type { Settings } from '../../core/settings.ts';
 import { admissionProblems } from '../../execution/admission.ts';
-import { HELLO_TIMEOUT_SECONDS, RuntimeRefused } from '../../execution/executor.ts';
+import { RuntimeRefused } from '../../execution/executor.ts';
 import { pinnedVersions, workflowsSha256 } from '../../execution/identity.ts';
 import { PythonWorker } from '../../execution/python-worker.ts';
 import type { MethodName } from './grid.ts';
@@ -17,8 +17,8 @@ export async function startControlsWorker(settings: Settings): Promise<PythonWor
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(new RuntimeRefused(`the controls' worker did not answer within ${HELLO_TIMEOUT_SECONDS} s`)),
-      HELLO_TIMEOUT_SECONDS * 1000,
+      () => reject(new RuntimeRefused(`the controls' worker did not answer within ${settings.helloTimeoutSeconds} s`)),
+      settings.helloTimeoutSeconds * 1000,
     );
   });
   try {

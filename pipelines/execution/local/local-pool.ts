@@ -67,10 +67,8 @@ export class WorkerPool {
 
   /** Waits for `worker`'s hello and refuses it (RuntimeRefused) when it differs from what is expected. */
   private async check(worker: PythonWorker): Promise<HelloResult> {
-    const [timeout, clear] = deadline(
-      HELLO_TIMEOUT_SECONDS,
-      () => new WorkerCrash(`worker ${worker.pid} did not answer its hello within ${HELLO_TIMEOUT_SECONDS} s`),
-    );
+    const seconds = this.options.settings.helloTimeoutSeconds;
+    const [timeout, clear] = deadline(seconds, () => new WorkerCrash(`worker ${worker.pid} did not answer its hello within ${seconds} s`));
     try {
       const hello = await Promise.race([worker.hello(), timeout]).catch((error: unknown) => {
         // an interpreter that exits, answers with something else or stays silent is a set-up problem: one line
@@ -175,7 +173,7 @@ export class WorkerPool {
 
   /** The hello of a checked worker of this pool (its interpreter's identity), starting one if needed. */
   async hello(): Promise<HelloResult> {
-    return this.hellos[0] ?? this.submit(async (worker) => worker.admitted!, HELLO_TIMEOUT_SECONDS);
+    return this.hellos[0] ?? this.submit(async (worker) => worker.admitted!, this.options.settings.helloTimeoutSeconds);
   }
 
   async close(): Promise<void> {
