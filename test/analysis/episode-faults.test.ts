@@ -2,6 +2,7 @@
 // torn last line, a receipt replaced by a link (symbolic or hard), refusals without end, many calls at once in one
 // process, and kill -9 at random moments of a busy client. Every episode stays scoreable, its
 // credits equal to its budget less the purchases its receipt records.
+import { build as bundle } from 'esbuild';
 import { execa } from 'execa';
 import {
   appendFileSync,
@@ -16,7 +17,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { loadSettings } from '../../pipelines/core/settings.ts';
@@ -227,7 +228,20 @@ describe('an episode under faults', () => {
 
   it('kill -9 at random moments of a busy client, 50 times: every episode stays scoreable, credits equal to purchases', async () => {
     const random = seededRandom(33);
-    const churn = join(ROOT, 'test', 'support', 'episode-churn.ts');
+    // the client bundled once (esbuild, packages left to node_modules) instead of compiled by tsx in
+    // each of the 50 rounds; under dist/ (ignored by git) two folders below the root, so that the
+    // bundle's import.meta.url gives pipelines/core/paths.ts the same ROOT as the sources do
+    const churn = join(ROOT, 'dist', `test-support-${process.pid}`, 'episode-churn.mjs');
+    await bundle({
+      entryPoints: [join(ROOT, 'test', 'support', 'episode-churn.ts')],
+      outfile: churn,
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      packages: 'external',
+      logLevel: 'error',
+    });
+    afterAll(() => rmSync(dirname(churn), { recursive: true, force: true }));
     let ep = await start(20, 'wide');
     const seen = { torn: 0, lagging: 0, episodes: 1 };
     for (let round = 0; round < 50; round++) {
@@ -236,7 +250,7 @@ describe('an episode under faults', () => {
         ep = await start(20, 'wide');
         seen.episodes++;
       }
-      const child = execa('node', ['--import', 'tsx', churn, ep, String(round)], { cwd: ROOT, reject: false });
+      const child = execa('node', [churn, ep, String(round)], { cwd: ROOT, reject: false });
       // from the client's first action on, a random moment within about ten actions
       await new Promise((done) => child.stdout!.once('data', done));
       await new Promise((done) => setTimeout(done, random.next() * 400));

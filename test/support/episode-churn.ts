@@ -1,5 +1,5 @@
 // A client that acts on one episode as fast as it can, to be killed (SIGKILL) at a random moment by
-// test/analysis/episode-faults.test.ts: `node --import tsx episode-churn.ts EPISODE SEED`. It buys one
+// test/analysis/episode-faults.test.ts (which bundles it first): `node episode-churn.mjs EPISODE SEED`. It buys one
 // or two random masks at a time, reads the status, submits when no credit is left, then scores.
 import { loadSettings } from '../../pipelines/core/settings.ts';
 import { episodeStatus, observe, scoreEpisode, submitPrediction } from '../../pipelines/evaluation/episode.ts';
