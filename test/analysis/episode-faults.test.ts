@@ -241,7 +241,6 @@ describe('an episode under faults', () => {
       packages: 'external',
       logLevel: 'error',
     });
-    afterAll(() => rmSync(dirname(churn), { recursive: true, force: true }));
     let ep = await start(20, 'wide');
     const seen = { torn: 0, lagging: 0, episodes: 1 };
     for (let round = 0; round < 50; round++) {
@@ -267,6 +266,7 @@ describe('an episode under faults', () => {
       expect(status.stderr).toBe('');
       expect(status.json.credits_remaining).toBe(status.json.budget - purchases(ep).length);
     }
+    rmSync(dirname(churn), { recursive: true, force: true });
     await expectScoreable(ep);
     // where the kills fell is a matter of timing: reported, not asserted
     console.info(`kill -9 x50: ${seen.episodes} episode(s), ${seen.torn} torn last line(s), ${seen.lagging} copy(ies) a commit behind`);
