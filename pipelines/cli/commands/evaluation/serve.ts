@@ -8,8 +8,8 @@ const TOKEN_MIN = 16;
 export default defineCommand({
   command: 'serve',
   describe:
-    'serve an episode to an agent as an MCP server (tools task, observe, status, ' +
-    'submit): stdio by default, Streamable HTTP on 127.0.0.1 with --http PORT',
+    'serve an episode to an agent as an MCP server (tools task, observe, status, calculate ' +
+    'where the sandbox can be made, submit): stdio by default, Streamable HTTP on 127.0.0.1 with --http PORT',
   builder: (y) =>
     y
       .option('episode', { type: 'string', demandOption: true, describe: "the episode folder ('wwref episode start')" })
@@ -54,6 +54,7 @@ export default defineCommand({
     });
     http.closeAllConnections();
     await new Promise<void>((done) => http.close(() => done()));
+    await (await import('../../../evaluation/estimator-submission.ts')).closeEstimatorWorker();
     return 0;
   },
 });
