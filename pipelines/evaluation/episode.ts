@@ -147,7 +147,7 @@ export function view(state: EpisodeState, at: string = now()): EpisodeView {
 /** Refuses `action` on a closed episode or after the session's deadline (one line, logged as a refusal by `act`). */
 export function requireOpen(state: EpisodeState, at: string, action: string): void {
   if (state.ended) throw new UserError(`the episode ended without a submission (${state.ended.reason}): no more ${action}`);
-  if (state.closed) throw new UserError(`the episode is closed (a prediction was submitted): no more ${action}`);
+  if (state.closed) throw new UserError(`the episode is closed: a prediction was already submitted; no more ${action}`);
   const clock = sessionClock(state, at);
   if (clock.seconds_left === 0)
     throw new UserError(`the session's deadline (${clock.deadline_seconds} s after the start) has passed: no more ${action}`);

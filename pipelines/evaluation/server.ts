@@ -34,18 +34,18 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 type ToolResult = { content: { type: 'text'; text: string }[]; structuredContent?: Record<string, unknown>; isError?: boolean };
 
 /** The output schemas: what each tool's structured content holds (the fields agents read; more may follow). */
-const Observation = z.object({ mask: z.string(), utility: z.number() });
-const EpisodeViewOut = z.object({
+const Observation = z.looseObject({ mask: z.string(), utility: z.number() });
+const EpisodeViewOut = z.looseObject({
   condition: z.string(),
   dimensions: z.number().int(),
   budget: z.number().int(),
   credits_remaining: z.number().int(),
   closed: z.boolean(),
   observations: z.array(Observation),
-  calculations: z.object({ limit: z.number().int(), used: z.number().int(), remaining: z.number().int() }),
-  session: z.object({ seconds_used: z.number(), seconds_left: z.number().nullable(), deadline_seconds: z.number().nullable() }),
+  calculations: z.looseObject({ limit: z.number().int(), used: z.number().int(), remaining: z.number().int() }),
+  session: z.looseObject({ seconds_used: z.number(), seconds_left: z.number().nullable(), deadline_seconds: z.number().nullable() }),
 });
-const TaskOut = z.object({
+const TaskOut = z.looseObject({
   condition: z.string(),
   family: z.string(),
   dimensions: z.number().int(),
@@ -62,9 +62,9 @@ const TaskOut = z.object({
 const ObserveOut = EpisodeViewOut.extend({ new_masks: z.array(z.string()) });
 const SubmitOut = EpisodeViewOut.extend({
   submitted_at: z.string(),
-  estimator: z.object({ name: z.string(), parameters: z.record(z.string(), z.unknown()) }).optional(),
+  estimator: z.looseObject({ name: z.string(), parameters: z.record(z.string(), z.unknown()) }).optional(),
 });
-const CalculateOut = z.object({
+const CalculateOut = z.looseObject({
   call: z.number().int(),
   status: z.enum(['ok', 'error', 'timed_out', 'over_memory', 'output_limit']),
   return_code: z.number().int().nullable(),
