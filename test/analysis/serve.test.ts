@@ -209,7 +209,7 @@ describe('serve over stdio, paths reached through a link', () => {
 });
 
 describe('serve, strict tool arguments', () => {
-  it("follows the command line input rules: unknown arguments, a list, a table grade refuses, both or neither of predictions and estimator refused", async () => {
+  it('follows the command line input rules: unknown arguments, a list, a table grade refuses, both or neither of predictions and estimator refused', async () => {
     const ep = await startEpisode(1);
     const client = await stdioClient(ep);
     try {
