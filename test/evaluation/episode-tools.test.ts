@@ -151,7 +151,7 @@ describe.skipIf(!sandbox.available)('the agent interface over MCP', () => {
     expect(log.find((e) => e.action === 'calculate' && e.outcome === 'refused')?.reason).toMatch(/all 1 calculation calls/);
   }, 120_000);
 
-  it('the same table by `estimator: ridge_pair`, fitted by the evaluator (within the helper's documented agreement), its parameters recorded', async () => {
+  it('the same table by `estimator: ridge_pair`, fitted by the evaluator (as close as the helpers are documented to be), its parameters recorded', async () => {
     const client = await stdioClient(fitted.ep);
     try {
       await call(client, 'observe', { masks: BOUGHT });
