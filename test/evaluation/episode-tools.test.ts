@@ -203,6 +203,27 @@ describe.skipIf(!sandbox.available)('the agent interface over MCP', () => {
     }
     expect(score.shared_gp_score.estimator).toBe('gp');
     expect(score.shared_degree1_score.prediction_table).not.toEqual(score.prediction_table);
+
+    // the episode as a stored agent record: grade --records refits the shared scores it carries and compares them
+    const record = {
+      condition: 'toy',
+      observations: state.observations.map(({ mask, utility }: { mask: string; utility: number }) => ({ mask, utility })),
+      prediction_table: score.prediction_table,
+      shared_degree1_score: score.shared_degree1_score,
+      shared_degree2_score: { ...score.shared_degree2_score, effect_recovery: score.shared_degree2_score.effect_recovery + 0.01 },
+      shared_gp_score: score.shared_gp_score.effect_recovery,
+    };
+    const records = join(dir, 'agent-records.jsonl');
+    writeFileSync(records, `${JSON.stringify(record)}\n`);
+    const regraded = await cli(['grade', '--references', refs, '--records', records]);
+    expect(regraded.code).toBe(1);
+    expect(regraded.stderr).toMatch(
+      /^record 1 \(line 1, toy\): shared_degree2_score\.effect_recovery: stored [0-9.e-]+, recomputed [0-9.e-]+\n1 record/,
+    );
+    const outcome = JSON.parse(regraded.stdout);
+    expect(outcome.differences_total).toBe(1);
+    expect(outcome.shared_scores[0].shared_gp_score).toEqual(score.shared_gp_score);
+    expect(outcome.shared_scores[0].recovery_gain_over_shared).toEqual(score.recovery_gain_over_shared);
   }, 120_000);
 
   it('episode verify replays every calculation byte for byte, and fails naming the call whose receipt output was edited', async () => {
