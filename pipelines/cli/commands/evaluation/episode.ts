@@ -10,7 +10,7 @@ const OPTIONS: Record<(typeof ACTIONS)[number], string[]> = {
   status: [],
   submit: ['prediction', 'estimator'],
   end: ['reason'],
-  score: [],
+  score: ['shared'],
   verify: [],
 };
 const FLAGS: Record<string, string> = { callSeconds: 'call-seconds', sessionSeconds: 'session-seconds' };
@@ -51,11 +51,15 @@ export default defineCommand({
         type: 'string',
         describe: 'submit: instead of a table, ridge_main, ridge_pair or gp fitted on the observations',
       })
-      .option('reason', { type: 'string', describe: 'end: why the episode ends without a submission' }),
+      .option('reason', { type: 'string', describe: 'end: why the episode ends without a submission' })
+      .option('shared', {
+        type: 'boolean',
+        describe: 'score: add the shared-estimator scores (default; --no-shared leaves them out and starts no Python)',
+      }),
   run: async (argv, { settings, out }) => {
     const action = argv.action as (typeof ACTIONS)[number];
     const known = ['condition', 'budget', 'references', 'label', 'calls', 'callSeconds', 'sessionSeconds', 'masks', 'prediction'];
-    const given = [...known, 'estimator', 'reason'].filter((o) => argv[o] !== undefined);
+    const given = [...known, 'estimator', 'reason', 'shared'].filter((o) => argv[o] !== undefined);
     const foreign = given.filter((o) => !OPTIONS[action].includes(o));
     if (foreign.length) throw new UserError(`episode ${action} does not take ${foreign.map((o) => `--${FLAGS[o] ?? o}`).join(', ')}`);
     const dir = outputPath(settings, argv.episode, 'episode', 'folder');
@@ -112,7 +116,7 @@ export default defineCommand({
         process.stderr.write(`calculation call ${call.call} does not replay: ${call.differences.join('; ')}\n`);
       result = verification;
       code = verification.ok ? 0 : 1;
-    } else result = await episode.scoreEpisode(settings, dir);
+    } else result = await episode.scoreEpisode(settings, dir, { shared: argv.shared !== false });
     out(JSON.stringify(result, null, 2));
     return code;
   },
