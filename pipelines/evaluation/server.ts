@@ -195,8 +195,10 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
       outputSchema: SubmitOut,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     },
-    ({ predictions, estimator }) =>
+    ({ predictions: given, estimator }) =>
       tool(async () => {
+        // an empty object is no table: form clients (the Inspector's web UI) send `{}` for an object left alone
+        const predictions = given && Object.keys(given).length === 0 && estimator !== undefined ? undefined : given;
         if ((predictions === undefined) === (estimator === undefined))
           throw new UserError('submit takes either `predictions` or `estimator`');
         if (estimator !== undefined) return submitEstimator(settings, folder, estimator);
