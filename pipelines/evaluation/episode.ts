@@ -144,6 +144,11 @@ export function view(state: EpisodeState, at: string = now()): EpisodeView {
   };
 }
 
+/** When the session's deadline falls (an episode with one). */
+function deadlineAt(state: EpisodeState): string {
+  return new Date(Date.parse(state.started_at) + (state.limits.session_seconds ?? 0) * 1000).toISOString();
+}
+
 /** Refuses `action` on a closed episode or after the session's deadline (one line, logged as a refusal by `act`). */
 export function requireOpen(state: EpisodeState, at: string, action: string): void {
   if (state.ended) throw new UserError(`the episode ended without a submission (${state.ended.reason}): no more ${action}`);
@@ -837,7 +842,7 @@ export async function scoreEpisode(settings: Settings, dir: string, options: Sco
       calls_used: state.calls_used,
       labels: state.labels,
       submitted_at: state.submission?.at ?? null,
-      ended: state.ended ?? (state.submission ? null : { at: at, reason: 'the session deadline passed' }),
+      ended: state.ended ?? (state.submission ? null : { at: deadlineAt(state), reason: 'the session deadline passed' }),
       estimator: state.submission?.estimator ?? null,
     };
     let graded: GradeResult | UndeliveredScore;

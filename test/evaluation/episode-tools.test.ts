@@ -275,7 +275,8 @@ describe('limits, deadline and undelivered episodes', () => {
       strict_effect_reconstruction: false,
       prediction_table: null,
       purchased: 1,
-      ended: { reason: 'the session deadline passed' },
+      // when the deadline fell: the start's time and one second
+      ended: { reason: 'the session deadline passed', at: new Date(Date.parse(events(ep)[0].at) + 1000).toISOString() },
     });
     expect(score.recovery_gain_over_shared.gp).toBe(-score.shared_gp_score.effect_recovery);
   }, 60_000);
@@ -309,6 +310,30 @@ describe('limits, deadline and undelivered episodes', () => {
     const score = (await cli(['episode', 'score', '--episode', ep])).json;
     expect(score).toMatchObject({ undelivered: true, effect_recovery: 0, ended: { reason: 'the agent exited' }, purchased: 0 });
     expect(Object.keys(score)).toEqual(expect.arrayContaining(['shared_degree1_score', 'shared_degree2_score', 'shared_gp_score']));
+  }, 60_000);
+
+  it('where calculations are off, the server offers no calculate and its instructions say why; a calculation is refused, logged', async () => {
+    const ep = await startEpisode(1);
+    const client = new Client({ name: 'test-agent', version: '1.0.0' });
+    const env = { ...(process.env as Record<string, string>), WWREF_SANDBOX: 'off' };
+    await client.connect(
+      new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep], cwd: ROOT, env, stderr: 'pipe' }),
+    );
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['observe', 'status', 'submit', 'task']);
+      expect(client.getInstructions()).toMatch(/No `calculate` tool: .*\(calculations are turned off here \(WWREF_SANDBOX=off\)\)/);
+    } finally {
+      await client.close();
+    }
+    const script = join(ROOT, 'test', 'support', 'episode-calculate.ts');
+    const child = await execa('node', ['--import', 'tsx', script, ep, 'print(1)'], {
+      cwd: ROOT,
+      env: { WWREF_SANDBOX: 'off' },
+      reject: false,
+    });
+    expect(child.stderr).toMatch(/calculations are not offered here: calculations are turned off here/);
+    expect(events(ep).at(-1)).toMatchObject({ action: 'calculate', outcome: 'refused' });
+    expect((await cli(['episode', 'status', '--episode', ep])).json.calculations.used).toBe(0);
   }, 60_000);
 
   it.skipIf(!sandbox.available)(

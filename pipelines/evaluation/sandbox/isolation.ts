@@ -157,6 +157,8 @@ export function sandboxArgv(
 }
 
 function probe(): { available: true; tools: Tools } | { available: false; reason: string } {
+  // an operator may turn calculations off (stricter, never weaker): the server then offers no `calculate`
+  if (process.env.WWREF_SANDBOX === 'off') return { available: false, reason: 'calculations are turned off here (WWREF_SANDBOX=off)' };
   const bwrap = which('bwrap');
   if (!bwrap) return { available: false, reason: 'bubblewrap (bwrap) is not installed (apt-get install bubblewrap)' };
   const prlimit = which('prlimit');
