@@ -13,7 +13,8 @@
 //   controls    the numerical controls' published grid (4,206 records: purchases, estimators, grading,
 //               records and summaries) with 1 and 2 workers: wall seconds and records per second
 //   sandbox     the calculation sandbox (pipelines/evaluation/sandbox/): start-up and a trivial call, and a
-//               22-observation pair-effect ridge fit (wwref_helpers, 6 options) in it; medians of --rounds runs
+//               22-observation pair-effect ridge fit (wwref_helpers, 6 options) in it; medians of --rounds runs;
+//               then through `wwref serve` with the SDK's client: the observe and calculate round trips
 //   episode     milliseconds per episode action (status, a refused observe) on a fresh receipt, on one
 //               filled with notes up to its cap, and past the cap (notes only counted)
 //   cohort      `wwref cohort run` of the example agent (examples/agents/pair_ridge.py, started by its environment's Python) on the 22 four-option
@@ -460,6 +461,47 @@ if (sections.has('sandbox')) {
         `  ${label}: start-up ${median(startup).toFixed(2)} s, the code ${median(inside).toFixed(3)} s, whole call ${median(total).toFixed(2)} s`,
       );
     }
+    await mcpRoundTrips(rounds, median);
+  }
+}
+
+/**
+ * The agent's round trips through `wwref serve` over stdio with the SDK's client, on a fresh episode of
+ * --condition (default nile): `observe` of one known mask (free: the lock, the log, the answer) and a
+ * trivial `calculate` (reservation, sandbox, receipt).
+ */
+async function mcpRoundTrips(rounds: number, median: (xs: number[]) => number): Promise<void> {
+  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+  const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
+  const { startEpisode } = await import('../pipelines/evaluation/episode.ts');
+  const condition = arg('condition')[0] ?? 'nile';
+  const dir = mkdtempSync(join(tmpdir(), 'wwref-bench-mcp-'));
+  const ep = join(dir, 'ep');
+  const client = new Client({ name: 'bench', version: '1.0.0' });
+  try {
+    const view = await startEpisode(settings, { dir: ep, condition, budget: 1, calls: rounds });
+    await client.connect(
+      new StdioClientTransport({ command: 'node', args: [join(ROOT, 'bin', 'wwref.mjs'), 'serve', '--episode', ep], cwd: ROOT }),
+    );
+    const timed = async (name: string, args: Record<string, unknown>, n: number) => {
+      const ms: number[] = [];
+      for (let k = 0; k < n; k++) {
+        const started = performance.now();
+        const result = await client.callTool({ name, arguments: args });
+        ms.push(performance.now() - started);
+        if (result.isError) throw new Error(`mcp bench: ${name} refused: ${JSON.stringify(result.content)}`);
+      }
+      return median(ms);
+    };
+    const observe = await timed('observe', { masks: [view.observations[0]!.mask] }, 50);
+    const calculate = await timed('calculate', { code: 'print(1)' }, rounds);
+    console.log(
+      `  over MCP (wwref serve, stdio, ${condition}): observe round trip ${observe.toFixed(1)} ms (median of 50), ` +
+        `calculate round trip (print(1)) ${(calculate / 1000).toFixed(2)} s (median of ${rounds})`,
+    );
+  } finally {
+    await client.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -8,6 +8,7 @@ import { closeSync, readSync } from 'node:fs';
 import { openRegularFile } from '../core/containment.ts';
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
+import { maskIndex } from '../catalog/masks.ts';
 import { ReferenceStore } from '../references/store.ts';
 import type { Surface } from './effects.ts';
 import {
@@ -20,6 +21,9 @@ import {
 } from './grade.ts';
 import { isObject, type Json, parseStrictJson } from './strict-json.ts';
 
+/** The shared-estimator scores an agent record may carry (refitted and compared by evaluation/shared-scores.ts). */
+export const SHARED_SCORE_KEYS = ['shared_degree1_score', 'shared_degree2_score', 'shared_gp_score'] as const;
+
 /** A records file larger than this is refused unread. */
 export const MAX_RECORDS_BYTES = 256 << 20;
 /** One record (one line) longer than this is refused: a 6-option record with a stored score is a few KiB. */
@@ -27,7 +31,7 @@ export const MAX_RECORD_BYTES = 4 << 20;
 /** The differences kept for the outcome; beyond them only their number (`differences_total`). */
 export const MAX_DIFFERENCES_KEPT = 10_000;
 /** The keys grade reads in a record; other keys (a control record's method, seed, …) are kept, not read. */
-const RECORD_KEYS = ['condition', 'instance', 'observations', 'prediction_table', 'score', 'reference'];
+const RECORD_KEYS = ['condition', 'instance', 'observations', 'prediction_table', 'score', 'reference', ...SHARED_SCORE_KEYS];
 
 /** Why `key` cannot be one a record may carry unread: a known key misspelled (case, plural) or an object's prototype key. */
 function keyProblem(key: string): string | undefined {
@@ -75,6 +79,20 @@ export interface RecordsOutcome {
   differences_total: number;
   /** The recomputed score of every record (none kept when they are passed to `onScore`). */
   scores: RecordScore[];
+  /** Records whose shared-estimator scores are to be refitted: those carrying them, or every one with `shared`. */
+  shared_requests: SharedRequest[];
+}
+
+/** What refitting a record's shared-estimator scores needs: its observations in its order, its own recovery, what it stores. */
+export interface SharedRequest {
+  record: number;
+  line: number;
+  condition: string;
+  /** [mask, reference utility], in the record's order (the acquisition order). */
+  observations: [string, number][];
+  own_recovery: number;
+  /** The shared-score fields the record carries. */
+  stored: { [key: string]: Json };
 }
 
 export interface RecordScore {
@@ -149,7 +167,7 @@ function sameValue(stored: Json, recomputed: Json): boolean {
 }
 
 /** Field by field (a table or an array element by element): the paths where `stored` and `recomputed` differ. */
-function differingFields(
+export function differingFields(
   stored: Json | undefined,
   recomputed: Json | undefined,
   path: string,
@@ -193,6 +211,7 @@ export function gradeRecords(
   file: string,
   referencesDir = settings.paths.references,
   onScore?: (score: RecordScore) => void,
+  options: { shared?: boolean } = {},
 ): RecordsOutcome {
   const store = new ReferenceStore(referencesDir, settings.paths);
   const manifest = store.requireManifest();
@@ -201,7 +220,14 @@ export function gradeRecords(
     if (!surfaces.has(condition)) surfaces.set(condition, referenceSurface(settings, condition, referencesDir));
     return surfaces.get(condition)!;
   };
-  const outcome: RecordsOutcome = { records: 0, scores_compared: 0, differences: [], differences_total: 0, scores: [] };
+  const outcome: RecordsOutcome = {
+    records: 0,
+    scores_compared: 0,
+    differences: [],
+    differences_total: 0,
+    scores: [],
+    shared_requests: [],
+  };
   const differ = (d: RecordDifference) => {
     outcome.differences_total++;
     if (outcome.differences.length < MAX_DIFFERENCES_KEPT) outcome.differences.push(d);
@@ -237,10 +263,11 @@ export function gradeRecords(
     } else throw new UserError(`${where}: needs a "condition" or an "instance" string`);
     let reference: Surface;
     let result: GradeResult;
+    let observations: ReturnType<typeof observationsFromJson>;
     try {
       reference = surface(condition);
       const predicted = predictionFromJson(predictionTable(json) ?? null, reference.dimensions, 'prediction_table');
-      const observations = observationsFromJson(json.observations ?? [], reference.dimensions, 'observations');
+      observations = observationsFromJson(json.observations ?? [], reference.dimensions, 'observations');
       for (const wrong of observationMismatches(reference, observations)) {
         differ({ record, line, condition, field: `observations.${wrong.mask}`, stored: wrong.observed, recomputed: wrong.reference });
       }
@@ -248,6 +275,18 @@ export function gradeRecords(
     } catch (error) {
       if (error instanceof UserError) throw new UserError(`${where}: ${error.message}`);
       throw error;
+    }
+    const stored = SHARED_SCORE_KEYS.filter((key) => Object.hasOwn(json, key));
+    if (options.shared || stored.length) {
+      const d = reference.dimensions;
+      outcome.shared_requests.push({
+        record,
+        line,
+        condition,
+        observations: observations.map((o) => [o.mask, reference.utilities[maskIndex(o.mask, d)]!]),
+        own_recovery: result.effect_recovery,
+        stored: Object.fromEntries(stored.map((key) => [key, json[key]!])),
+      });
     }
     const scored = { record, line, condition, score: result };
     if (onScore) onScore(scored);

@@ -10,6 +10,8 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 
 const MAX_DEPTH = 64;
 const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+/** Characters a string holds as they are: anything but the quote, the backslash and control characters. */
+const PLAIN = /[^"\\\u0000-\u001f]*/y;
 const ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
 
 class Parser {
@@ -79,6 +81,11 @@ class Parser {
     this.at++; // the opening quote
     let out = '';
     for (;;) {
+      // a run of plain characters at once (long strings, such as a calculation's code, stay fast)
+      PLAIN.lastIndex = this.at;
+      const run = PLAIN.exec(this.text)![0];
+      out += run;
+      this.at += run.length;
       const ch = this.text[this.at];
       if (ch === undefined) this.fail('unterminated string');
       if (ch === '"') {
@@ -86,11 +93,6 @@ class Parser {
         return out;
       }
       if (ch < ' ') this.fail('unescaped control character in a string');
-      if (ch !== '\\') {
-        out += ch;
-        this.at++;
-        continue;
-      }
       const next = this.text[this.at + 1] ?? '';
       if (next === 'u') {
         const hex = this.text.slice(this.at + 2, this.at + 6);

@@ -23,12 +23,15 @@ import { lstatOrNothing, removeStaleEntries } from '../core/containment.ts';
 import type { Settings } from '../core/settings.ts';
 import { OPTION_LETTERS } from '../catalog/families.ts';
 import { allMasks, maskIndex } from '../catalog/masks.ts';
+import type { PythonWorker } from '../execution/python-worker.ts';
 import { lockFolder } from '../references/lock.ts';
 import { ReferenceStore } from '../references/store.ts';
 import { groupByCondition, surfaceFromRecords, type Surface } from '../analysis/effects.ts';
 import { type GradeResult, gradeSurface, predictionFromJson } from '../analysis/grade.ts';
 import { isObject, type Json, readStrictJsonFile } from '../analysis/strict-json.ts';
-import { appendEvent, appendNote, capReason, closeLog, EVENTS_FILE, type Event, type Log, openLog } from './receipt.ts';
+import { checkLabels } from './labels.ts';
+import type { SharedScores } from './shared-scores.ts';
+import { appendEvent, appendNote, CALCULATION_KIND, capReason, closeLog, EVENTS_FILE, type Event, type Log, openLog } from './receipt.ts';
 
 export { EVENTS_FILE } from './receipt.ts';
 export const STATE_FILE = 'episode.json';
@@ -51,8 +54,25 @@ type Identity = z.infer<typeof Identity>;
 
 const Observation = z.strictObject({ mask: z.string(), utility: z.number(), paid: z.boolean(), at: z.string() });
 
+/** The episode's limits, fixed at its start: calculation calls, seconds per call, the session's deadline. */
+const Limits = z.strictObject({
+  calls: z.number().int().nonnegative(),
+  call_seconds: z.number().positive(),
+  cpu_seconds: z.number().positive(),
+  /** Seconds from the start after which observe, calculate and submit are refused; null: no deadline. */
+  session_seconds: z.number().positive().nullable(),
+});
+export type EpisodeLimits = z.infer<typeof Limits>;
+/** The benchmark harness's: 20 calls, 45 wall and 30 CPU seconds a call, no deadline unless asked (the paper's was 1,800 s). */
+export const DEFAULT_EPISODE_LIMITS: EpisodeLimits = { calls: 20, call_seconds: 45, cpu_seconds: 30, session_seconds: null };
+/** At most this many calculation calls an episode (each keeps its code, evidence and output in the events log). */
+export const MAX_CALLS = 50;
+
+/** A submission by an estimator the evaluator fitted: its name and the parameters it chose. */
+const FittedBy = z.strictObject({ name: z.string(), parameters: z.record(z.string(), z.json()) });
+
 const EpisodeState = z.strictObject({
-  episode_version: z.literal(2),
+  episode_version: z.literal(3),
   condition: z.string(),
   dimensions: z.number().int(),
   budget: z.number().int().nonnegative(),
@@ -60,10 +80,20 @@ const EpisodeState = z.strictObject({
   references: z.string(),
   reference: Identity,
   started_at: z.string(),
+  /** Free-form KEY=VALUE labels given at the start (a cohort's agent, run, …). */
+  labels: z.record(z.string(), z.string()),
+  limits: Limits,
   observations: z.array(Observation),
   credits_remaining: z.number().int().nonnegative(),
+  /** Calculation calls reserved (each one whether or not its receipt was written). */
+  calls_used: z.number().int().nonnegative(),
+  /** Closed by a submission or ended without one. */
   closed: z.boolean(),
-  submission: z.strictObject({ at: z.string(), prediction_table: z.record(z.string(), z.number()) }).nullable(),
+  submission: z
+    .strictObject({ at: z.string(), prediction_table: z.record(z.string(), z.number()), estimator: FittedBy.nullable() })
+    .nullable(),
+  /** Ended without a submission (`wwref episode end`, an agent gone): scored as undelivered. */
+  ended: z.strictObject({ at: z.string(), reason: z.string() }).nullable(),
 });
 export type EpisodeState = z.infer<typeof EpisodeState>;
 
@@ -75,6 +105,15 @@ export interface EpisodeView {
   credits_remaining: number;
   closed: boolean;
   observations: { mask: string; utility: number }[];
+  calculations: { limit: number; used: number; remaining: number };
+  session: SessionClock;
+}
+
+/** The session's time at a moment: seconds since the start, and left before the deadline (null: none). */
+export interface SessionClock {
+  seconds_used: number;
+  seconds_left: number | null;
+  deadline_seconds: number | null;
 }
 
 export interface ObserveResult extends EpisodeView {
@@ -82,7 +121,18 @@ export interface ObserveResult extends EpisodeView {
   new_masks: string[];
 }
 
-export function view(state: EpisodeState): EpisodeView {
+export function sessionClock(state: EpisodeState, at: string): SessionClock {
+  const used = Math.max(0, (Date.parse(at) - Date.parse(state.started_at)) / 1000);
+  const deadline = state.limits.session_seconds;
+  const round = (x: number) => Math.round(x * 1000) / 1000;
+  return {
+    seconds_used: round(used),
+    seconds_left: deadline === null ? null : round(Math.max(0, deadline - used)),
+    deadline_seconds: deadline,
+  };
+}
+
+export function view(state: EpisodeState, at: string = now()): EpisodeView {
   return {
     condition: state.condition,
     dimensions: state.dimensions,
@@ -90,14 +140,32 @@ export function view(state: EpisodeState): EpisodeView {
     credits_remaining: state.credits_remaining,
     closed: state.closed,
     observations: state.observations.map(({ mask, utility }) => ({ mask, utility })),
+    calculations: { limit: state.limits.calls, used: state.calls_used, remaining: state.limits.calls - state.calls_used },
+    session: sessionClock(state, at),
   };
+}
+
+/** When the session's deadline falls (an episode with one). */
+function deadlineAt(state: EpisodeState): string {
+  return new Date(Date.parse(state.started_at) + (state.limits.session_seconds ?? 0) * 1000).toISOString();
+}
+
+/** Refuses `action` on a closed episode or after the session's deadline (one line, logged as a refusal by `act`). */
+export function requireOpen(state: EpisodeState, at: string, action: string): void {
+  if (state.ended) throw new UserError(`the episode ended without a submission (${state.ended.reason}): no more ${action}`);
+  if (state.closed) throw new UserError(`the episode is closed: a prediction was already submitted; no more ${action}`);
+  const clock = sessionClock(state, at);
+  if (clock.seconds_left === 0)
+    throw new UserError(`the session's deadline (${clock.deadline_seconds} s after the start) has passed: no more ${action}`);
 }
 
 /** The copy of the state in `episode.json`, or undefined when there is none; refused unless strict JSON of the state's form. */
 function readSnapshot(dir: string): EpisodeState | undefined {
   const path = join(dir, STATE_FILE);
   if (!lstatOrNothing(path)) return undefined;
-  const parsed = EpisodeState.safeParse(readStrictJsonFile(path, 'episode state', STATE_MAX_BYTES));
+  const json = readStrictJsonFile(path, 'episode state', STATE_MAX_BYTES);
+  if (isObject(json) && json.episode_version === 2) return undefined; // a copy of an earlier version: rewritten from the log
+  const parsed = EpisodeState.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw new UserError(`episode state ${path} is malformed at ${issue.path.join('.') || '(top)'}: ${issue.message}`);
@@ -121,7 +189,8 @@ const numbers = (value: Json | undefined): value is number[] => Array.isArray(va
  * have produced from the state before it (checked again as a whole by `impossibility`).
  */
 function derive(log: Log, dir: string): { state: EpisodeState; earlier: EpisodeState[] } {
-  const actions = log.lines.map((l, k) => ({ event: l.event, line: k + 1 })).filter((l) => l.event.kind === 'action');
+  const numbered = log.lines.map((l, k) => ({ event: l.event, line: k + 1 }));
+  const actions = numbered.filter((l) => l.event.kind === 'action');
   const first = actions[0];
   if (first?.event.action !== 'start')
     throw new UserError(`${dir} holds no episode (${EVENTS_FILE} records no start); start one with 'wwref episode start'`);
@@ -141,18 +210,26 @@ function derive(log: Log, dir: string): { state: EpisodeState; earlier: EpisodeS
   )
     throw bad(first.line, 'a start without its condition, budget, reference folder, identity or anchors');
   const at = start.at;
+  // labels and limits came with version 3; a start without them has none and the defaults
+  const labels = z.record(z.string(), z.string()).safeParse(start.labels ?? {});
+  const limits = Limits.safeParse(start.limits ?? DEFAULT_EPISODE_LIMITS);
+  if (!labels.success || !limits.success) throw bad(first.line, 'a start with malformed labels or limits');
   let state: EpisodeState = {
-    episode_version: 2,
+    episode_version: 3,
     condition: start.condition,
     dimensions: identity.data.dimensions,
     budget: start.budget,
     references: start.references,
     reference: identity.data,
     started_at: at,
+    labels: labels.data,
+    limits: limits.data,
     observations: start.masks.map((mask, k) => ({ mask, utility: (start.utilities as number[])[k]!, paid: false, at })),
     credits_remaining: start.budget,
+    calls_used: 0,
     closed: false,
     submission: null,
+    ended: null,
   };
   let previous: EpisodeState | undefined;
   const earlier: EpisodeState[] = [];
@@ -178,12 +255,26 @@ function derive(log: Log, dir: string): { state: EpisodeState; earlier: EpisodeS
       const table = event.prediction_table;
       if (!isObject(table) || !Object.values(table).every((v) => typeof v === 'number') || typeof event.table_sha256 !== 'string')
         throw bad(line, 'a submission without its prediction_table and table_sha256');
-      if (state.closed) throw bad(line, 'a second submission');
+      if (state.closed) throw bad(line, 'a submission in a closed episode');
       const numeric = table as Record<string, number>;
       if (tableSha256(numeric, state.dimensions) !== event.table_sha256)
         throw bad(line, `the submitted table's sha256 is not ${event.table_sha256}, the one recorded at submission`);
+      const fitted = FittedBy.nullable().safeParse(event.estimator ?? null);
+      if (!fitted.success) throw bad(line, 'a submission with a malformed estimator');
       previous = state;
-      state = { ...state, closed: true, submission: { at: when, prediction_table: numeric } };
+      state = { ...state, closed: true, submission: { at: when, prediction_table: numeric, estimator: fitted.data } };
+    } else if (event.action === 'calculate') {
+      if (event.call !== state.calls_used + 1)
+        throw bad(line, `calculation call ${event.call} where call ${state.calls_used + 1} was next`);
+      if (state.closed) throw bad(line, 'a calculation reserved in a closed episode');
+      if (state.calls_used >= state.limits.calls) throw bad(line, `a calculation past the limit of ${state.limits.calls} calls`);
+      previous = state;
+      state = { ...state, calls_used: state.calls_used + 1 };
+    } else if (event.action === 'end') {
+      if (typeof event.reason !== 'string') throw bad(line, 'an end without its reason');
+      if (state.closed) throw bad(line, 'an end of a closed episode');
+      previous = state;
+      state = { ...state, closed: true, ended: { at: when, reason: event.reason } };
     } else continue;
     earlier.push(previous!);
     if (event.credits_before !== previous!.credits_remaining || event.credits_after !== state.credits_remaining)
@@ -191,6 +282,14 @@ function derive(log: Log, dir: string): { state: EpisodeState; earlier: EpisodeS
         line,
         `credits ${event.credits_before} -> ${event.credits_after}, where the actions before it give ${previous!.credits_remaining} -> ${state.credits_remaining}`,
       );
+  }
+  // a receipt answers a reserved call, once (calls reserved but never answered were cut short by a kill)
+  const answered = new Set<number>();
+  for (const { event, line } of numbered.filter((l) => l.event.kind === CALCULATION_KIND)) {
+    const call = event.call;
+    if (typeof call !== 'number' || !Number.isInteger(call) || call < 1 || call > state.calls_used || answered.has(call))
+      throw bad(line, `a calculation receipt for call ${String(call)}, which is not a reserved call without a receipt`);
+    answered.add(call);
   }
   const impossible = impossibility(state);
   if (impossible) throw new UserError(`the events log ${log.path} records an episode the rules could not produce: ${impossible}`);
@@ -253,7 +352,10 @@ function impossibility(state: EpisodeState): string | undefined {
   const paid = state.observations.length - 2;
   if (state.credits_remaining !== state.budget - paid)
     return `${paid} paid observation(s) and ${state.credits_remaining} credit(s) left of a budget of ${state.budget}`;
-  if (state.closed !== (state.submission !== null)) return state.closed ? 'closed without a submission' : 'a submission in an open episode';
+  if (state.submission && state.ended) return 'both a submission and an end';
+  if (state.closed !== (state.submission !== null || state.ended !== null))
+    return state.closed ? 'closed without a submission or an end' : 'a submission or an end in an open episode';
+  if (state.calls_used > state.limits.calls) return `${state.calls_used} calculation calls, more than the limit of ${state.limits.calls}`;
   if (state.submission) {
     try {
       predictionFromJson(state.submission.prediction_table, d, 'the submitted prediction_table');
@@ -326,7 +428,7 @@ function queued<T>(folder: string, body: () => Promise<T>): Promise<T> {
 }
 
 /** Actions whose outcome changes the state when they succeed (the others are notes). */
-interface Step<T> {
+export interface Step<T> {
   result: T;
   /** The new state: this action is a commit. */
   state?: EpisodeState;
@@ -367,7 +469,7 @@ async function underLock<T>(folder: string, body: (log: Log) => T, create = fals
  * run; a commit is one appended line, then the copy rewritten; a success that changes nothing, or a
  * refusal (UserError), is a note.
  */
-async function act<T>(
+export async function act<T>(
   settings: Settings,
   dir: string,
   action: string,
@@ -454,13 +556,39 @@ export interface StartOptions {
   budget: number;
   /** The reference folder (default the settings'). */
   references?: string;
+  /** KEY=VALUE labels recorded in the state and the start event (a cohort's agent, run, …). */
+  labels?: Record<string, string>;
+  /** Seconds after the start past which observe, calculate and submit are refused (default: none). */
+  sessionSeconds?: number;
+  /** Calculation calls allowed (default 20). */
+  calls?: number;
+  /** Wall seconds a calculation call may run (default 45). */
+  callSeconds?: number;
+}
+
+/** The limits of `options`, checked (one-line refusals). */
+export function startLimits(options: Pick<StartOptions, 'calls' | 'callSeconds' | 'sessionSeconds'>): EpisodeLimits {
+  const limits: EpisodeLimits = {
+    ...DEFAULT_EPISODE_LIMITS,
+    ...(options.calls !== undefined && { calls: options.calls }),
+    ...(options.callSeconds !== undefined && { call_seconds: options.callSeconds }),
+    ...(options.sessionSeconds !== undefined && { session_seconds: options.sessionSeconds }),
+  };
+  if (!Number.isInteger(limits.calls) || limits.calls < 0 || limits.calls > MAX_CALLS)
+    throw new UserError(`--calls must be a whole number from 0 to ${MAX_CALLS}, not ${limits.calls}`);
+  if (!(limits.call_seconds >= 1 && limits.call_seconds <= 900))
+    throw new UserError(`--call-seconds must be from 1 to 900, not ${limits.call_seconds}`);
+  const session = limits.session_seconds;
+  if (session !== null && !(session >= 1 && session <= 7 * 86400))
+    throw new UserError(`--session-seconds must be from 1 to ${7 * 86400}, not ${session}`);
+  return limits;
 }
 
 /** Starts an episode in `dir` (created when missing; refused when it already holds one): the anchors observed free. */
 export async function startEpisode(settings: Settings, options: StartOptions): Promise<EpisodeView> {
   const folder = resolve(options.dir);
   const references = resolve(options.references ?? settings.paths.references);
-  // the reference and the budget are checked before anything is created
+  // the reference, the budget, limits and labels are checked before anything is created
   const { identity, surface } = referenceOf(settings, references, options.condition);
   const d = surface.dimensions;
   const most = 2 ** d - 2;
@@ -469,6 +597,8 @@ export async function startEpisode(settings: Settings, options: StartOptions): P
       `--budget must be a whole number from 0 to ${most} (the masks of ${options.condition} beyond the two free anchors), not ${options.budget}`,
     );
   }
+  const limits = startLimits(options);
+  const labels = checkLabels(options.labels);
   // a log without a complete line is a start cut short (by a kill or a full disk): the folder holds no episode yet
   const taken = (log?: Log) => {
     const lines = log ? log.lines.length : lstatOrNothing(join(folder, EVENTS_FILE)) ? logLines(folder) : 0;
@@ -485,17 +615,21 @@ export async function startEpisode(settings: Settings, options: StartOptions): P
       const anchors = [allMasks(d)[0]!, allMasks(d).at(-1)!];
       const utilities = anchors.map((mask) => surface.utilities[maskIndex(mask, d)]!);
       const state: EpisodeState = {
-        episode_version: 2,
+        episode_version: 3,
         condition: options.condition,
         dimensions: d,
         budget: options.budget,
         references,
         reference: identity,
         started_at: at,
+        labels,
+        limits,
         observations: anchors.map((mask, k) => ({ mask, utility: utilities[k]!, paid: false, at })),
         credits_remaining: options.budget,
+        calls_used: 0,
         closed: false,
         submission: null,
+        ended: null,
       };
       appendEvent(log, {
         kind: 'action',
@@ -505,6 +639,8 @@ export async function startEpisode(settings: Settings, options: StartOptions): P
         budget: options.budget,
         references,
         reference: identity,
+        labels,
+        limits,
         masks: anchors,
         utilities,
         new_masks: [],
@@ -513,7 +649,7 @@ export async function startEpisode(settings: Settings, options: StartOptions): P
         outcome: 'ok',
       });
       writeSnapshot(folder, state);
-      return view(state);
+      return view(state, at);
     },
     true,
   );
@@ -531,7 +667,7 @@ function logLines(folder: string): number {
 /** Buys the new distinct masks of `masks` (repeats and known masks free), or refuses the whole batch. */
 export function observe(settings: Settings, dir: string, masks: readonly string[]): Promise<ObserveResult> {
   return act(settings, dir, 'observe', batchRecord(masks), (state, surface, at) => {
-    if (state.closed) throw new UserError('the episode is closed (a prediction was submitted): no more observations');
+    requireOpen(state, at, 'observations');
     checkMasks(masks, state.dimensions);
     if (!masks.length) throw new UserError('name at least one mask to observe');
     const known = new Set(state.observations.map((o) => o.mask));
@@ -557,14 +693,14 @@ export function observe(settings: Settings, dir: string, masks: readonly string[
         new_masks: fresh,
         ...(fresh.length ? { utilities: fresh.map((m) => surface.utilities[maskIndex(m, state.dimensions)]!) } : {}),
       },
-      result: { ...view(next), observations: wanted.map((mask) => ({ mask, utility: value.get(mask)! })), new_masks: fresh },
+      result: { ...view(next, at), observations: wanted.map((mask) => ({ mask, utility: value.get(mask)! })), new_masks: fresh },
     };
   });
 }
 
 /** The episode as it is: budget, credits, every observation, closed or not. */
 export function episodeStatus(settings: Settings, dir: string): Promise<EpisodeView> {
-  return act(settings, dir, 'status', {}, (state) => ({ result: view(state) }));
+  return act(settings, dir, 'status', {}, (state, _surface, at) => ({ result: view(state, at) }));
 }
 
 /** Submits the predicted table (parsed for the episode's width by `parse`) and closes the episode. */
@@ -572,43 +708,161 @@ export function submitPrediction(
   settings: Settings,
   dir: string,
   parse: (dimensions: number) => number[],
-): Promise<EpisodeView & { submitted_at: string }> {
-  return act(settings, dir, 'submit', {}, (state, _surface, at) => {
-    if (state.closed) throw new UserError('the episode is closed: a prediction was already submitted');
+  fitted?: { name: string; parameters: Record<string, Json>; observations: readonly string[] },
+): Promise<EpisodeView & { submitted_at: string; estimator?: { name: string; parameters: Record<string, Json> } }> {
+  const request: Record<string, Json> = fitted ? { estimator: fitted.name } : {};
+  return act(settings, dir, 'submit', request, (state, _surface, at) => {
+    requireOpen(state, at, 'submissions');
+    // an estimator's table is fitted outside the lock: it stands only on the observations it was fitted on
+    if (fitted && state.observations.map((o) => o.mask).join() !== fitted.observations.join())
+      throw new UserError('the observations changed while the estimator was fitted: submit again');
     const values = parse(state.dimensions);
     const table = Object.fromEntries(allMasks(state.dimensions).map((m, k) => [m, values[k]!]));
-    const next: EpisodeState = { ...state, closed: true, submission: { at, prediction_table: table } };
+    const estimator = fitted ? { name: fitted.name, parameters: fitted.parameters } : null;
+    const next: EpisodeState = { ...state, closed: true, submission: { at, prediction_table: table, estimator } };
     // the receipt binds the submission: its table and the table's sha256 (checked whenever the log is read)
     return {
       state: next,
-      event: { prediction_table: table, table_sha256: tableSha256(table, state.dimensions) },
-      result: { ...view(next), submitted_at: at },
+      event: { prediction_table: table, table_sha256: tableSha256(table, state.dimensions), ...(estimator && { estimator }) },
+      result: { ...view(next, at), submitted_at: at, ...(estimator && { estimator }) },
     };
   });
 }
 
-export interface EpisodeScore extends GradeResult {
+/** Ends an open episode without a submission (an agent gone, out of time): it is then scored as undelivered. */
+export function endEpisode(settings: Settings, dir: string, reason: string): Promise<EpisodeView & { ended_at: string; reason: string }> {
+  const why = capReason(String(reason).trim());
+  return act(settings, dir, 'end', { reason: why }, (state, _surface, at) => {
+    if (!why) throw new UserError('an end needs a reason (--reason TEXT)');
+    if (state.closed)
+      throw new UserError(state.ended ? 'the episode has already ended' : 'the episode is closed: a prediction was submitted');
+    const next: EpisodeState = { ...state, closed: true, ended: { at, reason: why } };
+    return { state: next, result: { ...view(next, at), ended_at: at, reason: why } };
+  });
+}
+
+/** The state as the log records it, read without the lock (the log is only appended to; a torn line is ignored). */
+export function readEpisode(dir: string): EpisodeState {
+  const folder = resolve(dir);
+  const log = openLog(folder, false);
+  try {
+    return derive(log, folder).state;
+  } finally {
+    closeLog(log);
+  }
+}
+
+/** The episode's events as the log holds them (read without the lock). */
+export function readEvents(dir: string): Event[] {
+  const log = openLog(resolve(dir), false);
+  try {
+    return log.lines.map((l) => l.event);
+  } finally {
+    closeLog(log);
+  }
+}
+
+/**
+ * Appends the receipt of reserved call `call` (a commit, under the lock): refused when the call is
+ * not one reserved and still without a receipt.
+ */
+export function commitReceipt(dir: string, call: number, receipt: Record<string, Json>): Promise<void> {
+  const folder = resolve(dir);
+  return underLock(folder, (log) => {
+    const { state } = derive(log, folder);
+    const answered = log.lines.some((l) => l.event.kind === CALCULATION_KIND && l.event.call === call);
+    if (call > state.calls_used || answered) throw new UserError(`calculation call ${call} is not reserved or already has its receipt`);
+    appendEvent(log, { kind: CALCULATION_KIND, at: now(), call, receipt });
+  });
+}
+
+/** What a score says of the episode beyond grade's fields. */
+interface Delivery {
+  /** False when the episode ended without a submission (or its deadline passed first): recovery 0, strict 0. */
+  delivered: boolean;
+  undelivered: boolean;
+  /** A complete table was submitted (the benchmark's valid artifact). */
+  artifact_valid: boolean;
   budget: number;
   purchased: number;
-  submitted_at: string;
+  calls_used: number;
+  labels: Record<string, string>;
+  submitted_at: string | null;
+  ended: { at: string; reason: string } | null;
+  /** The estimator the evaluator fitted for the submission (null: a table was submitted). */
+  estimator: { name: string; parameters: Record<string, Json> } | null;
 }
 
-/** The score of a closed episode: its submission, every observation (anchors included) replacing its cell. */
-export function scoreEpisode(settings: Settings, dir: string): Promise<EpisodeScore> {
-  return act(settings, dir, 'score', {}, (state, surface) => {
-    if (!state.closed || !state.submission) throw new UserError('the episode is still open: submit a prediction first');
-    const table = state.submission.prediction_table;
-    const predicted = allMasks(state.dimensions).map((m) => table[m]!);
-    const result = gradeSurface(surface, predicted, { observed: state.observations.map((o) => o.mask) });
-    return {
-      result: {
-        ...result,
-        budget: state.budget,
-        purchased: state.observations.filter((o) => o.paid).length,
-        submitted_at: state.submission.at,
-      },
+/** An undelivered episode's score: no table, the benchmark's zeros. */
+export interface UndeliveredScore {
+  effect_recovery: 0;
+  strict_effect_reconstruction: false;
+  exact_optimal_choice: false;
+  near_optimal_choice: false;
+  prediction_table: null;
+  observed: string[];
+}
+
+export type EpisodeScore = (GradeResult | UndeliveredScore) & Delivery & Partial<SharedScores>;
+
+export interface ScoreOptions {
+  /** Add the shared-estimator scores (default true): started in a controls' worker unless `worker` is given. */
+  shared?: boolean;
+  worker?: PythonWorker;
+}
+
+/**
+ * The score of an episode that is over: its submission (every observation replacing its cell), or,
+ * ended without one or past its deadline, undelivered; with the shared-estimator scores of its
+ * observations and the gains over them.
+ */
+export async function scoreEpisode(settings: Settings, dir: string, options: ScoreOptions = {}): Promise<EpisodeScore> {
+  const { score, surface, observations } = await act(settings, dir, 'score', {}, (state, surface, at) => {
+    const overdue = sessionClock(state, at).seconds_left === 0;
+    if (!state.closed && !overdue) throw new UserError('the episode is still open: submit a prediction first');
+    const observed = state.observations.map((o) => o.mask);
+    const delivery: Delivery = {
+      delivered: state.submission !== null,
+      undelivered: state.submission === null,
+      artifact_valid: state.submission !== null,
+      budget: state.budget,
+      purchased: state.observations.filter((o) => o.paid).length,
+      calls_used: state.calls_used,
+      labels: state.labels,
+      submitted_at: state.submission?.at ?? null,
+      ended: state.ended ?? (state.submission ? null : { at: deadlineAt(state), reason: 'the session deadline passed' }),
+      estimator: state.submission?.estimator ?? null,
     };
+    let graded: GradeResult | UndeliveredScore;
+    if (state.submission) {
+      const table = state.submission.prediction_table;
+      graded = gradeSurface(
+        surface,
+        allMasks(state.dimensions).map((m) => table[m]!),
+        { observed },
+      );
+    } else {
+      graded = {
+        effect_recovery: 0,
+        strict_effect_reconstruction: false,
+        exact_optimal_choice: false,
+        near_optimal_choice: false,
+        prediction_table: null,
+        observed,
+      };
+    }
+    const pairs = state.observations.map((o) => [o.mask, o.utility] as const);
+    return { result: { score: { ...graded, ...delivery } as EpisodeScore, surface, observations: pairs } };
   });
+  if (options.shared === false) return score;
+  const { sharedScores } = await import('./shared-scores.ts');
+  const { startControlsWorker } = await import('./controls/worker.ts');
+  const worker = options.worker ?? (await startControlsWorker(settings));
+  try {
+    return { ...score, ...(await sharedScores(worker, surface, observations, score.effect_recovery)) };
+  } finally {
+    if (!options.worker) await worker.close();
+  }
 }
 
 /** What the public task view needs of an episode: its view, the reference folder and the condition's family. */

@@ -1,7 +1,8 @@
 // An episode's receipt, `events.jsonl`: a write-ahead log, one strict-JSON line per event, that the
 // episode's state is derived from (episode.ts). An event's `kind` says what it is: `action` (an
-// episode action, `start`, `observe`, … in `action`) and `overflow` (notes past the cap, counted)
-// here; later kinds are read and kept, and change no state.
+// episode action, `start`, `observe`, `calculate` (a call reserved), `submit`, `end`, … in `action`),
+// `calculation` (the receipt of a reserved call: its code's run in the sandbox) and `overflow` (notes
+// past the cap, counted); later kinds are read and kept, and change no state.
 //
 // Commits (the lines that change the state) are appended whole and synced; a failed or short write
 // is cut back to the last complete line before the error is reported, and a line torn by a kill is
@@ -19,14 +20,21 @@ import { fsError } from '../core/fsutil.ts';
 import { isObject, type Json, parseStrictJson } from '../analysis/strict-json.ts';
 
 export const EVENTS_FILE = 'events.jsonl';
-/** The most a log can hold: commits are bounded by the rules (at most 2^6 of a few KiB), notes by NOTES_MAX_BYTES. */
-export const EVENTS_MAX_BYTES = 16 << 20;
+/**
+ * The most a log can hold: commits are bounded by the rules (at most 2^6 purchases of a few KiB; at most
+ * 50 calculation calls, each with its code ≤ 64 KiB, evidence and outputs ≤ 2 × 64 KiB), notes by NOTES_MAX_BYTES.
+ */
+export const EVENTS_MAX_BYTES = 48 << 20;
 /** Past this size, notes are counted in an `overflow` line instead of written one by one. */
 export const NOTES_MAX_BYTES = 256 << 10;
 /** A reason in a note is cut to this many characters. */
 export const REASON_MAX_CHARS = 400;
 
 export type Event = { [key: string]: Json };
+/** The kind of a calculation's receipt (the answer to a reserved `calculate` action). */
+export const CALCULATION_KIND = 'calculation';
+/** The actions whose successful line changes the state (read strictly). */
+const COMMITS = ['start', 'observe', 'submit', 'calculate', 'end'];
 
 interface Line {
   event: Event;
@@ -124,8 +132,9 @@ function parseLine(text: string, what: string): Json {
   } catch {
     return parseStrictJson(text, what); // its one-line message says where
   }
-  if (isObject(quick) && quick.kind === 'action' && quick.outcome === 'ok' && ['start', 'observe', 'submit'].includes(String(quick.action)))
+  if (isObject(quick) && quick.kind === 'action' && quick.outcome === 'ok' && COMMITS.includes(String(quick.action)))
     return parseStrictJson(text, what);
+  if (isObject(quick) && quick.kind === CALCULATION_KIND) return parseStrictJson(text, what);
   return quick;
 }
 

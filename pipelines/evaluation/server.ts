@@ -1,9 +1,11 @@
 // `wwref serve --episode DIR`: one episode served to an agent as an MCP server (the official
 // TypeScript SDK), over stdio or Streamable HTTP, every message read as strict JSON. The agent's tools
-// are `task` (the public view), `observe` ({masks}), `status` and `submit` ({predictions}); each is one
-// episode action (episode.ts: under the folder's lock, so two clients never overspend). No tool
-// returns a reference value beyond the anchors and purchases, a path of this machine, or a score:
-// scoring is `wwref episode score`.
+// are `task` (the public view), `observe` ({masks}), `status`, `calculate` ({code}: Python in the
+// sandbox, offered only where the OS sandbox can be made) and `submit` ({predictions} or {estimator});
+// each is one episode action (episode.ts: under the folder's lock, so two clients never overspend).
+// Results are structured content checked against each tool's output schema, with the same JSON as
+// text for older clients. No tool returns a reference value beyond the anchors and purchases, a path
+// of this machine, or a score: scoring is `wwref episode score`.
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,7 +20,10 @@ import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
 import { predictionFromJson } from '../analysis/grade.ts';
 import { type Json, parseStrictJson } from '../analysis/strict-json.ts';
+import { calculate, MAX_CODE_BYTES } from './calculations.ts';
 import { episodeContext, episodeReferences, episodeStatus, MAX_BATCH, MAX_OPTIONS, observe, submitPrediction } from './episode.ts';
+import { closeEstimatorWorker, submitEstimator } from './estimator-submission.ts';
+import { sandboxAvailable } from './sandbox/isolation.ts';
 import { taskView } from './task.ts';
 
 const VERSION = '0.1.0';
@@ -26,7 +31,51 @@ const VERSION = '0.1.0';
 const MAX_BODY_BYTES = 1 << 20;
 export const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
-type ToolResult = { content: { type: 'text'; text: string }[]; isError?: boolean };
+type ToolResult = { content: { type: 'text'; text: string }[]; structuredContent?: Record<string, unknown>; isError?: boolean };
+
+/** The output schemas: what each tool's structured content holds (the fields agents read; more may follow). */
+const Observation = z.looseObject({ mask: z.string(), utility: z.number() });
+const EpisodeViewOut = z.looseObject({
+  condition: z.string(),
+  dimensions: z.number().int(),
+  budget: z.number().int(),
+  credits_remaining: z.number().int(),
+  closed: z.boolean(),
+  observations: z.array(Observation),
+  calculations: z.looseObject({ limit: z.number().int(), used: z.number().int(), remaining: z.number().int() }),
+  session: z.looseObject({ seconds_used: z.number(), seconds_left: z.number().nullable(), deadline_seconds: z.number().nullable() }),
+});
+const TaskOut = z.looseObject({
+  condition: z.string(),
+  family: z.string(),
+  dimensions: z.number().int(),
+  factor_order: z.array(z.string()),
+  factors: z.record(z.string(), z.string()),
+  mask_convention: z.string(),
+  utility: z.string().nullable(),
+  workflow_source: z.string(),
+  free_observations: z.array(Observation),
+  budget: z.number().int(),
+  credits_remaining: z.number().int(),
+  observations: z.array(Observation),
+});
+const ObserveOut = EpisodeViewOut.extend({ new_masks: z.array(z.string()) });
+const SubmitOut = EpisodeViewOut.extend({
+  submitted_at: z.string(),
+  estimator: z.looseObject({ name: z.string(), parameters: z.record(z.string(), z.unknown()) }).optional(),
+});
+const CalculateOut = z.looseObject({
+  call: z.number().int(),
+  status: z.enum(['ok', 'error', 'timed_out', 'over_memory', 'output_limit']),
+  return_code: z.number().int().nullable(),
+  stdout: z.string(),
+  stderr: z.string(),
+  stdout_truncated: z.boolean(),
+  stderr_truncated: z.boolean(),
+  wall_seconds: z.number(),
+  detail: z.string().nullable(),
+  calculations_remaining: z.number().int(),
+});
 
 /** `paths` and, for those reached through a symbolic link, their real paths too: longest first, so a folder's own name goes first. */
 function hostPaths(paths: string[]): string[] {
@@ -40,28 +89,36 @@ function hostPaths(paths: string[]): string[] {
   return [...new Set([...paths, ...real])].filter((p) => p.length > 1).sort((a, b) => b.length - a.length);
 }
 
-/** The episode's MCP server: its four tools, with host paths masked in every refusal. */
+/** The episode's MCP server: its tools, with host paths masked in every refusal. */
 export function episodeServer(settings: Settings, dir: string): McpServer {
   const folder = resolve(dir);
   const references = episodeReferences(folder);
   const hidden = hostPaths([folder, references, ...Object.values(settings.paths)]);
   const masked = (message: string) => hidden.reduce((m, path) => m.replaceAll(path, '<host folder>'), message);
-  const tool = async (body: () => Promise<unknown>): Promise<ToolResult> => {
+  const tool = async (body: () => Promise<object>): Promise<ToolResult> => {
     try {
-      return { content: [{ type: 'text', text: JSON.stringify(await body()) }] };
+      const result = (await body()) as Record<string, unknown>;
+      return { content: [{ type: 'text', text: JSON.stringify(result) }], structuredContent: result };
     } catch (error) {
       const message = error instanceof UserError ? masked(error.message) : 'internal error of the evaluator';
       return { isError: true, content: [{ type: 'text', text: message }] };
     }
   };
+  const sandbox = sandboxAvailable();
   const server = new McpServer(
     { name: 'wwref-episode', version: VERSION },
     {
       instructions:
         'A budgeted WhatWorkedBench episode: read `task`, buy measurements with `observe` (new distinct masks cost one ' +
-        'credit; repeats are free), then `submit` a predicted utility for every mask. Submission closes the episode.',
+        'credit; repeats are free), then `submit` a predicted utility for every mask, or the name of an estimator the ' +
+        'evaluator fits on your observations. Submission closes the episode. `status` shows credits, calculation calls ' +
+        'and session time left. ' +
+        (sandbox.available
+          ? '`calculate` runs Python (standard library only, with `wwref_helpers`) on the evidence, a limited number of times.'
+          : `No \`calculate\` tool: calculations need an OS sandbox this machine cannot make (${sandbox.reason}).`),
     },
   );
+  const readOnly = { readOnlyHint: true, openWorldHint: false } as const;
   server.registerTool(
     'task',
     {
@@ -70,6 +127,8 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
         'The public view: family, factor order and descriptions, utility, data ' +
         'summary, workflow source, free observations, budget, credits and purchases.',
       inputSchema: z.strictObject({}),
+      outputSchema: TaskOut,
+      annotations: readOnly,
     },
     () =>
       tool(async () => {
@@ -85,27 +144,66 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
         'Measure masks (0/1 strings, option A first). Each new distinct mask costs one credit; ' +
         'known masks are free; a batch needing more credits than remain is refused whole.',
       inputSchema: z.strictObject({ masks: z.array(z.string().max(MAX_OPTIONS)).min(1).max(MAX_BATCH) }),
+      outputSchema: ObserveOut,
+      annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: false },
     },
     ({ masks }) => tool(() => observe(settings, folder, masks)),
   );
   server.registerTool(
     'status',
-    { title: 'Status', description: 'Budget, credits remaining, observations, closed or not.', inputSchema: z.strictObject({}) },
+    {
+      title: 'Status',
+      description: 'Budget, credits remaining, observations, calculation calls and session time left, closed or not.',
+      inputSchema: z.strictObject({}),
+      outputSchema: EpisodeViewOut,
+      annotations: readOnly,
+    },
     () => tool(() => episodeStatus(settings, folder)),
   );
+  if (sandbox.available)
+    server.registerTool(
+      'calculate',
+      {
+        title: 'Calculate',
+        description:
+          'Run Python (Pyodide: CPython in WebAssembly, standard library only, no NumPy) in a fresh sandbox with no network ' +
+          'and no files but its own. `evidence` (a dict) and the file evidence.json hold the task, observations, credits, ' +
+          'calculation calls and session time left; `import wwref_helpers` gives ridge_main, ridge_pair, ridge_table ' +
+          "and greedy_design (the benchmark's estimators). Print what you need: stdout and stderr come back. " +
+          "Each call counts against the episode's limit and has a time limit.",
+        inputSchema: z.strictObject({ code: z.string().max(MAX_CODE_BYTES).describe('Python source') }),
+        outputSchema: CalculateOut,
+        annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: false },
+      },
+      ({ code }) => tool(() => calculate(settings, folder, code)),
+    );
   server.registerTool(
     'submit',
     {
       title: 'Submit',
       description:
-        'Submit a predicted utility in [0, 1] for every mask ({"0000": 0.41, …} or [{"mask", "utility"}]); this closes the episode.',
+        'Close the episode with either `predictions`, a predicted utility in [0, 1] for every mask ({"0000": 0.41, …}), ' +
+        'or `estimator`: ridge_main, ridge_pair or gp, fitted by the evaluator on your observations.',
       // the table's own rules are grade's (predictionFromJson), as for the command line: the schema only says its shape
       inputSchema: z.strictObject({
-        predictions: z.union([z.record(z.string(), z.unknown()), z.array(z.record(z.string(), z.unknown()))]),
+        predictions: z
+          .record(z.string(), z.unknown())
+          .optional()
+          .describe('a JSON object: mask -> predicted utility, every mask of the condition'),
+        estimator: z.enum(['ridge_main', 'ridge_pair', 'gp']).optional().describe('instead of predictions: the estimator to fit'),
       }),
+      outputSchema: SubmitOut,
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     },
-    ({ predictions }) =>
-      tool(() => submitPrediction(settings, folder, (dimensions) => predictionFromJson(predictions as Json, dimensions, 'predictions'))),
+    ({ predictions: given, estimator }) =>
+      tool(async () => {
+        // an empty object is no table: form clients (the Inspector's web UI) send `{}` for an object left alone
+        const predictions = given && Object.keys(given).length === 0 && estimator !== undefined ? undefined : given;
+        if ((predictions === undefined) === (estimator === undefined))
+          throw new UserError('submit takes either `predictions` or `estimator`');
+        if (estimator !== undefined) return submitEstimator(settings, folder, estimator);
+        return submitPrediction(settings, folder, (dimensions) => predictionFromJson(predictions as Json, dimensions, 'predictions'));
+      }),
   );
   return server;
 }
@@ -252,6 +350,7 @@ export async function serveStdio(settings: Settings, dir: string): Promise<void>
   await server.connect(transport);
   await closed;
   await server.close();
+  await closeEstimatorWorker();
 }
 
 export interface HttpOptions {

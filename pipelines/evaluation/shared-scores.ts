@@ -4,7 +4,8 @@
 // observations"). The estimators are the controls' (workflows/evaluation/), fitted by a controls'
 // worker; each table is scored by grade.
 import type { Surface } from '../analysis/effects.ts';
-import { BENCHMARK_FIELDS } from '../analysis/grade-records.ts';
+import { BENCHMARK_FIELDS, differingFields, type RecordDifference, type SharedRequest } from '../analysis/grade-records.ts';
+import { isObject, type Json } from '../analysis/strict-json.ts';
 import { type GradeResult, gradeSurface } from '../analysis/grade.ts';
 import type { PythonWorker } from '../execution/python-worker.ts';
 import { type EstimatorName, fitEstimator } from './controls/worker.ts';
@@ -63,4 +64,40 @@ export async function sharedScores(
       gp: ownRecovery - scores.gp.effect_recovery,
     };
   return result;
+}
+
+/** One record's refitted shared-estimator scores (`grade --records`). */
+export interface RecordShared extends SharedScores {
+  record: number;
+  line: number;
+  condition: string;
+}
+
+/**
+ * The shared-estimator scores of stored records (`grade --records`): refitted on each record's
+ * observations, and compared with the ones it stores: a stored object field by field (the fields it
+ * carries), a stored number with the refitted effect_recovery. Differences go to `differ`.
+ */
+export async function sharedForRecords(
+  worker: PythonWorker,
+  requests: readonly SharedRequest[],
+  surfaceOf: (condition: string) => Surface,
+  differ: (difference: RecordDifference) => void,
+): Promise<RecordShared[]> {
+  const results: RecordShared[] = [];
+  for (const request of requests) {
+    const { record, line, condition } = request;
+    const shared = await sharedScores(worker, surfaceOf(condition), request.observations, request.own_recovery);
+    results.push({ record, line, condition, ...shared });
+    for (const [key, stored] of Object.entries(request.stored)) {
+      const mine = shared[key as keyof SharedScores] as SharedScore;
+      const recomputed = JSON.parse(JSON.stringify(mine)) as { [key: string]: Json };
+      const pairs: [string, Json | undefined, Json | undefined][] = isObject(stored)
+        ? Object.entries(stored).map(([field, value]) => [`${key}.${field}`, value, recomputed[field]])
+        : [[`${key}`, stored, recomputed.effect_recovery]];
+      for (const [field, value, other] of pairs)
+        for (const d of differingFields(value, other, field)) differ({ record, line, condition, ...d });
+    }
+  }
+  return results;
 }

@@ -57,6 +57,8 @@ describe('episode', () => {
         { mask: '0000', utility: utility(0) },
         { mask: '1111', utility: utility(15) },
       ],
+      calculations: { limit: 20, used: 0, remaining: 20 },
+      session: { seconds_used: 0, seconds_left: null, deadline_seconds: null },
     });
     // a batch with a repeat and an anchor: two new masks, two credits
     const a = await observe(ep, '0101', '0101,1111', '0011');

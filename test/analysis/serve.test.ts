@@ -11,6 +11,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
+import { sandboxAvailable } from '../../pipelines/evaluation/sandbox/isolation.ts';
 import { BIN, cliInProcess } from '../support/cli.ts';
 import { maskOf, writeSurfaceCatalog } from '../support/fixtures.ts';
 import { startHttpServer } from '../support/serve.ts';
@@ -51,6 +52,8 @@ const numbers = (value: unknown): number[] =>
       : value && typeof value === 'object'
         ? Object.values(value).flatMap(numbers)
         : [];
+/** The tools: `calculate` where the OS sandbox can be made. */
+const TOOLS = [...(sandboxAvailable().available ? ['calculate'] : []), 'observe', 'status', 'submit', 'task'];
 const predictions = Object.fromEntries(Array.from({ length: 16 }, (_, k) => [maskOf(k, 4), 0.5]));
 
 /** An MCP client (the SDK's own) connected to `wwref serve --episode EP` over stdio. */
@@ -115,7 +118,7 @@ describe('serve over stdio', () => {
     const ep = await startEpisode(2);
     const client = await stdioClient(ep);
     try {
-      expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['observe', 'status', 'submit', 'task']);
+      expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(TOOLS);
       const secret = (observed: string[]) =>
         Array.from({ length: 16 }, (_, k) => k)
           .filter((k) => !observed.includes(maskOf(k, 4)))
@@ -206,7 +209,7 @@ describe('serve over stdio, paths reached through a link', () => {
 });
 
 describe('serve, strict tool arguments', () => {
-  it('follows the command line input rules: unknown arguments and an item with two value keys refused, `prediction` taken', async () => {
+  it('follows the command line input rules: unknown arguments, a list, a table grade refuses, both or neither of predictions and estimator refused', async () => {
     const ep = await startEpisode(1);
     const client = await stdioClient(ep);
     try {
@@ -214,12 +217,18 @@ describe('serve, strict tool arguments', () => {
       expect([extra.isError, extra.text]).toEqual([true, expect.stringMatching(/budget/)]);
       expect((await call(client, 'status', { verbose: true })).isError).toBe(true);
       expect((await call(client, 'submit', { predictions, note: 'x' })).isError).toBe(true);
-      const items = (key: string) => Array.from({ length: 16 }, (_, k) => ({ mask: maskOf(k, 4), [key]: 0.5 }));
-      const both = await call(client, 'submit', { predictions: items('utility').map((i) => ({ ...i, prediction: 0.5 })) });
-      expect([both.isError, both.text]).toEqual([true, expect.stringMatching(/item 0 has several value keys \(utility, prediction\)/)]);
+      // `predictions` is a JSON object (its schema's type, which clients such as the Inspector need); a list is refused
+      const items = Array.from({ length: 16 }, (_, k) => ({ mask: maskOf(k, 4), utility: 0.5 }));
+      expect((await call(client, 'submit', { predictions: items })).isError).toBe(true);
+      const short = await call(client, 'submit', { predictions: { '0000': 0.5 } });
+      expect([short.isError, short.text]).toEqual([true, expect.stringMatching(/predictions/)]);
+      const both = await call(client, 'submit', { predictions, estimator: 'ridge_main' });
+      expect([both.isError, both.text]).toEqual([true, 'submit takes either `predictions` or `estimator`']);
+      expect((await call(client, 'submit', {})).isError).toBe(true);
       expect((await call(client, 'status')).json.closed).toBe(false);
-      const taken = await call(client, 'submit', { predictions: items('prediction') });
-      expect([taken.isError, taken.json?.closed]).toEqual([false, true]);
+      // an empty object beside an estimator is no table (what a form client such as the Inspector's sends for it)
+      const taken = await call(client, 'submit', { predictions: {}, estimator: 'ridge_main' });
+      expect([taken.isError, taken.json?.closed, taken.json?.estimator?.name]).toEqual([false, true, 'ridge_main']);
     } finally {
       await client.close();
     }
@@ -296,7 +305,7 @@ describe('serve over Streamable HTTP', () => {
     const url = await httpServer(ep);
     const [a, b] = await Promise.all([httpClient(url), httpClient(url)]);
     try {
-      expect((await a.listTools()).tools.map((t) => t.name).sort()).toEqual(['observe', 'status', 'submit', 'task']);
+      expect((await a.listTools()).tools.map((t) => t.name).sort()).toEqual(TOOLS);
       const outcomes = await Promise.all([
         call(a, 'observe', { masks: ['0001', '0010'] }),
         call(b, 'observe', { masks: ['0100', '1000'] }),

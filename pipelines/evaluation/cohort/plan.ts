@@ -1,5 +1,5 @@
 // A cohort's definition: the agent command, the (condition, budget) cells, the repeats, the labels,
-// the session limit and the references' identity; and its episodes, one per (condition, budget,
+// the session and calculation limits and the references' identity; and its episodes, one per (condition, budget,
 // repeat). The definition is written to OUT/cohort.json before the first episode; a later run into
 // the same folder resumes it only when its definition is the same (parallelism aside), and is refused
 // with one line naming what differs otherwise.
@@ -14,16 +14,14 @@ import type { Catalog, CatalogCondition } from '../../catalog/catalog.ts';
 import { loadCatalog, ReferenceStore } from '../../references/store.ts';
 import { LOCK_FILE } from '../../references/lock.ts';
 import { type Track, TRACK_BUDGETS, trackOf } from '../controls/grid.ts';
+import { startLimits } from '../episode.ts';
+import { checkLabels } from '../labels.ts';
 
 export const COHORT_FILE = 'cohort.json';
 export const EPISODES_FOLDER = 'episodes';
 /** Where an episode cut short by a stopped run is kept when the run resumes and starts it again. */
 export const INTERRUPTED_FOLDER = 'interrupted';
 const COHORT_FILE_MAX_BYTES = 4 << 20;
-/** Labels: a few short names and values (they go into every results line). */
-const LABEL_KEY = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/;
-const LABEL_VALUE_MAX = 200;
-const MAX_LABELS = 32;
 export const MAX_REPEATS = 1000;
 
 export interface CohortRequest {
@@ -35,6 +33,9 @@ export interface CohortRequest {
   repeats: number;
   labels: Record<string, string>;
   sessionSeconds: number;
+  /** Calculation calls per episode and wall seconds per call (default: the episode's, 20 and 45). */
+  calls?: number;
+  callSeconds?: number;
 }
 
 export interface CohortCondition {
@@ -54,6 +55,9 @@ export interface CohortDefinition {
   repeats: number;
   labels: Record<string, string>;
   session_seconds: number;
+  /** Each episode's calculation limits (episode.ts `startLimits` checks them). */
+  calls: number;
+  call_seconds: number;
   references: string;
   conditions: CohortCondition[];
 }
@@ -63,26 +67,6 @@ export interface PlannedEpisode {
   condition: CohortCondition;
   budget: number;
   repeat: number;
-}
-
-/** `KEY=VALUE` labels, refused with one line when malformed or repeated. */
-export function parseLabels(items: readonly string[]): Record<string, string> {
-  const labels: Record<string, string> = {};
-  for (const item of items) {
-    const at = item.indexOf('=');
-    const key = at < 0 ? item : item.slice(0, at);
-    const value = at < 0 ? '' : item.slice(at + 1);
-    if (at < 0 || !LABEL_KEY.test(key))
-      throw new UserError(
-        `--label takes KEY=VALUE, KEY a name (a letter, then letters, digits, '_', '.', '-'), not ${JSON.stringify(item)}`,
-      );
-    if (Object.hasOwn(labels, key)) throw new UserError(`--label ${key} is given twice`);
-    if (value.length > LABEL_VALUE_MAX || /[\u0000-\u001f]/.test(value))
-      throw new UserError(`--label ${key}: a value of at most ${LABEL_VALUE_MAX} characters without control characters`);
-    labels[key] = value;
-  }
-  if (Object.keys(labels).length > MAX_LABELS) throw new UserError(`at most ${MAX_LABELS} labels`);
-  return labels;
 }
 
 function cohortCondition(condition: CatalogCondition, entry: { table_sha256: string; plan_sha256: string }, budgets?: readonly number[]) {
@@ -108,6 +92,8 @@ export function defineCohort(settings: Settings, request: CohortRequest): Cohort
   if (!Number.isInteger(request.repeats) || request.repeats < 1 || request.repeats > MAX_REPEATS)
     throw new UserError(`--repeats takes a whole number from 1 to ${MAX_REPEATS}`);
   if (!(request.sessionSeconds > 0)) throw new UserError('--session-seconds takes a positive number of seconds');
+  // every episode's limits, checked once before the first starts
+  const limits = startLimits({ calls: request.calls, callSeconds: request.callSeconds, sessionSeconds: request.sessionSeconds });
   const catalog: Catalog = loadCatalog(settings);
   const store = new ReferenceStore(settings.paths.references, settings.paths);
   const entries = store.requireManifest().conditions;
@@ -121,8 +107,10 @@ export function defineCohort(settings: Settings, request: CohortRequest): Cohort
     cohort_version: 1,
     agent: request.agent,
     repeats: request.repeats,
-    labels: request.labels,
+    labels: checkLabels(request.labels),
     session_seconds: request.sessionSeconds,
+    calls: limits.calls,
+    call_seconds: limits.call_seconds,
     references: store.dir,
     conditions: chosen.map((c) => cohortCondition(c, entries[c.id]!, request.budgets)),
   };
@@ -149,6 +137,8 @@ function differences(earlier: Partial<CohortDefinition>, now: CohortDefinition):
     ['repeats', 'the repeats'],
     ['labels', 'the labels'],
     ['session_seconds', 'the session seconds'],
+    ['calls', 'the calculation calls'],
+    ['call_seconds', 'the seconds per calculation'],
     ['references', 'the reference folder'],
     ['conditions', 'the conditions, budgets or their references'],
     ['cohort_version', 'the cohort format'],

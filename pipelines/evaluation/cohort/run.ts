@@ -15,16 +15,16 @@ import { ROOT } from '../../core/paths.ts';
 import { Progress } from '../../core/progress.ts';
 import type { Settings } from '../../core/settings.ts';
 import type { Surface } from '../../analysis/effects.ts';
-import { referenceSurface } from '../../analysis/grade.ts';
+import { type GradeResult, referenceSurface } from '../../analysis/grade.ts';
 import { THREAD_ENV } from '../../execution/launcher.ts';
 import type { PythonWorker } from '../../execution/python-worker.ts';
 import { profileEnvironment } from '../../core/profiles.ts';
 import { lockFolder } from '../../references/lock.ts';
 import type { StoredRecord } from '../controls/records.ts';
 import { startControlsWorker } from '../controls/worker.ts';
-import { EVENTS_FILE, episodeStatus, scoreEpisode, STATE_FILE, startEpisode } from '../episode.ts';
+import { endEpisode, episodeStatus, scoreEpisode, STATE_FILE, startEpisode } from '../episode.ts';
 import { type EpisodesServer, serveEpisodes } from '../episodes-server.ts';
-import { sharedScores } from '../shared-scores.ts';
+import type { SharedScores } from '../shared-scores.ts';
 import { runAgent } from './agent.ts';
 import { cohortControls } from './baselines.ts';
 import { type CohortFiles, writeCohortSummaries } from './outputs.ts';
@@ -92,22 +92,6 @@ function closedNow(dir: string): boolean {
   }
 }
 
-/** The calculation calls the episode's receipt records (the `calculate` action). */
-function calculationCalls(dir: string): number {
-  const text = readFileSync(join(dir, EVENTS_FILE), 'utf8');
-  let calls = 0;
-  for (const line of text.split('\n')) {
-    if (!line.includes('"calculate"')) continue;
-    try {
-      const event = JSON.parse(line) as { action?: unknown; calls?: unknown };
-      if (event.action === 'calculate') calls += typeof event.calls === 'number' ? event.calls : 1;
-    } catch {
-      // a torn last line is no call
-    }
-  }
-  return calls;
-}
-
 interface Shared {
   settings: Settings;
   definition: CohortDefinition;
@@ -125,7 +109,16 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
   const { settings, definition, options, server } = shared;
   const dir = join(options.out, EPISODES_FOLDER, planned.id);
   const startedAt = new Date().toISOString();
-  await startEpisode(settings, { dir, condition: planned.condition.id, budget: planned.budget, references: definition.references });
+  await startEpisode(settings, {
+    dir,
+    condition: planned.condition.id,
+    budget: planned.budget,
+    references: definition.references,
+    labels: definition.labels,
+    sessionSeconds: definition.session_seconds,
+    calls: definition.calls,
+    callSeconds: definition.call_seconds,
+  });
   const endpoint = server.add(planned.id, dir);
   let kill: (() => void) | undefined;
   let outcome: Awaited<ReturnType<typeof runAgent>>;
@@ -149,25 +142,30 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
     if (kill) shared.kills.delete(kill);
   }
   if (outcome.stopped === 'stopped' || shared.stopped()) return undefined;
+  // an agent that did not submit: its episode is ended (logged with why), then scored as undelivered
   const status = await episodeStatus(settings, dir);
-  const score = status.closed ? await scoreEpisode(settings, dir) : undefined;
-  const observations = status.observations.map((o) => [o.mask, o.utility] as const);
-  const surface = shared.surfaceOf(planned.condition.id);
+  const reason = status.closed ? undefined : undeliveredReason(outcome, definition.session_seconds);
+  if (reason !== undefined) await endEpisode(settings, dir, reason);
+  const { shared_degree1_score, shared_degree2_score, shared_gp_score, recovery_gain_over_shared, ...score } = await scoreEpisode(
+    settings,
+    dir,
+    { worker: await shared.worker },
+  );
   const line = resultLine({
     planned,
     labels: definition.labels,
     agent: definition.agent,
-    observations,
-    score,
-    undeliveredReason: score ? undefined : undeliveredReason(outcome, definition.session_seconds),
-    calculationCalls: calculationCalls(dir),
+    observations: status.observations.map((o) => [o.mask, o.utility] as const),
+    score: score.delivered ? (score as GradeResult) : undefined,
+    undeliveredReason: reason,
+    calculationCalls: score.calls_used,
     process: outcome,
-    shared: await sharedScores(await shared.worker, surface, observations, score?.effect_recovery ?? 0),
+    shared: { shared_degree1_score, shared_degree2_score, shared_gp_score, recovery_gain_over_shared } as SharedScores,
     startedAt,
     finishedAt: new Date().toISOString(),
   });
   appendNoFollow(join(options.out, RESULTS_FILE), `${line}\n`);
-  return { delivered: score !== undefined, agentSeconds: outcome.wall_seconds };
+  return { delivered: score.delivered, agentSeconds: outcome.wall_seconds };
 }
 
 /** Keeps the folder of an episode an earlier run left unfinished under OUT/interrupted/, so that it can start afresh. */

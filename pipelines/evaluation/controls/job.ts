@@ -7,9 +7,8 @@
 // are written (each file atomically).
 import { existsSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import * as z from 'zod';
 import { Interrupted, UserError } from '../../core/errors.ts';
-import { appendNoFollow, makeDirs, writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
+import { appendNoFollow, writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
 import { digest, sha256Hex } from '../../core/hashing.ts';
 import { ROOT } from '../../core/paths.ts';
 import { Progress } from '../../core/progress.ts';

@@ -5,10 +5,11 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { UserError } from '../../core/errors.ts';
+import { ROOT } from '../../core/paths.ts';
 
-export const SANDBOX_DIR = dirname(fileURLToPath(import.meta.url));
+// from the checkout's root, not this module's URL: the built command line runs this code from dist/chunks/
+export const SANDBOX_DIR = join(ROOT, 'pipelines', 'evaluation', 'sandbox');
 export const RUNNER = join(SANDBOX_DIR, 'runner.mjs');
 export const HELPERS = join(SANDBOX_DIR, 'wwref_helpers.py');
 
@@ -156,6 +157,8 @@ export function sandboxArgv(
 }
 
 function probe(): { available: true; tools: Tools } | { available: false; reason: string } {
+  // an operator may turn calculations off (stricter, never weaker): the server then offers no `calculate`
+  if (process.env.WWREF_SANDBOX === 'off') return { available: false, reason: 'calculations are turned off here (WWREF_SANDBOX=off)' };
   const bwrap = which('bwrap');
   if (!bwrap) return { available: false, reason: 'bubblewrap (bwrap) is not installed (apt-get install bubblewrap)' };
   const prlimit = which('prlimit');

@@ -9,14 +9,7 @@ import PQueue from 'p-queue';
 import * as z from 'zod';
 import { admissionProblems, type AdmissionRules } from '../admission.ts';
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
-import {
-  HELLO_TIMEOUT_SECONDS,
-  RecordTimeout,
-  RuntimeDidNotStart,
-  RuntimeRefused,
-  WorkerCrash,
-  type ExecutorOptions,
-} from '../executor.ts';
+import { RecordTimeout, RuntimeDidNotStart, RuntimeRefused, WorkerCrash, type ExecutorOptions } from '../executor.ts';
 import type { NumericalProfile } from '../../core/profiles.ts';
 import type { HelloResult } from '../protocol.ts';
 import { PythonWorker } from '../python-worker.ts';

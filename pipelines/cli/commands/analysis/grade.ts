@@ -23,6 +23,12 @@ export default defineCommand({
           'JSON lines of {condition|instance, observations, prediction_table, score?}: ' +
           'each scored again, a stored score compared key by key (exit 1 on a difference)',
       })
+      .option('shared', {
+        type: 'boolean',
+        describe:
+          "with --records: refit the shared estimators (ridge degree 1 and 2, GP) on every record's observations " +
+          '(records that store shared_*_score are refitted and compared without it)',
+      })
       .option('references', { type: 'string', describe: 'reference folder (default outputs/references)' }),
   run: async (argv, { settings, out }) => {
     if (argv.records !== undefined) {
@@ -31,15 +37,43 @@ export default defineCommand({
           '--records takes the condition, table and observations from each record: leave out --condition, --table, --observed and --tolerances',
         );
       }
-      const { differenceLines, gradeRecords } = await import('../../../analysis/grade-records.ts');
+      const { differenceLines, gradeRecords, MAX_DIFFERENCES_KEPT } = await import('../../../analysis/grade-records.ts');
       // stdout is one JSON object written as the records are scored (its scores first): memory stays bounded
       let first = true;
-      const outcome = gradeRecords(settings, argv.records, undefined, (scored) => {
-        process.stdout.write(`${first ? '{\n  "scores": [\n' : ',\n'}    ${JSON.stringify(scored)}`);
-        first = false;
-      });
-      const { scores: _none, ...summary } = outcome;
-      const rest = JSON.stringify(summary, null, 2).slice(1); // the summary's fields, after the scores
+      const outcome = gradeRecords(
+        settings,
+        argv.records,
+        undefined,
+        (scored) => {
+          process.stdout.write(`${first ? '{\n  "scores": [\n' : ',\n'}    ${JSON.stringify(scored)}`);
+          first = false;
+        },
+        { shared: argv.shared === true },
+      );
+      const { scores: _none, shared_requests: requests, ...summary } = outcome;
+      let shared: unknown[] = [];
+      if (requests.length) {
+        // the controls' estimators in their worker (pinned runtime), refitted on each record's observations
+        const { sharedForRecords } = await import('../../../evaluation/shared-scores.ts');
+        const { startControlsWorker } = await import('../../../evaluation/controls/worker.ts');
+        const { referenceSurface } = await import('../../../analysis/grade.ts');
+        const worker = await startControlsWorker(settings);
+        try {
+          shared = await sharedForRecords(
+            worker,
+            requests,
+            (condition) => referenceSurface(settings, condition),
+            (d) => {
+              outcome.differences_total++;
+              if (outcome.differences.length < MAX_DIFFERENCES_KEPT) outcome.differences.push(d);
+            },
+          );
+          summary.differences_total = outcome.differences_total;
+        } finally {
+          await worker.close();
+        }
+      }
+      const rest = JSON.stringify({ ...summary, ...(requests.length && { shared_scores: shared }) }, null, 2).slice(1); // after the scores
       process.stdout.write(`${first ? '{\n  "scores": [' : '\n  ]'},${rest}\n`);
       for (const line of differenceLines(outcome)) process.stderr.write(`${line}\n`);
       process.stderr.write(
@@ -47,6 +81,7 @@ export default defineCommand({
       );
       return outcome.differences_total ? 1 : 0;
     }
+    if (argv.shared !== undefined) throw new UserError('--shared is for --records');
     if (argv.condition === undefined || argv.table === undefined)
       throw new UserError('grade needs --condition C and --table FILE (or --records FILE)');
     const { gradeFile, gradeSummaryLines, parseTolerances } = await import('../../../analysis/grade.ts');

@@ -38,6 +38,8 @@ export default defineCommand({
       .option('parallel', { type: 'string', describe: 'agents at once (default 1)' })
       .option('label', { type: 'string', array: true, describe: 'KEY=VALUE recorded with every episode (e.g. agent=pair_ridge)' })
       .option('session-seconds', { type: 'string', describe: 'the deadline of each agent run, seconds (default 600)' })
+      .option('calls', { type: 'string', describe: 'calculation calls allowed per episode (default 20)' })
+      .option('call-seconds', { type: 'string', describe: 'wall seconds a calculation may run (default 45; 30 CPU seconds)' })
       .option('controls', {
         type: 'string',
         describe: "a finished 'wwref controls run' folder holding the cohort's cells (default: computed)",
@@ -49,7 +51,7 @@ export default defineCommand({
     const seconds = argv.sessionSeconds === undefined ? 600 : Number(argv.sessionSeconds);
     if (!/^\d+(\.\d+)?$/.test(String(argv.sessionSeconds ?? '600')) || !(seconds > 0))
       throw new UserError(`--session-seconds takes a positive number of seconds, not '${argv.sessionSeconds}'`);
-    const { parseLabels } = await import('../../../evaluation/cohort/plan.ts');
+    const { parseLabels } = await import('../../../evaluation/labels.ts');
     const { runCohort } = await import('../../../evaluation/cohort/run.ts');
     const outcome = await runCohort(settings, {
       agent: argv.agent,
@@ -58,6 +60,8 @@ export default defineCommand({
       repeats: oneWholeNumber(argv.repeats, 'repeats', 1),
       labels: parseLabels(list(argv.label, 'label')),
       sessionSeconds: seconds,
+      ...(argv.calls !== undefined && { calls: oneWholeNumber(argv.calls, 'calls', 0) }),
+      ...(argv.callSeconds !== undefined && { callSeconds: oneWholeNumber(argv.callSeconds, 'call-seconds', 0) }),
       out: folder,
       parallel,
       controls: argv.controls,

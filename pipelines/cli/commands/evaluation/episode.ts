@@ -2,58 +2,115 @@ import { UserError } from '../../../core/errors.ts';
 import { defineCommand } from '../../command.ts';
 import { outputPath } from '../../output-path.ts';
 
-const ACTIONS = ['start', 'observe', 'status', 'submit', 'score'] as const;
+const ACTIONS = ['start', 'observe', 'status', 'submit', 'end', 'score', 'verify'] as const;
 /** The options each action takes beyond --episode; the others are refused. */
 const OPTIONS: Record<(typeof ACTIONS)[number], string[]> = {
-  start: ['condition', 'budget', 'references'],
+  start: ['condition', 'budget', 'references', 'label', 'calls', 'callSeconds', 'sessionSeconds'],
   observe: ['masks'],
   status: [],
-  submit: ['prediction'],
-  score: [],
+  submit: ['prediction', 'estimator'],
+  end: ['reason'],
+  score: ['shared'],
+  verify: [],
 };
+const FLAGS: Record<string, string> = { callSeconds: 'call-seconds', sessionSeconds: 'session-seconds' };
+
+/** A decimal whole number as written (yargs' number type would read 0x3 or 1e1). */
+function wholeNumber(option: string, value: unknown): number {
+  const written = String(value).trim();
+  if (!/^\d{1,9}$/.test(written)) throw new UserError(`--${option} must be a whole number written in decimal digits, not '${written}'`);
+  return Number(written);
+}
 
 export default defineCommand({
   command: 'episode <action>',
-  describe: "a budgeted episode with the benchmark's rules: start, observe (buy masks), status, submit (closes), score; JSON on stdout",
+  describe:
+    "a budgeted episode with the benchmark's rules: start, observe (buy masks), status, submit (closes), " +
+    'end (closes without a submission), score, verify (replays its calculations); JSON on stdout',
   builder: (y) =>
     y
-      .positional('action', { choices: ACTIONS, describe: 'start | observe | status | submit | score' })
+      .positional('action', { choices: ACTIONS, describe: 'start | observe | status | submit | end | score | verify' })
       .option('episode', { type: 'string', demandOption: true, describe: 'the episode folder (episode.json, events.jsonl)' })
       .option('condition', { type: 'string', describe: 'start: the condition' })
       .option('budget', { type: 'string', describe: 'start: credits for distinct masks beyond the two free anchors' })
       .option('references', { type: 'string', describe: 'start: reference folder (default outputs/references); fixed for the episode' })
+      .option('label', { type: 'string', array: true, describe: 'start: KEY=VALUE labels recorded with the episode (repeatable)' })
+      .option('calls', { type: 'string', describe: 'start: calculation calls allowed (default 20)' })
+      .option('call-seconds', { type: 'string', describe: 'start: wall seconds a calculation may run (default 45; 30 CPU seconds)' })
+      .option('session-seconds', {
+        type: 'string',
+        describe: 'start: seconds after which observe, calculate and submit are refused (default none; the paper: 1800)',
+      })
       .option('masks', {
         type: 'string',
         array: true,
         describe: 'observe: masks to measure (0/1 strings, option A first; spaces or commas between them)',
       })
-      .option('prediction', { type: 'string', describe: 'submit: the prediction table (CSV or JSON, as for grade)' }),
+      .option('prediction', { type: 'string', describe: 'submit: the prediction table (CSV or JSON, as for grade)' })
+      .option('estimator', {
+        type: 'string',
+        describe: 'submit: instead of a table, ridge_main, ridge_pair or gp fitted on the observations',
+      })
+      .option('reason', { type: 'string', describe: 'end: why the episode ends without a submission' })
+      .option('shared', {
+        type: 'boolean',
+        describe: 'score: add the shared-estimator scores (default; --no-shared leaves them out and starts no Python)',
+      }),
   run: async (argv, { settings, out }) => {
     const action = argv.action as (typeof ACTIONS)[number];
-    const given = ['condition', 'budget', 'references', 'masks', 'prediction'].filter((o) => argv[o] !== undefined);
+    const known = ['condition', 'budget', 'references', 'label', 'calls', 'callSeconds', 'sessionSeconds', 'masks', 'prediction'];
+    const given = [...known, 'estimator', 'reason', 'shared'].filter((o) => argv[o] !== undefined);
     const foreign = given.filter((o) => !OPTIONS[action].includes(o));
-    if (foreign.length) throw new UserError(`episode ${action} does not take ${foreign.map((o) => `--${o}`).join(', ')}`);
+    if (foreign.length) throw new UserError(`episode ${action} does not take ${foreign.map((o) => `--${FLAGS[o] ?? o}`).join(', ')}`);
     const dir = outputPath(settings, argv.episode, 'episode', 'folder');
     const episode = await import('../../../evaluation/episode.ts');
     let result: unknown;
+    let code = 0;
     if (action === 'start') {
       if (argv.condition === undefined || argv.budget === undefined)
         throw new UserError('episode start needs --condition C and --budget B');
-      // a decimal whole number as written: yargs' number type would read 0x3 or 1e1
-      const written = String(argv.budget).trim();
-      if (!/^\d+$/.test(written)) throw new UserError(`--budget must be a whole number written in decimal digits, not '${written}'`);
-      result = await episode.startEpisode(settings, { dir, condition: argv.condition, budget: Number(written) });
+      const { parseLabels } = await import('../../../evaluation/labels.ts');
+      result = await episode.startEpisode(settings, {
+        dir,
+        condition: argv.condition,
+        budget: wholeNumber('budget', argv.budget),
+        labels: parseLabels((argv.label ?? []).map(String)),
+        ...(argv.calls !== undefined && { calls: wholeNumber('calls', argv.calls) }),
+        ...(argv.callSeconds !== undefined && { callSeconds: wholeNumber('call-seconds', argv.callSeconds) }),
+        ...(argv.sessionSeconds !== undefined && { sessionSeconds: wholeNumber('session-seconds', argv.sessionSeconds) }),
+      });
     } else if (action === 'observe') {
       const masks = (argv.masks ?? []).flatMap((m) => String(m).split(/[\s,]+/)).filter(Boolean);
       if (!masks.length) throw new UserError('episode observe needs --masks M…');
       result = await episode.observe(settings, dir, masks);
     } else if (action === 'status') result = await episode.episodeStatus(settings, dir);
     else if (action === 'submit') {
-      if (argv.prediction === undefined) throw new UserError('episode submit needs --prediction FILE');
-      const { readPredictionTable } = await import('../../../analysis/grade.ts');
-      const file = argv.prediction;
-      result = await episode.submitPrediction(settings, dir, (dimensions) => readPredictionTable(file, dimensions));
-    } else result = await episode.scoreEpisode(settings, dir);
+      if ((argv.prediction === undefined) === (argv.estimator === undefined))
+        throw new UserError('episode submit needs either --prediction FILE or --estimator NAME');
+      if (argv.estimator !== undefined) {
+        const { closeEstimatorWorker, submitEstimator } = await import('../../../evaluation/estimator-submission.ts');
+        try {
+          result = await submitEstimator(settings, dir, argv.estimator);
+        } finally {
+          await closeEstimatorWorker();
+        }
+      } else {
+        const { readPredictionTable } = await import('../../../analysis/grade.ts');
+        const file = argv.prediction!;
+        result = await episode.submitPrediction(settings, dir, (dimensions) => readPredictionTable(file, dimensions));
+      }
+    } else if (action === 'end') {
+      if (argv.reason === undefined) throw new UserError('episode end needs --reason TEXT');
+      result = await episode.endEpisode(settings, dir, argv.reason);
+    } else if (action === 'verify') {
+      const { verifyEpisode } = await import('../../../evaluation/calculations.ts');
+      const verification = await verifyEpisode(dir);
+      for (const call of verification.calls.filter((c) => c.outcome === 'differs'))
+        process.stderr.write(`calculation call ${call.call} does not replay: ${call.differences.join('; ')}\n`);
+      result = verification;
+      code = verification.ok ? 0 : 1;
+    } else result = await episode.scoreEpisode(settings, dir, { shared: argv.shared !== false });
     out(JSON.stringify(result, null, 2));
+    return code;
   },
 });

@@ -9,8 +9,9 @@ const TOKEN_MIN = 16;
 export default defineCommand({
   command: 'serve',
   describe:
-    'serve an episode to an agent as an MCP server (tools task, observe, status, ' +
-    'submit): stdio by default, Streamable HTTP on 127.0.0.1 with --http PORT; --episodes DIR serves many, a token each',
+    'serve an episode to an agent as an MCP server (tools task, observe, status, calculate ' +
+    'where the sandbox can be made, submit): stdio by default, Streamable HTTP on 127.0.0.1 with --http PORT; ' +
+    '--episodes DIR serves many, a token each',
   builder: (y) =>
     y
       .option('episode', { type: 'string', describe: "the episode folder ('wwref episode start')" })
@@ -65,6 +66,7 @@ export default defineCommand({
     await stopSignal();
     http.closeAllConnections();
     await new Promise<void>((done) => http.close(() => done()));
+    await (await import('../../../evaluation/estimator-submission.ts')).closeEstimatorWorker();
     return 0;
   },
 });

@@ -1,0 +1,168 @@
+// An episode's calculations: the agent's Python run in the sandbox (sandbox/) on the episode's
+// evidence, each call a reservation and a receipt in the events log, and their audit (`episode verify`).
+//
+// A call never holds the episode's lock while it runs (up to its wall limit): under the lock the call
+// is reserved (limits and deadline checked, its number, code and evidence committed, the call counted),
+// then run outside it, then its receipt committed under the lock. A kill between the two leaves a
+// reserved call without a receipt: it still counts against the limit, and `verify` reports it unanswered.
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { UserError } from '../core/errors.ts';
+import type { Settings } from '../core/settings.ts';
+import type { Json } from '../analysis/strict-json.ts';
+import { act, commitReceipt, readEvents, requireOpen, sessionClock, view } from './episode.ts';
+import { CALCULATION_KIND } from './receipt.ts';
+import { taskView } from './task.ts';
+
+/** Python source of one call: at most this many bytes (every call's code is kept in the events log). */
+export const MAX_CODE_BYTES = 64 * 1024;
+
+const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
+
+/** What the agent gets back from a call (the receipt less its hashes and limits). */
+export interface CalculationResult {
+  call: number;
+  status: string;
+  return_code: number | null;
+  stdout: string;
+  stderr: string;
+  stdout_truncated: boolean;
+  stderr_truncated: boolean;
+  wall_seconds: number;
+  detail: string | null;
+  calculations_remaining: number;
+}
+
+/**
+ * Runs `code` on the episode's evidence in the sandbox, as the module's comment says. Refused (one
+ * line, logged) past the call limit, after the deadline, in a closed episode, or where no sandbox can be made.
+ */
+export async function calculate(settings: Settings, dir: string, code: string): Promise<CalculationResult> {
+  if (typeof code !== 'string') throw new UserError('the calculation code must be a string of Python');
+  const bytes = Buffer.byteLength(code, 'utf8');
+  const request: Record<string, Json> = { code_sha256: sha256(code), code_bytes: bytes };
+  const { sandboxAvailable } = await import('./sandbox/isolation.ts');
+  const reserved = await act(settings, dir, 'calculate', request, (state, _surface, at) => {
+    requireOpen(state, at, 'calculations');
+    const sandbox = sandboxAvailable();
+    if (!sandbox.available) throw new UserError(`calculations are not offered here: ${sandbox.reason}`);
+    if (bytes > MAX_CODE_BYTES) throw new UserError(`the code is ${bytes} bytes; a calculation takes at most ${MAX_CODE_BYTES}`);
+    const limit = state.limits.calls;
+    if (state.calls_used >= limit) throw new UserError(`all ${limit} calculation calls of the episode are used`);
+    const call = state.calls_used + 1;
+    const next = { ...state, calls_used: call };
+    const episode = view(next, at);
+    const evidence = JSON.stringify({
+      ...taskView(settings, state.condition, state.references, state.reference.family, state.reference.source, episode),
+      calculations: episode.calculations,
+      session: sessionClock(state, at),
+      call,
+    });
+    const limits = { wallSeconds: state.limits.call_seconds, cpuSeconds: state.limits.cpu_seconds };
+    return {
+      state: next,
+      event: { call, code, evidence, evidence_sha256: sha256(evidence), limits },
+      result: { call, evidence, limits, remaining: limit - call },
+    };
+  });
+  const { runCalculation } = await import('./sandbox/calculation.ts');
+  const receipt = await runCalculation({ code, evidence: reserved.evidence, limits: reserved.limits });
+  await commitReceipt(dir, reserved.call, receipt as unknown as Record<string, Json>);
+  return {
+    call: reserved.call,
+    status: receipt.status,
+    return_code: receipt.returnCode,
+    stdout: receipt.stdout,
+    stderr: receipt.stderr,
+    stdout_truncated: receipt.stdoutTruncated,
+    stderr_truncated: receipt.stderrTruncated,
+    wall_seconds: receipt.wallSeconds,
+    detail: receipt.detail,
+    calculations_remaining: reserved.remaining,
+  };
+}
+
+const Reservation = z.looseObject({
+  call: z.number().int(),
+  code: z.string(),
+  code_sha256: z.string(),
+  evidence: z.string(),
+  evidence_sha256: z.string(),
+});
+
+const StoredReceipt = z.looseObject({
+  status: z.enum(['ok', 'error', 'timed_out', 'over_memory', 'output_limit']),
+  killedBy: z.enum(['cpu', 'wall', 'memory', 'output']).nullable(),
+  returnCode: z.number().nullable(),
+  stdout: z.string(),
+  stderr: z.string(),
+  stdoutTruncated: z.boolean(),
+  stderrTruncated: z.boolean(),
+  stdoutSha256: z.string(),
+  stderrSha256: z.string(),
+  codeSha256: z.string(),
+  evidenceSha256: z.string(),
+  limits: z.strictObject({ cpuSeconds: z.number(), wallSeconds: z.number(), memoryBytes: z.number(), outputBytes: z.number() }),
+});
+
+export interface CallVerification {
+  call: number;
+  /** `replayed` (same output), `differs`, or `unanswered` (reserved, no receipt: the host was killed mid-call). */
+  outcome: 'replayed' | 'differs' | 'unanswered';
+  status: string | null;
+  outputs_compared: boolean;
+  differences: string[];
+}
+
+export interface EpisodeVerification {
+  ok: boolean;
+  calls: CallVerification[];
+}
+
+/**
+ * Re-runs every recorded calculation of the episode in the sandbox and compares each receipt byte for
+ * byte (sandbox/calculation.ts `verifyReceipt`); the reservation's code and evidence are the inputs,
+ * and their hashes must be the receipt's.
+ */
+export async function verifyEpisode(dir: string): Promise<EpisodeVerification> {
+  const { verifyReceipt } = await import('./sandbox/calculation.ts');
+  const events = readEvents(dir);
+  const calls: CallVerification[] = [];
+  const reservations = events.filter((e) => e.kind === 'action' && e.action === 'calculate' && e.outcome === 'ok');
+  for (const event of reservations) {
+    const reservation = Reservation.safeParse(event);
+    if (!reservation.success) throw new UserError(`the events log of ${dir} holds a calculation reserved without its code or evidence`);
+    const { call, code, evidence } = reservation.data;
+    const answer = events.find((e) => e.kind === CALCULATION_KIND && e.call === call);
+    if (!answer) {
+      calls.push({ call, outcome: 'unanswered', status: null, outputs_compared: false, differences: [] });
+      continue;
+    }
+    const differences: string[] = [];
+    if (sha256(code) !== reservation.data.code_sha256) differences.push('the reserved code is not the code its sha256 names');
+    if (sha256(evidence) !== reservation.data.evidence_sha256)
+      differences.push('the reserved evidence is not the evidence its sha256 names');
+    const receipt = StoredReceipt.safeParse(answer.receipt);
+    if (!receipt.success) {
+      calls.push({
+        call,
+        outcome: 'differs',
+        status: null,
+        outputs_compared: false,
+        differences: [...differences, 'the receipt is malformed'],
+      });
+      continue;
+    }
+    // the receipt's shape is checked above; verifyReceipt reads only those fields
+    const verified = await verifyReceipt(receipt.data as never, code, evidence);
+    differences.push(...verified.differences);
+    calls.push({
+      call,
+      outcome: differences.length ? 'differs' : 'replayed',
+      status: receipt.data.status,
+      outputs_compared: verified.outputsCompared,
+      differences,
+    });
+  }
+  return { ok: calls.every((c) => c.outcome !== 'differs'), calls };
+}

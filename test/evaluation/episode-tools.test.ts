@@ -1,0 +1,361 @@
+// The agent's full interface, driven by the MCP SDK's own client: a calculation in the sandbox that
+// fits the pair-effect ridge with `wwref_helpers` and submits its table, the same table fitted by the
+// evaluator (`estimator: ridge_pair`), shared-estimator scores equal to `grade` of the refitted tables,
+// the call limit, the deadline, undelivered episodes, a call cut short by kill -9, and `episode verify`
+// replaying the calculations and naming the call whose receipt was edited. Real bubblewrap, Pyodide,
+// pinned Python worker; one server per episode, each serving many assertions.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../../pipelines/core/paths.ts';
+import { loadSettings } from '../../pipelines/core/settings.ts';
+import { calculate } from '../../pipelines/evaluation/calculations.ts';
+import { sandboxAvailable } from '../../pipelines/evaluation/sandbox/isolation.ts';
+import { BIN, cliInProcess } from '../support/cli.ts';
+import { maskOf, writeSurfaceCatalog } from '../support/fixtures.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'wwref-tools-'));
+const refs = join(dir, 'references');
+const settings = loadSettings({}, process.env);
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+// main effects and a pair interaction, so that the pair ridge and the shared estimators differ
+writeSurfaceCatalog(refs, [
+  { condition: 'toy', dimensions: 4, utility: (z, k) => 0.3 + 0.1 * z[0]! + 0.06 * z[1]! * z[2]! - 0.04 * z[3]! + 0.003 * k },
+]);
+const BOUGHT = ['0001', '0110', '1010', '0101', '1100'];
+const sandbox = sandboxAvailable();
+if (!sandbox.available) console.warn(`episode tools: no OS sandbox here (${sandbox.reason}); the calculation tests are skipped`);
+
+const cli = async (args: string[]) => {
+  const r = await cliInProcess(args, ROOT);
+  return { ...r, json: r.code === 0 || args[0] === 'episode' ? tryJson(r.stdout) : undefined };
+};
+const tryJson = (text: string) => {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+};
+let count = 0;
+const startEpisode = async (budget: number, extra: string[] = []) => {
+  const ep = join(dir, `ep${++count}`);
+  const r = await cli([
+    'episode',
+    'start',
+    '--episode',
+    ep,
+    '--condition',
+    'toy',
+    '--budget',
+    String(budget),
+    '--references',
+    refs,
+    ...extra,
+  ]);
+  expect(r.stderr).toBe('');
+  return ep;
+};
+const events = (ep: string) =>
+  readFileSync(join(ep, 'events.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
+const refusedLine = (r: { code: number; stderr: string }, pattern: RegExp) => {
+  expect(r.code).toBe(2);
+  expect(r.stderr).toMatch(pattern);
+  expect(r.stderr.trim().split('\n')).toHaveLength(1);
+};
+
+async function stdioClient(ep: string): Promise<Client> {
+  const client = new Client({ name: 'test-agent', version: '1.0.0' });
+  await client.connect(new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep], cwd: ROOT, stderr: 'pipe' }));
+  return client;
+}
+type Called = { isError?: boolean; content: { type: string; text: string }[]; structuredContent?: Record<string, any> };
+const call = async (client: Client, name: string, args: Record<string, unknown> = {}) => {
+  const r = (await client.callTool({ name, arguments: args })) as Called;
+  if (!r.isError) expect(JSON.parse(r.content[0]!.text)).toEqual(r.structuredContent); // the same JSON as text, for older clients
+  return { isError: r.isError === true, text: r.content[0]!.text, json: r.structuredContent as Record<string, any> };
+};
+
+/** Python: the pair-effect ridge of wwref_helpers on the evidence's observations, its table on stdout. */
+const PAIR_RIDGE = `
+import json, wwref_helpers as h
+fit = h.ridge_pair(evidence["observations"])
+print(json.dumps({"predictions": fit["predictions"], "alpha": fit["alpha"], "calculations": evidence["calculations"], "session": evidence["session"]}))
+`;
+
+describe.skipIf(!sandbox.available)('the agent interface over MCP', () => {
+  const helper = { ep: '', table: {} as Record<string, number>, alpha: 0 };
+  const fitted = { ep: '', table: {} as Record<string, number> };
+
+  beforeAll(async () => {
+    helper.ep = await startEpisode(6, ['--calls', '1', '--label', 'agent=test', '--label', 'run=1']);
+    fitted.ep = await startEpisode(6);
+  });
+
+  it('a calculation fits the pair ridge on the purchases and its table is submitted; status is served while it runs; the call limit refuses', async () => {
+    const client = await stdioClient(helper.ep);
+    try {
+      const { tools } = await client.listTools();
+      const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+      expect(Object.keys(byName).sort()).toEqual(['calculate', 'observe', 'status', 'submit', 'task']);
+      for (const name of ['task', 'status']) expect(byName[name]!.annotations?.readOnlyHint).toBe(true);
+      for (const name of Object.keys(byName)) expect(byName[name]!.outputSchema?.type).toBe('object');
+      const predictionsSchema = (byName.submit!.inputSchema.properties as Record<string, { type?: string }>).predictions!;
+      expect([byName.submit!.inputSchema.type, predictionsSchema.type]).toEqual(['object', 'object']);
+      expect(byName.calculate!.description).toMatch(/standard library only/);
+
+      expect((await call(client, 'observe', { masks: BOUGHT })).json.credits_remaining).toBe(1);
+      // the calculation runs outside the episode's lock: status answers long before it ends
+      let done = false;
+      const running = call(client, 'calculate', { code: PAIR_RIDGE }).finally(() => {
+        done = true;
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      const status = await call(client, 'status');
+      expect(done).toBe(false);
+      expect(status.json.calculations).toEqual({ limit: 1, used: 1, remaining: 0 });
+      const result = await running;
+      expect(result.json).toMatchObject({ call: 1, status: 'ok', return_code: 0, stderr: '', calculations_remaining: 0 });
+      const out = JSON.parse(result.json.stdout);
+      expect(out.calculations).toEqual({ limit: 1, used: 1, remaining: 0 });
+      expect(out.session).toMatchObject({ seconds_left: null, deadline_seconds: null });
+      expect(out.session.seconds_used).toBeGreaterThan(0);
+      helper.table = out.predictions;
+      helper.alpha = out.alpha;
+
+      const over = await call(client, 'calculate', { code: 'print(1)' });
+      expect([over.isError, over.text]).toEqual([true, 'all 1 calculation calls of the episode are used']);
+      const submitted = await call(client, 'submit', { predictions: helper.table });
+      expect([submitted.isError, submitted.json.closed, submitted.json.estimator]).toEqual([false, true, undefined]);
+    } finally {
+      await client.close();
+    }
+    const log = events(helper.ep);
+    expect(log[0]).toMatchObject({ action: 'start', labels: { agent: 'test', run: '1' }, limits: { calls: 1, call_seconds: 45 } });
+    const reserved = log.find((e) => e.action === 'calculate' && e.outcome === 'ok');
+    expect(reserved).toMatchObject({ call: 1, code: PAIR_RIDGE, credits_before: 1, credits_after: 1 });
+    expect(JSON.parse(reserved.evidence).observations.map((o: { mask: string }) => o.mask)).toEqual(['0000', '1111', ...BOUGHT]);
+    const receipt = log.find((e) => e.kind === 'calculation');
+    expect(receipt).toMatchObject({
+      call: 1,
+      receipt: { status: 'ok', codeSha256: reserved.code_sha256, evidenceSha256: reserved.evidence_sha256 },
+    });
+    expect(log.find((e) => e.action === 'calculate' && e.outcome === 'refused')?.reason).toMatch(/all 1 calculation calls/);
+  }, 120_000);
+
+  it('the same table by `estimator: ridge_pair`, fitted by the evaluator (as close as the helpers are documented to be), its parameters recorded', async () => {
+    const client = await stdioClient(fitted.ep);
+    try {
+      await call(client, 'observe', { masks: BOUGHT });
+      const submitted = await call(client, 'submit', { estimator: 'ridge_pair' });
+      expect(submitted.isError, submitted.text).toBe(false);
+      expect(submitted.json.estimator).toMatchObject({ name: 'ridge_pair', parameters: { degree: 2 } });
+      expect(submitted.json.estimator.parameters.alpha).toBe(helper.alpha); // the same penalty chosen
+    } finally {
+      await client.close();
+    }
+    const submit = events(fitted.ep).find((e) => e.action === 'submit' && e.outcome === 'ok');
+    expect(submit.estimator.name).toBe('ridge_pair');
+    fitted.table = submit.prediction_table;
+    // the helper's documented agreement (sandbox/README.md): 1e-12 where the penalty is 1e-3 or more, 1e-9 at 1e-5
+    const tolerance = helper.alpha >= 1e-3 ? 1e-12 : 1e-9;
+    for (let k = 0; k < 16; k++) {
+      const mask = maskOf(k, 4);
+      expect(Math.abs(fitted.table[mask]! - helper.table[mask]!), `${mask} (alpha ${helper.alpha})`).toBeLessThanOrEqual(tolerance);
+    }
+    expect(JSON.parse(readFileSync(join(fitted.ep, 'episode.json'), 'utf8')).submission.estimator.name).toBe('ridge_pair');
+  }, 120_000);
+
+  it('episode score adds the shared-estimator scores, each equal to grade of its refitted table, and the gains over them', async () => {
+    const score = (await cli(['episode', 'score', '--episode', fitted.ep])).json;
+    expect([score.delivered, score.artifact_valid, score.estimator.name]).toEqual([true, true, 'ridge_pair']);
+    // the agent's table is the evaluator's ridge_pair on the same observations: the very same table and score
+    expect(score.shared_degree2_score.prediction_table).toEqual(score.prediction_table);
+    expect(score.recovery_gain_over_shared.degree2).toBe(0);
+    const observed = join(dir, 'observed.json');
+    const state = JSON.parse(readFileSync(join(fitted.ep, 'episode.json'), 'utf8'));
+    writeFileSync(
+      observed,
+      JSON.stringify(state.observations.map(({ mask, utility }: { mask: string; utility: number }) => ({ mask, utility }))),
+    );
+    for (const [field, gain] of [
+      ['shared_degree1_score', 'degree1'],
+      ['shared_degree2_score', 'degree2'],
+      ['shared_gp_score', 'gp'],
+    ] as const) {
+      const shared = score[field];
+      const table = join(dir, `${field}.json`);
+      writeFileSync(table, JSON.stringify(shared.prediction_table));
+      const graded = await cli(['grade', '--condition', 'toy', '--table', table, '--observed', observed, '--references', refs]);
+      expect(graded.code, graded.stderr).toBe(0);
+      const expected = JSON.parse(graded.stdout);
+      for (const key of ['effect_recovery', 'effect_mae', 'interaction_mae', 'grid_mae', 'selected_mask', 'strict_effect_reconstruction'])
+        expect(shared[key], `${field}.${key}`).toEqual(expected[key]);
+      expect(score.recovery_gain_over_shared[gain]).toBe(score.effect_recovery - expected.effect_recovery);
+    }
+    expect(score.shared_gp_score.estimator).toBe('gp');
+    expect(score.shared_degree1_score.prediction_table).not.toEqual(score.prediction_table);
+
+    // the episode as a stored agent record: grade --records refits the shared scores it carries and compares them
+    const record = {
+      condition: 'toy',
+      observations: state.observations.map(({ mask, utility }: { mask: string; utility: number }) => ({ mask, utility })),
+      prediction_table: score.prediction_table,
+      shared_degree1_score: score.shared_degree1_score,
+      shared_degree2_score: { ...score.shared_degree2_score, effect_recovery: score.shared_degree2_score.effect_recovery + 0.01 },
+      shared_gp_score: score.shared_gp_score.effect_recovery,
+    };
+    const records = join(dir, 'agent-records.jsonl');
+    writeFileSync(records, `${JSON.stringify(record)}\n`);
+    const regraded = await cli(['grade', '--references', refs, '--records', records]);
+    expect(regraded.code).toBe(1);
+    expect(regraded.stderr).toMatch(
+      /^record 1 \(line 1, toy\): shared_degree2_score\.effect_recovery: stored [0-9.e-]+, recomputed [0-9.e-]+\n1 record/,
+    );
+    const outcome = JSON.parse(regraded.stdout);
+    expect(outcome.differences_total).toBe(1);
+    expect(outcome.shared_scores[0].shared_gp_score).toEqual(score.shared_gp_score);
+    expect(outcome.shared_scores[0].recovery_gain_over_shared).toEqual(score.recovery_gain_over_shared);
+  }, 120_000);
+
+  it('episode verify replays every calculation byte for byte, and fails naming the call whose receipt output was edited', async () => {
+    const ok = await cli(['episode', 'verify', '--episode', helper.ep]);
+    expect([ok.code, ok.stderr]).toEqual([0, '']);
+    expect(ok.json).toEqual({
+      ok: true,
+      calls: [{ call: 1, outcome: 'replayed', status: 'ok', outputs_compared: true, differences: [] }],
+    });
+    const path = join(helper.ep, 'events.jsonl');
+    const text = readFileSync(path, 'utf8');
+    const lines = text.split('\n');
+    const at = lines.findIndex((l) => l.includes('"kind":"calculation"'));
+    const edited = JSON.parse(lines[at]!);
+    edited.receipt.stdout = edited.receipt.stdout.replace(/"alpha": [^,]+/, '"alpha": 0.5');
+    lines[at] = JSON.stringify(edited);
+    writeFileSync(path, lines.join('\n'));
+    try {
+      const bad = await cli(['episode', 'verify', '--episode', helper.ep]);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toBe("calculation call 1 does not replay: stdout text differs from the receipt's\n");
+      expect(bad.json.calls[0]).toMatchObject({ call: 1, outcome: 'differs' });
+    } finally {
+      writeFileSync(path, text);
+    }
+  }, 120_000);
+});
+
+describe('limits, deadline and undelivered episodes', () => {
+  it('after the deadline observe, calculate and submit are refused (one line, logged); the episode scores as undelivered', async () => {
+    const ep = await startEpisode(3, ['--session-seconds', '1', '--calls', '2']);
+    expect((await cli(['episode', 'observe', '--episode', ep, '--masks', '0011'])).code).toBe(0);
+    await new Promise((r) => setTimeout(r, 1100));
+    const status = (await cli(['episode', 'status', '--episode', ep])).json;
+    expect(status.session).toMatchObject({ seconds_left: 0, deadline_seconds: 1 });
+    expect(status.session.seconds_used).toBeGreaterThanOrEqual(1);
+    const deadline = /the session's deadline \(1 s after the start\) has passed/;
+    refusedLine(await cli(['episode', 'observe', '--episode', ep, '--masks', '0101']), deadline);
+    refusedLine(await cli(['episode', 'submit', '--episode', ep, '--estimator', 'ridge_main']), deadline);
+    await expect(calculate(settings, ep, 'print(1)')).rejects.toThrow(deadline);
+    const refusals = events(ep).filter((e) => e.outcome === 'refused');
+    expect(refusals.map((e) => e.action)).toEqual(['observe', 'submit', 'calculate']);
+    const score = (await cli(['episode', 'score', '--episode', ep])).json;
+    expect(score).toMatchObject({
+      delivered: false,
+      undelivered: true,
+      artifact_valid: false,
+      effect_recovery: 0,
+      strict_effect_reconstruction: false,
+      prediction_table: null,
+      purchased: 1,
+      // when the deadline fell: the start's time and one second
+      ended: { reason: 'the session deadline passed', at: new Date(Date.parse(events(ep)[0].at) + 1000).toISOString() },
+    });
+    expect(score.recovery_gain_over_shared.gp).toBe(-score.shared_gp_score.effect_recovery);
+  }, 60_000);
+
+  it('episode end closes without a submission (logged); it scores as undelivered; the wrong options and a second end are refused', async () => {
+    const ep = await startEpisode(2);
+    refusedLine(await cli(['episode', 'end', '--episode', ep]), /episode end needs --reason TEXT/);
+    refusedLine(await cli(['episode', 'end', '--episode', ep, '--reason', 'x', '--masks', '0001']), /does not take --masks/);
+    refusedLine(
+      await cli([
+        'episode',
+        'start',
+        '--episode',
+        join(dir, 'bad'),
+        '--condition',
+        'toy',
+        '--budget',
+        '1',
+        '--calls',
+        '99',
+        '--references',
+        refs,
+      ]),
+      /--calls must be a whole number from 0 to 50/,
+    );
+    refusedLine(await cli(['episode', 'score', '--episode', ep]), /still open/);
+    const ended = await cli(['episode', 'end', '--episode', ep, '--reason', 'the agent exited']);
+    expect([ended.code, ended.json.closed, ended.json.reason]).toEqual([0, true, 'the agent exited']);
+    refusedLine(await cli(['episode', 'observe', '--episode', ep, '--masks', '0001']), /ended without a submission \(the agent exited\)/);
+    refusedLine(await cli(['episode', 'end', '--episode', ep, '--reason', 'again']), /already ended/);
+    const score = (await cli(['episode', 'score', '--episode', ep])).json;
+    expect(score).toMatchObject({ undelivered: true, effect_recovery: 0, ended: { reason: 'the agent exited' }, purchased: 0 });
+    expect(Object.keys(score)).toEqual(expect.arrayContaining(['shared_degree1_score', 'shared_degree2_score', 'shared_gp_score']));
+  }, 60_000);
+
+  it('where calculations are off, the server offers no calculate and its instructions say why; a calculation is refused, logged', async () => {
+    const ep = await startEpisode(1);
+    const client = new Client({ name: 'test-agent', version: '1.0.0' });
+    const env = { ...(process.env as Record<string, string>), WWREF_SANDBOX: 'off' };
+    await client.connect(
+      new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep], cwd: ROOT, env, stderr: 'pipe' }),
+    );
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['observe', 'status', 'submit', 'task']);
+      expect(client.getInstructions()).toMatch(/No `calculate` tool: .*\(calculations are turned off here \(WWREF_SANDBOX=off\)\)/);
+    } finally {
+      await client.close();
+    }
+    const script = join(ROOT, 'test', 'support', 'episode-calculate.ts');
+    const child = await execa('node', ['--import', 'tsx', script, ep, 'print(1)'], {
+      cwd: ROOT,
+      env: { WWREF_SANDBOX: 'off' },
+      reject: false,
+    });
+    expect(child.stderr).toMatch(/calculations are not offered here: calculations are turned off here/);
+    expect(events(ep).at(-1)).toMatchObject({ action: 'calculate', outcome: 'refused' });
+    expect((await cli(['episode', 'status', '--episode', ep])).json.calculations.used).toBe(0);
+  }, 60_000);
+
+  it.skipIf(!sandbox.available)(
+    'a call cut short by kill -9 stays counted: the next call is the next number, verify reports it unanswered',
+    async () => {
+      const ep = await startEpisode(1, ['--calls', '2']);
+      const script = join(ROOT, 'test', 'support', 'episode-calculate.ts');
+      const child = execa('node', ['--import', 'tsx', script, ep, 'print(1)'], { cwd: ROOT, reject: false });
+      // killed once its call is reserved (the reservation is in the log), before its receipt
+      const reserved = () => events(ep).some((e) => e.action === 'calculate');
+      for (let k = 0; k < 400 && !reserved() && child.exitCode === null; k++) await new Promise((r) => setTimeout(r, 25));
+      expect(events(ep).at(-1), String(child.exitCode)).toMatchObject({ action: 'calculate', outcome: 'ok', call: 1 });
+      child.kill('SIGKILL');
+      await child;
+      expect(events(ep).some((e) => e.kind === 'calculation')).toBe(false);
+      expect((await cli(['episode', 'status', '--episode', ep])).json.calculations).toEqual({ limit: 2, used: 1, remaining: 1 });
+      const next = await calculate(settings, ep, 'print(evidence["calculations"])');
+      expect([next.call, next.stdout]).toEqual([2, "{'limit': 2, 'used': 2, 'remaining': 0}\n"]);
+      const verified = (await cli(['episode', 'verify', '--episode', ep])).json;
+      expect(verified.ok).toBe(true);
+      expect(verified.calls.map((c: { outcome: string }) => c.outcome)).toEqual(['unanswered', 'replayed']);
+    },
+    120_000,
+  );
+});
