@@ -186,6 +186,13 @@ export async function build(root = ROOT) {
     write: false,
     logLevel: 'silent',
   });
+  // The bundle runs as a vm.Script (code-cache.mjs), where V8 refuses a dynamic import() at run time:
+  // every import() of the sources must be of a module the bundle holds (esbuild turns it into a require)
+  const dynamic = Object.entries(result.metafile.inputs).flatMap(([file, input]) =>
+    input.imports.filter((i) => i.kind === 'dynamic-import' && i.external).map((i) => `${file}: import('${i.path}')`),
+  );
+  if (dynamic.length)
+    throw new Error(`the bundle cannot keep a dynamic import() of a module outside it: ${dynamic.join(', ')} (import it statically)`);
   const keep = new Set();
   for (const file of result.outputFiles) {
     writeOnce(file.path, file.contents);

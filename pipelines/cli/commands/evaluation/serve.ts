@@ -1,3 +1,5 @@
+import { existsSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { UserError } from '../../../core/errors.ts';
 import type { Settings } from '../../../core/settings.ts';
 import { defineCommand } from '../../command.ts';
@@ -88,8 +90,6 @@ async function serveMany(
     throw new UserError(`--http takes a port number from 0 to 65535 in decimal digits, not ${JSON.stringify(argv.http)}`);
   const root = outputPath(settings, argv.episodes!, 'episodes', 'folder');
   const endpointsFile = outputPath(settings, argv.endpoints, 'endpoints', 'file', { reads: [root] });
-  const { existsSync, readdirSync, renameSync, writeFileSync } = await import('node:fs');
-  const { join } = await import('node:path');
   const { EPISODE_ID, serveEpisodes } = await import('../../../evaluation/episodes-server.ts');
   const { EVENTS_FILE } = await import('../../../evaluation/episode.ts');
   if (!existsSync(root)) throw new UserError(`--episodes ${argv.episodes} does not exist`);
