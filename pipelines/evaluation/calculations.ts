@@ -6,7 +6,7 @@
 // then run outside it, then its receipt committed under the lock. A kill between the two leaves a
 // reserved call without a receipt: it still counts against the limit, and `verify` reports it unanswered.
 import { createHash } from 'node:crypto';
-import { z } from 'zod';
+import * as z from 'zod';
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
 import type { Json } from '../analysis/strict-json.ts';
