@@ -97,6 +97,14 @@ describe('a cohort of the example agent', () => {
         'observe',
         'submit',
       ]);
+      // the episode itself carries the cohort's labels and limits
+      const start = actions.find((e) => e.action === 'start')!;
+      expect([start.labels, start.limits.calls, start.limits.call_seconds, start.limits.session_seconds]).toEqual([
+        { agent: 'pair_ridge' },
+        20,
+        45,
+        600,
+      ]);
     }
     const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
     expect(summary.cells).toHaveLength(6);
@@ -172,6 +180,11 @@ describe('a faulty agent', () => {
     expect(flood.process.output_truncated).toBe(true);
     expect(statSync(join(out, 'episodes', flood.episode, 'agent.stdout')).size).toBe(1 << 20);
     expect(quiet.undelivered_reason).toBe('the agent exited without submitting');
+    // an undelivered episode is ended in its own receipt, with the reason the results line gives
+    for (const r of [crash, flood, quiet]) {
+      const ends = lines(join(out, 'episodes', r.episode, 'events.jsonl')).filter((e) => e.action === 'end' && e.outcome === 'ok');
+      expect(ends.map((e) => e.reason)).toEqual([r.undelivered_reason]);
+    }
     expect([child.artifact_valid, child.process.left_children, submit.artifact_valid]).toEqual([true, true, true]);
     const [, childPid] = pidsIn(join(out, 'episodes', child.episode, 'agent.stdout'));
     expect(alive(childPid!)).toBe(false);
