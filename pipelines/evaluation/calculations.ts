@@ -6,6 +6,7 @@
 // then run outside it, then its receipt committed under the lock. A kill between the two leaves a
 // reserved call without a receipt: it still counts against the limit, and `verify` reports it unanswered.
 import { createHash } from 'node:crypto';
+import { resolve } from 'node:path';
 import * as z from 'zod';
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
@@ -33,11 +34,31 @@ export interface CalculationResult {
   calculations_remaining: number;
 }
 
+/** The calculation running for each episode folder in this process (the next waits for it). */
+const running = new Map<string, Promise<unknown>>();
+
 /**
  * Runs `code` on the episode's evidence in the sandbox, as the module's comment says. Refused (one
  * line, logged) past the call limit, after the deadline, in a closed episode, or where no sandbox can be made.
+ * Calls of one episode run one at a time, in order (calls sent at once wait before their reservation):
+ * each may hold up to its memory limit, and a client must not multiply it.
  */
-export async function calculate(settings: Settings, dir: string, code: string): Promise<CalculationResult> {
+export function calculate(settings: Settings, dir: string, code: string): Promise<CalculationResult> {
+  const folder = resolve(dir);
+  const before = running.get(folder) ?? Promise.resolve();
+  const mine = before.then(
+    () => calculateNow(settings, folder, code),
+    () => calculateNow(settings, folder, code),
+  );
+  running.set(folder, mine);
+  const done = () => {
+    if (running.get(folder) === mine) running.delete(folder);
+  };
+  mine.then(done, done);
+  return mine;
+}
+
+async function calculateNow(settings: Settings, dir: string, code: string): Promise<CalculationResult> {
   if (typeof code !== 'string') throw new UserError('the calculation code must be a string of Python');
   const bytes = Buffer.byteLength(code, 'utf8');
   const request: Record<string, Json> = { code_sha256: sha256(code), code_bytes: bytes };
@@ -62,6 +83,7 @@ export async function calculate(settings: Settings, dir: string, code: string): 
     return {
       state: next,
       event: { call, code, evidence, evidence_sha256: sha256(evidence), limits },
+      receipts: 1,
       result: { call, evidence, limits, remaining: limit - call },
     };
   });

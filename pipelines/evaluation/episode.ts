@@ -31,7 +31,20 @@ import { type GradeResult, gradeSurface, predictionFromJson } from '../analysis/
 import { isObject, type Json, readStrictJsonFile } from '../analysis/strict-json.ts';
 import { checkLabels } from './labels.ts';
 import type { SharedScores } from './shared-scores.ts';
-import { appendEvent, appendNote, CALCULATION_KIND, capReason, closeLog, EVENTS_FILE, type Event, type Log, openLog } from './receipt.ts';
+import {
+  appendEvent,
+  appendNote,
+  CALCULATION_KIND,
+  CLOSE_ROOM_BYTES,
+  capReason,
+  closeLog,
+  EVENTS_FILE,
+  EVENTS_MAX_BYTES,
+  type Event,
+  type Log,
+  openLog,
+  RECEIPT_ROOM_BYTES,
+} from './receipt.ts';
 
 export { EVENTS_FILE } from './receipt.ts';
 export const STATE_FILE = 'episode.json';
@@ -434,6 +447,23 @@ export interface Step<T> {
   state?: EpisodeState;
   /** What the events log records beyond time, action, credits and outcome. */
   event?: Record<string, Json>;
+  /** Receipt lines this commit announces (a reserved calculation's): the log keeps room for them. */
+  receipts?: number;
+}
+
+/**
+ * Refuses a commit that would leave the log without room for what must still follow it: the receipts
+ * of reserved calls not yet answered (and those `step` announces), and the close (receipt.ts). A close
+ * only has to fit; so a client's padded calculations can never keep an episode from being closed or scored.
+ */
+function requireRoom(log: Log, event: Event, closes: boolean, receipts: number): void {
+  const reserved = log.lines.filter((l) => l.event.kind === 'action' && l.event.action === 'calculate' && l.event.outcome === 'ok').length;
+  const answered = log.lines.filter((l) => l.event.kind === CALCULATION_KIND).length;
+  const room = closes ? 0 : CLOSE_ROOM_BYTES + (reserved - answered + receipts) * RECEIPT_ROOM_BYTES;
+  if (log.size + Buffer.byteLength(`${JSON.stringify(event)}\n`) + room > EVENTS_MAX_BYTES)
+    throw new UserError(
+      `the events log has no room left for this ${String(event.action)} (its receipts and the episode's close are kept room for)`,
+    );
 }
 
 /**
@@ -485,10 +515,22 @@ export async function act<T>(
     const before = state.credits_remaining;
     const at = now(); // the action's time, in its event and in the state it makes
     let step: Step<T>;
+    let event: Event;
     try {
       const { surface } = referenceOf(settings, state.references, state.condition, state.reference);
       checkObservedValues(state, surface, folder);
       step = body(state, surface, at);
+      event = {
+        kind: 'action',
+        at,
+        action,
+        ...request,
+        ...step.event,
+        credits_before: before,
+        credits_after: (step.state ?? state).credits_remaining,
+        outcome: 'ok',
+      };
+      if (step.state) requireRoom(log, event, step.state.closed && !state.closed, step.receipts ?? 0);
     } catch (error) {
       if (error instanceof UserError) {
         const reason = capReason(error.message);
@@ -510,20 +552,17 @@ export async function act<T>(
       }
       throw error;
     }
-    const event: Event = {
-      kind: 'action',
-      at,
-      action,
-      ...request,
-      ...step.event,
-      credits_before: before,
-      credits_after: (step.state ?? state).credits_remaining,
-      outcome: 'ok',
-    };
     if (step.state) {
       appendEvent(log, event);
       writeSnapshot(folder, step.state);
-    } else appendNote(log, event);
+    } else {
+      try {
+        appendNote(log, event);
+      } catch (failure) {
+        if (!(failure instanceof UserError)) throw failure;
+        // a read (status, score) stands when its note cannot be written: a full log or disk only keeps it out
+      }
+    }
     return step.result;
   });
 }

@@ -21,10 +21,16 @@ import { isObject, type Json, parseStrictJson } from '../analysis/strict-json.ts
 
 export const EVENTS_FILE = 'events.jsonl';
 /**
- * The most a log can hold: commits are bounded by the rules (at most 2^6 purchases of a few KiB; at most
- * 50 calculation calls, each with its code ≤ 64 KiB, evidence and outputs ≤ 2 × 64 KiB), notes by NOTES_MAX_BYTES.
+ * The most a log can hold. Commits are bounded by the rules (at most 2^6 purchases of a few KiB; at most
+ * 50 calculation calls, each with its code ≤ 64 KiB, evidence and outputs ≤ 2 × 64 KiB), but JSON can
+ * write a byte as six (`\u0000`): 50 padded calls would not fit, so every commit but the receipts and the
+ * close keeps room for them (RECEIPT_ROOM_BYTES, CLOSE_ROOM_BYTES); notes are bounded by NOTES_MAX_BYTES.
  */
 export const EVENTS_MAX_BYTES = 48 << 20;
+/** The most a calculation's receipt line takes: two streams of 64 KiB, each byte at most 6 in JSON, and its other fields. */
+export const RECEIPT_ROOM_BYTES = 2 * 6 * (64 << 10) + (8 << 10);
+/** Kept free by every commit but the close: the submission or end, purchases and the overflow notes between commits. */
+export const CLOSE_ROOM_BYTES = 1 << 20;
 /** Past this size, notes are counted in an `overflow` line instead of written one by one. */
 export const NOTES_MAX_BYTES = 256 << 10;
 /** A reason in a note is cut to this many characters. */
