@@ -12,7 +12,7 @@ import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
 import type { Json } from '../analysis/strict-json.ts';
 import { act, commitReceipt, readEvents, requireOpen, sessionClock, view } from './episode.ts';
-import { CALCULATION_KIND } from './receipt.ts';
+import { CALCULATION_KIND, type Event } from './receipt.ts';
 import { taskView } from './task.ts';
 
 /** Python source of one call: at most this many bytes (every call's code is kept in the events log). */
@@ -141,6 +141,47 @@ export interface EpisodeVerification {
   calls: CallVerification[];
 }
 
+/** What the evidence of a call reserved after `before` (the log's events up to it) must say: its observations and credits. */
+function evidenceFacts(before: Event[]): { observations: { mask: string; utility: number }[]; credits_remaining: number | null } {
+  const observations: { mask: string; utility: number }[] = [];
+  let credits: number | null = null;
+  for (const e of before) {
+    if (e.kind !== 'action' || e.outcome !== 'ok' || (e.action !== 'start' && e.action !== 'observe')) continue;
+    const masks = e.action === 'start' ? e.masks : e.new_masks;
+    const utilities = e.utilities;
+    if (Array.isArray(masks) && Array.isArray(utilities))
+      observations.push(...masks.map((mask, k) => ({ mask: String(mask), utility: Number(utilities[k]) })));
+    if (typeof e.credits_after === 'number') credits = e.credits_after;
+  }
+  return { observations, credits_remaining: credits };
+}
+
+/**
+ * The evidence's facts that differ from the episode's at the reservation (hashes bind the evidence to the
+ * receipt, not to the episode: a rewrite of both, e.g. utilities not bought put into the evidence, shows here).
+ */
+function evidenceDifferences(
+  evidence: string,
+  facts: { observations: { mask: string; utility: number }[]; credits_remaining: number | null; call: number },
+): string[] {
+  let parsed: Record<string, Json>;
+  try {
+    parsed = JSON.parse(evidence) as Record<string, Json>;
+  } catch {
+    return ['the reserved evidence is not JSON'];
+  }
+  const differ: string[] = [];
+  const observations = Array.isArray(parsed.observations)
+    ? parsed.observations.map((o) => ({ mask: (o as Record<string, Json>)?.mask, utility: (o as Record<string, Json>)?.utility }))
+    : null;
+  if (JSON.stringify(observations) !== JSON.stringify(facts.observations))
+    differ.push("the reserved evidence's observations are not the episode's at the reservation");
+  if (parsed.credits_remaining !== facts.credits_remaining)
+    differ.push(`the reserved evidence's credits (${String(parsed.credits_remaining)}) are not the episode's at the reservation`);
+  if (parsed.call !== facts.call) differ.push(`the reserved evidence names call ${String(parsed.call)}`);
+  return differ;
+}
+
 /**
  * Re-runs every recorded calculation of the episode in the sandbox and compares each receipt byte for
  * byte (sandbox/calculation.ts `verifyReceipt`); the reservation's code and evidence are the inputs,
@@ -152,6 +193,7 @@ export async function verifyEpisode(dir: string): Promise<EpisodeVerification> {
   const calls: CallVerification[] = [];
   const reservations = events.filter((e) => e.kind === 'action' && e.action === 'calculate' && e.outcome === 'ok');
   for (const event of reservations) {
+    const facts = evidenceFacts(events.slice(0, events.indexOf(event)));
     const reservation = Reservation.safeParse(event);
     if (!reservation.success) throw new UserError(`the events log of ${dir} holds a calculation reserved without its code or evidence`);
     const { call, code, evidence } = reservation.data;
@@ -164,6 +206,7 @@ export async function verifyEpisode(dir: string): Promise<EpisodeVerification> {
     if (sha256(code) !== reservation.data.code_sha256) differences.push('the reserved code is not the code its sha256 names');
     if (sha256(evidence) !== reservation.data.evidence_sha256)
       differences.push('the reserved evidence is not the evidence its sha256 names');
+    differences.push(...evidenceDifferences(evidence, { ...facts, call }));
     const receipt = StoredReceipt.safeParse(answer.receipt);
     if (!receipt.success) {
       calls.push({

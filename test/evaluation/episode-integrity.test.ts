@@ -1,7 +1,8 @@
 // A hostile agent against its own episode's integrity, through MCP with the real sandbox: padded
 // calculations (bytes JSON writes as six) fill the events log toward its cap, and calculations sent at
 // once. The episode must still close and score; calls of one episode run one at a time.
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -99,5 +100,32 @@ describe.skipIf(!sandboxAvailable().available)('a hostile agent and its own epis
       .filter((e) => e.kind === 'calculation' || e.action === 'calculate')
       .map((e) => `${e.kind === 'calculation' ? 'receipt' : 'reserve'} ${e.call}`);
     expect(order).toEqual(['reserve 1', 'receipt 1', 'reserve 2', 'receipt 2', 'reserve 3', 'receipt 3']);
+  });
+
+  it('episode verify refuses evidence rewritten with its hashes (an unbought utility put in it), naming the call', async () => {
+    const ep = await startEpisode();
+    const client = await stdioClient(ep);
+    try {
+      expect((await call(client, 'calculate', { code: 'print(1)' })).json.status).toBe('ok');
+    } finally {
+      await client.close();
+    }
+    const path = join(ep, 'events.jsonl');
+    const events = readFileSync(path, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    const reservation = events.find((e) => e.action === 'calculate' && e.outcome === 'ok');
+    const evidence = JSON.parse(reservation.evidence);
+    evidence.observations.push({ mask: '0110', utility: 0.5 });
+    reservation.evidence = JSON.stringify(evidence);
+    reservation.evidence_sha256 = createHash('sha256').update(reservation.evidence).digest('hex');
+    events.find((e) => e.kind === 'calculation').receipt.evidenceSha256 = reservation.evidence_sha256;
+    writeFileSync(path, events.map((e) => `${JSON.stringify(e)}\n`).join(''));
+    const verified = await cliInProcess(['episode', 'verify', '--episode', ep], ROOT);
+    expect([verified.code, verified.stderr.trim()]).toEqual([
+      1,
+      "calculation call 1 does not replay: the reserved evidence's observations are not the episode's at the reservation",
+    ]);
   });
 });
