@@ -79,7 +79,10 @@ async function calculateNow(settings: Settings, dir: string, code: string): Prom
       session: sessionClock(state, at),
       call,
     });
-    const limits = { wallSeconds: state.limits.call_seconds, cpuSeconds: state.limits.cpu_seconds };
+    // a call ends by the session's deadline (at least 1 s): its result must not come after it
+    const left = sessionClock(state, at).seconds_left;
+    const wallSeconds = left === null ? state.limits.call_seconds : Math.max(1, Math.min(state.limits.call_seconds, Math.ceil(left)));
+    const limits = { wallSeconds, cpuSeconds: state.limits.cpu_seconds };
     return {
       state: next,
       event: { call, code, evidence, evidence_sha256: sha256(evidence), limits },

@@ -20,10 +20,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 writeSurfaceCatalog(refs, [{ condition: 'toy', dimensions: 4, utility: (z, k) => 0.3 + 0.1 * z[0]! + 0.003 * k }]);
 
 let count = 0;
-async function startEpisode(): Promise<string> {
+async function startEpisode(extra: string[] = []): Promise<string> {
   const ep = join(dir, `ep${++count}`);
   const r = await cliInProcess(
-    ['episode', 'start', '--episode', ep, '--condition', 'toy', '--budget', '2', '--references', refs, '--calls', '50'],
+    ['episode', 'start', '--episode', ep, '--condition', 'toy', '--budget', '2', '--references', refs, '--calls', '50', ...extra],
     ROOT,
   );
   expect(r.stderr).toBe('');
@@ -127,5 +127,19 @@ describe.skipIf(!sandboxAvailable().available)('a hostile agent and its own epis
       1,
       "calculation call 1 does not replay: the reserved evidence's observations are not the episode's at the reservation",
     ]);
+  });
+
+  it("a call reserved before the session's deadline is stopped by it, not by its own wall limit", async () => {
+    const ep = await startEpisode(['--session-seconds', '6']);
+    const client = await stdioClient(ep);
+    try {
+      // real time through JavaScript, past the deadline
+      const spin =
+        'from pyodide.code import run_js\nrun_js("const t = process.hrtime.bigint(); while (process.hrtime.bigint() - t < 20000000000n) {}")';
+      const r = await call(client, 'calculate', { code: spin });
+      expect([r.json.status, r.json.detail]).toEqual(['timed_out', expect.stringMatching(/^over [1-6] wall seconds$/)]);
+    } finally {
+      await client.close();
+    }
   });
 });
