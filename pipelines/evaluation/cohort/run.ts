@@ -197,7 +197,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   try {
     claimCohortFolder(out, definition);
     const planned = plannedEpisodes(definition);
-    const kept = keepResults(resultsFile, planned, surfaceOf);
+    const kept = keepResults(resultsFile, planned, surfaceOf, join(out, EPISODES_FOLDER));
     reused = kept.results.length;
     const finished = new Set(kept.results.map((r) => r.episode));
     const todo = planned.filter((p) => !finished.has(p.id));
@@ -209,6 +209,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     // the controls need no agent: computed while the agents run (or read from --controls)
     controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {} });
     controls.catch(() => undefined); // awaited below, after the episodes
+    if (options.controls !== undefined) await controls; // only read: refused before any agent runs
     if (todo.length) agentSeconds = await runEpisodes(settings, definition, options, todo, surfaceOf);
   } catch (error) {
     await controls?.catch(() => undefined);
@@ -216,7 +217,9 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   } finally {
     release();
   }
-  const results = keepResults(resultsFile, plannedEpisodes(definition), surfaceOf).results;
+  const final = keepResults(resultsFile, plannedEpisodes(definition), surfaceOf, join(out, EPISODES_FOLDER));
+  if (final.dropped) options.log(`cohort: ${final.dropped} line(s) of ${resultsFile} left out (not what their episode's receipt records)`);
+  const results = final.results;
   const files = writeCohortSummaries(settings, out, definition, results, await controls);
   return {
     episodes: results.length,
