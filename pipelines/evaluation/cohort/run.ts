@@ -9,7 +9,7 @@
 import { readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { lstatOrNothing } from '../../core/containment.ts';
-import { Interrupted } from '../../core/errors.ts';
+import { Interrupted, UserError } from '../../core/errors.ts';
 import { appendNoFollow, makeDirs } from '../../core/fsutil.ts';
 import { ROOT } from '../../core/paths.ts';
 import { Progress } from '../../core/progress.ts';
@@ -143,9 +143,17 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
   }
   if (outcome.stopped === 'stopped' || shared.stopped()) return undefined;
   // an agent that did not submit: its episode is ended (logged with why), then scored as undelivered
+  let reason = (await episodeStatus(settings, dir)).closed ? undefined : undeliveredReason(outcome, definition.session_seconds);
+  if (reason !== undefined)
+    try {
+      await endEpisode(settings, dir, reason);
+    } catch (error) {
+      // a request the agent sent before it ended may have closed the episode meanwhile (a submission)
+      if (!(error instanceof UserError) || !(await episodeStatus(settings, dir)).closed) throw error;
+      reason = undefined;
+    }
+  // read once closed: a purchase still in flight when the agent ended is in the receipt, so in the line
   const status = await episodeStatus(settings, dir);
-  const reason = status.closed ? undefined : undeliveredReason(outcome, definition.session_seconds);
-  if (reason !== undefined) await endEpisode(settings, dir, reason);
   const { shared_degree1_score, shared_degree2_score, shared_gp_score, recovery_gain_over_shared, ...score } = await scoreEpisode(
     settings,
     dir,
