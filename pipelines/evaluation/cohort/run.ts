@@ -25,7 +25,7 @@ import { startControlsWorker } from '../controls/worker.ts';
 import { endEpisode, episodeStatus, scoreEpisode, STATE_FILE, startEpisode } from '../episode.ts';
 import { type EpisodesServer, serveEpisodes } from '../episodes-server.ts';
 import type { SharedScores } from '../shared-scores.ts';
-import { runAgent } from './agent.ts';
+import { AGENT_GROUP_FILE, runAgent, stopLeftAgent } from './agent.ts';
 import { cohortControls } from './baselines.ts';
 import { type CohortFiles, writeCohortSummaries } from './outputs.ts';
 import {
@@ -131,6 +131,7 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
       stdoutFile: join(dir, 'agent.stdout'),
       stderrFile: join(dir, 'agent.stderr'),
       closed: () => closedNow(dir),
+      groupFile: join(dir, AGENT_GROUP_FILE),
       onStart: (k) => {
         kill = k;
         shared.kills.add(k);
@@ -180,6 +181,7 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
 function setAside(out: string, id: string): void {
   const dir = join(out, EPISODES_FOLDER, id);
   if (!lstatOrNothing(dir)) return;
+  stopLeftAgent(join(dir, AGENT_GROUP_FILE)); // what the agent of a killed run (kill -9) left running
   makeDirs(join(out, INTERRUPTED_FOLDER));
   renameSync(dir, join(out, INTERRUPTED_FOLDER, `${id}.${Date.now()}`));
 }
