@@ -51,6 +51,30 @@ describe('an agent writing into the cohort folder', () => {
     expect(JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')).delivered).toBe(1);
   }, 120_000);
 
+  it('an agent that makes its receipt unreadable is recorded undelivered and the cohort goes on; resuming keeps the line', async () => {
+    const agent = join(dir, 'garble.sh');
+    const episode = '$(node -p "JSON.parse(process.env.WWREF_MCP_COMMAND).at(-1)")';
+    writeFileSync(agent, `#!/bin/sh\ncase "$WWREF_EPISODE_ID" in *__r0) echo garbage >> "${episode}/events.jsonl" ;; esac\nexit 0\n`);
+    chmodSync(agent, 0o755);
+    const out = join(dir, 'garbled');
+    const args = ['cohort', 'run', '--agent', agent, '--out', out, '--condition', 'wine', '--budget', '4', '--repeats', '2'];
+    const run = await cliProcess(args, ROOT);
+    expect(run.code, run.stderr).toBe(0);
+    const results = () =>
+      readFileSync(join(out, 'results.jsonl'), 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { episode: string; undelivered_reason: string });
+    expect(results().map((r) => [r.episode, r.undelivered_reason.split(':')[0]])).toEqual([
+      ['wine__b4__r0', 'the episode receipt is unusable'],
+      ['wine__b4__r1', 'the agent exited without submitting'],
+    ]);
+    const again = await cliProcess(args, ROOT);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/2 episode\(s\) \(0 delivered, 2 from an earlier run\)/);
+    expect(results()).toHaveLength(2);
+  }, 120_000);
+
   it('--controls without records is refused before any agent runs', async () => {
     const out = join(dir, 'no-controls');
     const args = [

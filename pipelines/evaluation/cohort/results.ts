@@ -26,6 +26,8 @@ import type { AgentOutcome } from './agent.ts';
 import type { PlannedEpisode } from './plan.ts';
 
 export const RESULTS_FILE = 'results.jsonl';
+/** The reason of an episode whose receipt could not be read after its agent ended (recorded with the anchors only). */
+export const UNUSABLE_RECEIPT = 'the episode receipt is unusable';
 const RESULTS_MAX_BYTES = 256 << 20;
 
 export interface EpisodeResult {
@@ -210,7 +212,14 @@ export function keepResults(
     }
     let problem: string | undefined;
     try {
-      const receipt = episodes === undefined ? undefined : readEpisode(join(episodes, plan.id));
+      let receipt: EpisodeState | undefined;
+      try {
+        receipt = episodes === undefined ? undefined : readEpisode(join(episodes, plan.id));
+      } catch (error) {
+        // an unreadable receipt backs only its own line: undelivered, the anchors alone
+        const reason = typeof json.undelivered_reason === 'string' ? json.undelivered_reason : '';
+        if (!(error instanceof UserError) || !reason.startsWith(UNUSABLE_RECEIPT) || parsed.data.credits_spent !== 0) throw error;
+      }
       problem = resultProblem(json, parsed.data, plan, surfaceOf(plan.condition.id), receipt);
     } catch (error) {
       if (!(error instanceof UserError)) throw error;

@@ -38,7 +38,8 @@ import {
   type PlannedEpisode,
   plannedEpisodes,
 } from './plan.ts';
-import { keepResults, RESULTS_FILE, resultLine, undeliveredReason } from './results.ts';
+import { keepResults, RESULTS_FILE, resultLine, UNUSABLE_RECEIPT, undeliveredReason } from './results.ts';
+import { sharedScores } from '../shared-scores.ts';
 
 export interface CohortOptions extends CohortRequest {
   /** The output folder, already checked (cli/output-path.ts). */
@@ -143,6 +144,43 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
     if (kill) shared.kills.delete(kill);
   }
   if (outcome.stopped === 'stopped' || shared.stopped()) return undefined;
+  try {
+    return await closeAndScore(shared, planned, dir, outcome, startedAt);
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    // a receipt the agent (or anyone) made unreadable: undelivered, with the free anchors only
+    const surface = shared.surfaceOf(planned.condition.id);
+    const d = planned.condition.dimensions;
+    const anchors = [
+      ['0'.repeat(d), surface.utilities[0]!],
+      ['1'.repeat(d), surface.utilities[2 ** d - 1]!],
+    ] as const;
+    const line = resultLine({
+      planned,
+      labels: definition.labels,
+      agent: definition.agent,
+      observations: anchors,
+      undeliveredReason: `${UNUSABLE_RECEIPT}: ${error.message.slice(0, 300)}`,
+      calculationCalls: 0,
+      process: outcome,
+      shared: await sharedScores(await shared.worker, surface, anchors, 0),
+      startedAt,
+      finishedAt: new Date().toISOString(),
+    });
+    appendNoFollow(join(options.out, RESULTS_FILE), `${line}\n`);
+    return { delivered: false, agentSeconds: outcome.wall_seconds };
+  }
+}
+
+/** Ends an episode its agent left open, scores it and appends its results line. */
+async function closeAndScore(
+  shared: Shared,
+  planned: PlannedEpisode,
+  dir: string,
+  outcome: Awaited<ReturnType<typeof runAgent>>,
+  startedAt: string,
+): Promise<{ delivered: boolean; agentSeconds: number }> {
+  const { settings, definition, options } = shared;
   // an agent that did not submit: its episode is ended (logged with why), then scored as undelivered
   let reason = (await episodeStatus(settings, dir)).closed ? undefined : undeliveredReason(outcome, definition.session_seconds);
   if (reason !== undefined)
