@@ -48,6 +48,10 @@ describe('an agent writing into the cohort folder', () => {
       ['wine__b4__r1', false],
     ]);
     expect(run.stderr).toMatch(/1 line\(s\) of .* left out/);
+    // the shared estimators' tables are in mask order in the line's text, as the agent's
+    const raw = readFileSync(join(out, 'results.jsonl'), 'utf8').split('\n')[0]!;
+    const gp = raw.slice(raw.indexOf('"shared_gp_score"'));
+    expect(gp.indexOf('"0000":')).toBeLessThan(gp.indexOf('"1000":'));
     expect(JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')).delivered).toBe(1);
   }, 120_000);
 

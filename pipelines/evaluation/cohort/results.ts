@@ -87,7 +87,15 @@ export function resultLine(result: EpisodeResult): string {
     // an undelivered episode counts as recovering nothing
     effect_recovery: score?.effect_recovery ?? 0,
     score: ordered,
-    ...result.shared,
+    // the shared estimators' tables in mask order too (as objects, '1000' … would come before '0000')
+    ...Object.fromEntries(
+      Object.entries(result.shared).map(([field, shared]) => [
+        field,
+        isObject(shared as Json) && isObject((shared as Record<string, Json>).prediction_table)
+          ? { ...shared, prediction_table: maskOrder((shared as { prediction_table: Record<string, number> }).prediction_table) }
+          : shared,
+      ]),
+    ),
     process: result.process,
     reference: planned.condition.reference,
     started_at: result.startedAt,
