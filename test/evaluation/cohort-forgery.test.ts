@@ -79,6 +79,16 @@ describe('an agent writing into the cohort folder', () => {
     expect(results()).toHaveLength(2);
   }, 120_000);
 
+  it('--out inside the repository is refused with one line, nothing written', async () => {
+    const out = join(ROOT, 'outputs', `cohort-test-${process.pid}`);
+    const run = await cliProcess(['cohort', 'run', '--agent', 'true', '--out', out, '--condition', 'wine', '--budget', '4'], ROOT);
+    expect(run.code).toBe(2);
+    expect(run.stderr.trim().split('\n')).toEqual([
+      `wwref: --out ${out} is inside the repository (${ROOT}); name a folder outside it, e.g. ~/cohorts/NAME`,
+    ]);
+    expect(existsSync(out)).toBe(false);
+  }, 60_000);
+
   it('--controls without records is refused before any agent runs', async () => {
     const out = join(dir, 'no-controls');
     const args = [
