@@ -1,6 +1,7 @@
-// A cohort's results must be its episodes' receipts: an agent that writes into the cohort folder (a
-// results line copied from another episode under its own id, before its own is appended) and an
-// unreadable --controls folder (refused before any agent runs). Real agent processes, real files.
+// What an agent or a user can do wrong around a cohort: a results line copied from another episode
+// under the agent's own id (left out: its receipt disagrees), a receipt made unreadable (recorded
+// undelivered, the cohort goes on), --out inside the repository and an unreadable --controls folder
+// (one line, before any agent runs). Real agent processes, real files.
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
