@@ -202,7 +202,7 @@ export class Progress {
     return (
       `[${this.label}] ${this.done}/${this.total} ${this.unit}` +
       (this.failed ? ` (${this.failed} failed)` : '') +
-      `, ${formatSeconds(seconds)} elapsed, ${rate.toFixed(2)}/s, ETA ${eta === undefined ? `after ${etaThreshold(this.total)} ${this.unit}` : formatSeconds(eta)}` +
+      `, ${formatSeconds(seconds)} elapsed, ${rate.toFixed(2)}/s, ${eta === undefined ? `no ETA before ${etaThreshold(this.total)} ${this.unit} are done` : `ETA ${formatSeconds(eta)}`}` +
       (this.remaining.size ? ` | ${this.remaining.size} condition(s) left` : '') +
       (this.lastCondition && this.done < this.total ? `, last finished: ${this.lastCondition}` : '')
     );

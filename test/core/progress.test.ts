@@ -179,7 +179,7 @@ describe('the progress line in a log (not a terminal)', () => {
     expect(child.status).toBe(0);
     const lines = child.stderr.trim().split('\n');
     expect(lines[0]).toMatch(
-      /^\[test\] 1\/2 records, \d+s elapsed, [\d.]+\/s, ETA after 2 records \| 1 condition\(s\) left, last finished: slow$/,
+      /^\[test\] 1\/2 records, \d+s elapsed, [\d.]+\/s, no ETA before 2 records are done \| 1 condition\(s\) left, last finished: slow$/,
     );
     // the record in flight: the same count again, at least twice in 1.5 s
     expect(lines.slice(1, -1).length).toBeGreaterThanOrEqual(2);

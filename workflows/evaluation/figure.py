@@ -31,6 +31,10 @@ def main() -> None:
     methods = sorted({c["method"] for c in cells})
     colours = plt.get_cmap("tab10")
     style = {m: {"color": colours(k % 10), "marker": "osD^v<>p"[k % 8]} for k, m in enumerate(methods)}
+    # a cohort's agent ("agent: …") as a wide pale band under the controls: visible where it equals one
+    for m in methods:
+        if m.startswith("agent"):
+            style[m].update(linewidth=4, alpha=0.5, zorder=1)
     figure, axes = plt.subplots(1, len(tracks), figsize=(4.2 * len(tracks), 3.6), squeeze=False)
     for axis, track in zip(axes[0], tracks, strict=True):
         of_track = [c for c in cells if c["track"] == track]
@@ -42,10 +46,15 @@ def main() -> None:
         axis.set_xlabel("budget B (purchases beyond the two anchors)")
         axis.set_ylabel("effect recovery (family-macro)")
         axis.set_ylim(-0.02, 1.02)
+        axis.set_xticks(sorted({c["budget"] for c in of_track}))  # budgets are whole numbers
         axis.grid(alpha=0.3)
     handles = [plt.Line2D([], [], markersize=4, label=m, **style[m]) for m in methods]
-    figure.legend(handles=handles, loc="lower center", ncol=min(4, len(methods)), fontsize=7, frameon=False)
-    figure.tight_layout(rect=(0, 0.12 if len(methods) > 4 else 0.07, 1, 1))
+    # as many legend columns as fit under the panels (two a panel), the rows below them
+    columns = max(1, min(len(methods), 2 * len(tracks)))
+    rows = -(-len(methods) // columns)
+    figure.legend(handles=handles, loc="lower center", ncol=columns, fontsize=7, frameon=False)
+    figure.set_figheight(3.6 + 0.18 * rows)
+    figure.tight_layout(rect=(0, (0.06 + 0.18 * rows) / (3.6 + 0.18 * rows), 1, 1))
     out = Path(request["out"])
     name = request.get("name", NAME)
     # each file written whole to a new private file, then renamed over its name (never through a link)

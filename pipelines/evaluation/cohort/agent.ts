@@ -4,8 +4,8 @@
 // agent leaves running in its group when it ends (children, grandchildren) is killed then. A process
 // that leaves the group (setsid) escapes this: run an untrusted agent in a sandbox of its own.
 import { spawn } from 'node:child_process';
-import { closeSync, constants, openSync, writeSync } from 'node:fs';
-import { fsError } from '../../core/fsutil.ts';
+import { closeSync, constants, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
+import { fsError, writeFileAtomic } from '../../core/fsutil.ts';
 
 /** The bytes of each output stream kept in the episode folder; past them the agent is stopped. */
 export const OUTPUT_MAX_BYTES = 1 << 20;
@@ -25,6 +25,48 @@ export interface AgentRun {
   closed: () => boolean;
   /** Registers the running group's killer, for a run stopped from outside (Ctrl-C). */
   onStart?: (kill: () => void) => void;
+  /** Where the group's id and the run's WWREF_MCP_URL are written as soon as it runs, for `stopLeftAgent` after a kill -9. */
+  groupFile?: string;
+}
+
+/** The name of the episode's file that records its agent's process group (see `stopLeftAgent`). */
+export const AGENT_GROUP_FILE = 'agent.group';
+
+/**
+ * Kills what an agent run recorded in `groupFile` left running when its cohort process was killed
+ * (kill -9: no cleanup ran): the processes of that group whose environment still holds the run's
+ * `WWREF_MCP_URL` (a random port and the episode id), so a reused group id kills nothing else.
+ * Linux (/proc) only; returns how many were killed.
+ */
+export function stopLeftAgent(groupFile: string): number {
+  let pgid: unknown;
+  let url: unknown;
+  try {
+    ({ pgid, url } = JSON.parse(readFileSync(groupFile, 'utf8')) as { pgid: unknown; url: unknown });
+  } catch {
+    return 0;
+  }
+  if (!Number.isInteger(pgid) || (pgid as number) <= 1 || typeof url !== 'string') return 0;
+  const marker = `WWREF_MCP_URL=${url}`;
+  let killed = 0;
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((f) => /^\d+$/.test(f));
+  } catch {
+    return 0;
+  }
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) !== pgid) continue;
+      if (!readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(marker)) continue;
+      process.kill(Number(pid), 'SIGKILL');
+      killed++;
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return killed;
 }
 
 export interface AgentOutcome {
@@ -88,6 +130,7 @@ export function runAgent(run: AgentRun): Promise<AgentOutcome> {
   const err = new BoundedFile(run.stderrFile);
   const child = spawn('/bin/sh', ['-c', run.command], { cwd: run.cwd, env: run.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   const pgid = child.pid!;
+  if (run.groupFile) writeFileAtomic(run.groupFile, `${JSON.stringify({ pgid, url: run.env.WWREF_MCP_URL ?? null })}\n`);
   let stopped: AgentOutcome['stopped'] = null;
   const stop = (why: NonNullable<AgentOutcome['stopped']>) => {
     if (stopped) return;

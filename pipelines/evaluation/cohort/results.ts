@@ -8,6 +8,7 @@
 // episodes, once, naming its reference, with observations that are the reference's utilities (anchors
 // first, no more purchases than the budget) and a score that grade gives again to the letter.
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import * as z from 'zod';
 import { readRegularFile } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
@@ -18,11 +19,15 @@ import { BENCHMARK_FIELDS } from '../../analysis/grade-records.ts';
 import { type GradeResult, gradeSurface, predictionFromJson } from '../../analysis/grade.ts';
 import { isObject, type Json, parseStrictJson } from '../../analysis/strict-json.ts';
 import { Ordered, orderedJson } from '../controls/records.ts';
+import { allMasks } from '../../catalog/masks.ts';
+import { type EpisodeState, readEpisode } from '../episode.ts';
 import type { SharedScores } from '../shared-scores.ts';
 import type { AgentOutcome } from './agent.ts';
 import type { PlannedEpisode } from './plan.ts';
 
 export const RESULTS_FILE = 'results.jsonl';
+/** The reason of an episode whose receipt could not be read after its agent ended (recorded with the anchors only). */
+export const UNUSABLE_RECEIPT = 'the episode receipt is unusable';
 const RESULTS_MAX_BYTES = 256 << 20;
 
 export interface EpisodeResult {
@@ -82,7 +87,15 @@ export function resultLine(result: EpisodeResult): string {
     // an undelivered episode counts as recovering nothing
     effect_recovery: score?.effect_recovery ?? 0,
     score: ordered,
-    ...result.shared,
+    // the shared estimators' tables in mask order too (as objects, '1000' … would come before '0000')
+    ...Object.fromEntries(
+      Object.entries(result.shared).map(([field, shared]) => [
+        field,
+        isObject(shared as Json) && isObject((shared as Record<string, Json>).prediction_table)
+          ? { ...shared, prediction_table: maskOrder((shared as { prediction_table: Record<string, number> }).prediction_table) }
+          : shared,
+      ]),
+    ),
     process: result.process,
     reference: planned.condition.reference,
     started_at: result.startedAt,
@@ -119,7 +132,13 @@ export const StoredResult = z.looseObject({
 export type StoredResult = z.infer<typeof StoredResult>;
 
 /** Why a results line is not a verified result of its planned episode (undefined: it is). */
-function resultProblem(json: Record<string, Json>, stored: StoredResult, plan: PlannedEpisode, surface: Surface): string | undefined {
+function resultProblem(
+  json: Record<string, Json>,
+  stored: StoredResult,
+  plan: PlannedEpisode,
+  surface: Surface,
+  receipt?: EpisodeState,
+): string | undefined {
   if (plan.condition.id !== stored.condition || plan.budget !== stored.budget || plan.repeat !== stored.repeat) return 'not its episode';
   if (canonicalJson(json.reference ?? null) !== canonicalJson(plan.condition.reference)) return 'another reference';
   const width = surface.dimensions;
@@ -135,9 +154,26 @@ function resultProblem(json: Record<string, Json>, stored: StoredResult, plan: P
   for (const [mask, utility] of observed)
     if (!/^[01]+$/.test(mask) || mask.length !== width || utility !== surface.utilities[Number.parseInt(mask, 2)])
       return "an observation that is not the reference's";
+  // the line must be what its episode's receipt gives: its purchases in order, closed, delivered or not
+  // (a line copied from another episode, or written by an agent, is not)
+  if (receipt) {
+    const bought = receipt.observations.map((o) => [o.mask, o.utility]);
+    if (receipt.condition !== plan.condition.id || receipt.budget !== plan.budget || !receipt.closed)
+      return 'not what its episode receipt records';
+    if (
+      canonicalJson(bought) !==
+      canonicalJson(order.map((mask) => [mask, isObject(json.observations) ? json.observations[mask as string] : null]))
+    )
+      return 'observations that its episode receipt does not record';
+    if (stored.artifact_valid !== (receipt.submission !== null)) return 'a delivery its episode receipt does not record';
+  }
   if (!isObject(json.score)) return stored.artifact_valid || stored.effect_recovery !== 0 ? 'a delivery without a score' : undefined;
   if (!stored.artifact_valid) return 'a score without a delivery';
-  const predicted = predictionFromJson(json.score.prediction_table ?? null, width, 'prediction_table');
+  // the receipt's submission when there is one, else the line's own table
+  const table = receipt?.submission?.prediction_table;
+  const predicted = table
+    ? allMasks(width).map((m) => table[m]!)
+    : predictionFromJson(json.score.prediction_table ?? null, width, 'prediction_table');
   const again = gradeSurface(surface, predicted, { observed: observed.map(([mask]) => mask) });
   for (const field of BENCHMARK_FIELDS)
     if (canonicalJson(json.score[field] ?? null) !== canonicalJson(again[field] as Json))
@@ -153,9 +189,15 @@ export interface KeptResults {
 
 /**
  * The verified lines of `file` that are results of `planned` episodes, once each (the first), the file
- * rewritten without the others; none when the file is missing.
+ * rewritten without the others; none when the file is missing. With `episodes` (the folder of the
+ * episodes' folders), each line must also agree with its episode's receipt.
  */
-export function keepResults(file: string, planned: readonly PlannedEpisode[], surfaceOf: (condition: string) => Surface): KeptResults {
+export function keepResults(
+  file: string,
+  planned: readonly PlannedEpisode[],
+  surfaceOf: (condition: string) => Surface,
+  episodes?: string,
+): KeptResults {
   const kept: KeptResults = { results: [], dropped: 0 };
   if (!existsSync(file)) return kept;
   const byId = new Map(planned.map((p) => [p.id, p]));
@@ -178,10 +220,18 @@ export function keepResults(file: string, planned: readonly PlannedEpisode[], su
     }
     let problem: string | undefined;
     try {
-      problem = resultProblem(json, parsed.data, plan, surfaceOf(plan.condition.id));
+      let receipt: EpisodeState | undefined;
+      try {
+        receipt = episodes === undefined ? undefined : readEpisode(join(episodes, plan.id));
+      } catch (error) {
+        // an unreadable receipt backs only its own line: undelivered, the anchors alone
+        const reason = typeof json.undelivered_reason === 'string' ? json.undelivered_reason : '';
+        if (!(error instanceof UserError) || !reason.startsWith(UNUSABLE_RECEIPT) || parsed.data.credits_spent !== 0) throw error;
+      }
+      problem = resultProblem(json, parsed.data, plan, surfaceOf(plan.condition.id), receipt);
     } catch (error) {
       if (!(error instanceof UserError)) throw error;
-      problem = 'an invalid prediction table';
+      problem = 'an invalid prediction table or episode receipt';
     }
     if (problem) {
       kept.dropped++;

@@ -9,7 +9,7 @@
 import { readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { lstatOrNothing } from '../../core/containment.ts';
-import { Interrupted } from '../../core/errors.ts';
+import { Interrupted, UserError } from '../../core/errors.ts';
 import { appendNoFollow, makeDirs } from '../../core/fsutil.ts';
 import { ROOT } from '../../core/paths.ts';
 import { Progress } from '../../core/progress.ts';
@@ -25,7 +25,7 @@ import { startControlsWorker } from '../controls/worker.ts';
 import { endEpisode, episodeStatus, scoreEpisode, STATE_FILE, startEpisode } from '../episode.ts';
 import { type EpisodesServer, serveEpisodes } from '../episodes-server.ts';
 import type { SharedScores } from '../shared-scores.ts';
-import { runAgent } from './agent.ts';
+import { AGENT_GROUP_FILE, runAgent, stopLeftAgent } from './agent.ts';
 import { cohortControls } from './baselines.ts';
 import { type CohortFiles, writeCohortSummaries } from './outputs.ts';
 import {
@@ -38,7 +38,8 @@ import {
   type PlannedEpisode,
   plannedEpisodes,
 } from './plan.ts';
-import { keepResults, RESULTS_FILE, resultLine, undeliveredReason } from './results.ts';
+import { keepResults, RESULTS_FILE, resultLine, UNUSABLE_RECEIPT, undeliveredReason } from './results.ts';
+import { sharedScores } from '../shared-scores.ts';
 
 export interface CohortOptions extends CohortRequest {
   /** The output folder, already checked (cli/output-path.ts). */
@@ -131,6 +132,7 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
       stdoutFile: join(dir, 'agent.stdout'),
       stderrFile: join(dir, 'agent.stderr'),
       closed: () => closedNow(dir),
+      groupFile: join(dir, AGENT_GROUP_FILE),
       onStart: (k) => {
         kill = k;
         shared.kills.add(k);
@@ -142,10 +144,55 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
     if (kill) shared.kills.delete(kill);
   }
   if (outcome.stopped === 'stopped' || shared.stopped()) return undefined;
+  try {
+    return await closeAndScore(shared, planned, dir, outcome, startedAt);
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    // a receipt the agent (or anyone) made unreadable: undelivered, with the free anchors only
+    const surface = shared.surfaceOf(planned.condition.id);
+    const d = planned.condition.dimensions;
+    const anchors = [
+      ['0'.repeat(d), surface.utilities[0]!],
+      ['1'.repeat(d), surface.utilities[2 ** d - 1]!],
+    ] as const;
+    const line = resultLine({
+      planned,
+      labels: definition.labels,
+      agent: definition.agent,
+      observations: anchors,
+      undeliveredReason: `${UNUSABLE_RECEIPT}: ${error.message.slice(0, 300)}`,
+      calculationCalls: 0,
+      process: outcome,
+      shared: await sharedScores(await shared.worker, surface, anchors, 0),
+      startedAt,
+      finishedAt: new Date().toISOString(),
+    });
+    appendNoFollow(join(options.out, RESULTS_FILE), `${line}\n`);
+    return { delivered: false, agentSeconds: outcome.wall_seconds };
+  }
+}
+
+/** Ends an episode its agent left open, scores it and appends its results line. */
+async function closeAndScore(
+  shared: Shared,
+  planned: PlannedEpisode,
+  dir: string,
+  outcome: Awaited<ReturnType<typeof runAgent>>,
+  startedAt: string,
+): Promise<{ delivered: boolean; agentSeconds: number }> {
+  const { settings, definition, options } = shared;
   // an agent that did not submit: its episode is ended (logged with why), then scored as undelivered
+  let reason = (await episodeStatus(settings, dir)).closed ? undefined : undeliveredReason(outcome, definition.session_seconds);
+  if (reason !== undefined)
+    try {
+      await endEpisode(settings, dir, reason);
+    } catch (error) {
+      // a request the agent sent before it ended may have closed the episode meanwhile (a submission)
+      if (!(error instanceof UserError) || !(await episodeStatus(settings, dir)).closed) throw error;
+      reason = undefined;
+    }
+  // read once closed: a purchase still in flight when the agent ended is in the receipt, so in the line
   const status = await episodeStatus(settings, dir);
-  const reason = status.closed ? undefined : undeliveredReason(outcome, definition.session_seconds);
-  if (reason !== undefined) await endEpisode(settings, dir, reason);
   const { shared_degree1_score, shared_degree2_score, shared_gp_score, recovery_gain_over_shared, ...score } = await scoreEpisode(
     settings,
     dir,
@@ -172,6 +219,7 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
 function setAside(out: string, id: string): void {
   const dir = join(out, EPISODES_FOLDER, id);
   if (!lstatOrNothing(dir)) return;
+  stopLeftAgent(join(dir, AGENT_GROUP_FILE)); // what the agent of a killed run (kill -9) left running
   makeDirs(join(out, INTERRUPTED_FOLDER));
   renameSync(dir, join(out, INTERRUPTED_FOLDER, `${id}.${Date.now()}`));
 }
@@ -197,7 +245,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   try {
     claimCohortFolder(out, definition);
     const planned = plannedEpisodes(definition);
-    const kept = keepResults(resultsFile, planned, surfaceOf);
+    const kept = keepResults(resultsFile, planned, surfaceOf, join(out, EPISODES_FOLDER));
     reused = kept.results.length;
     const finished = new Set(kept.results.map((r) => r.episode));
     const todo = planned.filter((p) => !finished.has(p.id));
@@ -209,6 +257,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     // the controls need no agent: computed while the agents run (or read from --controls)
     controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {} });
     controls.catch(() => undefined); // awaited below, after the episodes
+    if (options.controls !== undefined) await controls; // only read: refused before any agent runs
     if (todo.length) agentSeconds = await runEpisodes(settings, definition, options, todo, surfaceOf);
   } catch (error) {
     await controls?.catch(() => undefined);
@@ -216,7 +265,9 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   } finally {
     release();
   }
-  const results = keepResults(resultsFile, plannedEpisodes(definition), surfaceOf).results;
+  const final = keepResults(resultsFile, plannedEpisodes(definition), surfaceOf, join(out, EPISODES_FOLDER));
+  if (final.dropped) options.log(`cohort: ${final.dropped} line(s) of ${resultsFile} left out (not what their episode's receipt records)`);
+  const results = final.results;
   const files = writeCohortSummaries(settings, out, definition, results, await controls);
   return {
     episodes: results.length,

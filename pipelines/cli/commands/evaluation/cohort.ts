@@ -1,3 +1,5 @@
+import { isAbsolute, relative } from 'node:path';
+import { ROOT } from '../../../core/paths.ts';
 import { UserError } from '../../../core/errors.ts';
 import { formatSeconds } from '../../../core/progress.ts';
 import { defineCommand } from '../../command.ts';
@@ -46,6 +48,10 @@ export default defineCommand({
       }),
   run: async (argv, { settings, out }) => {
     const folder = outputPath(settings, argv.out, 'out', 'folder');
+    // agents are told this folder (and their output, receipts and calls land in it): never in the checkout
+    const inside = relative(ROOT, folder);
+    if (inside === '' || (!inside.startsWith('..') && !isAbsolute(inside)))
+      throw new UserError(`--out ${argv.out} is inside the repository (${ROOT}); name a folder outside it, e.g. ~/cohorts/NAME`);
     const parallel = oneWholeNumber(argv.parallel, 'parallel', 1);
     if (parallel < 1 || parallel > MAX_PARALLEL) throw new UserError(`--parallel takes a whole number from 1 to ${MAX_PARALLEL}`);
     const seconds = argv.sessionSeconds === undefined ? 600 : Number(argv.sessionSeconds);
