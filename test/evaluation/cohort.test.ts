@@ -144,7 +144,7 @@ describe('a cohort of the example agent', () => {
 describe('a faulty agent', () => {
   const out = join(dir, 'faults');
   const args = ['cohort', 'run', '--agent', 'node test/support/fault-agent.mjs', '--out', out, '--condition', 'wine', '--budget', '4'];
-  const all = [...args, '--repeats', '6', '--parallel', '2', '--session-seconds', '4'];
+  const all = [...args, '--repeats', '6', '--parallel', '2', '--session-seconds', '10'];
 
   it('each fault is recorded undelivered with its reason and its processes stopped; Ctrl-C stops the agents; the run resumes', async () => {
     // Ctrl-C while the hanging agent runs
@@ -173,7 +173,7 @@ describe('a faulty agent', () => {
     expect(crash.credits_spent).toBe(1); // what it bought before crashing is kept and refitted
     expect(crash.shared_gp_score.effect_recovery).toBeTypeOf('number');
     expect(readFileSync(join(out, 'episodes', crash.episode, 'agent.stderr'), 'utf8')).toContain('fault-agent: crashing');
-    expect(hang.undelivered_reason).toBe("no submission within the session's 4 s: the agent was stopped");
+    expect(hang.undelivered_reason).toBe("no submission within the session's 10 s: the agent was stopped");
     expect(hang.process.stopped).toBe('deadline');
     expect(alive(pidsIn(join(out, 'episodes', hang.episode, 'agent.stdout'))[0]!)).toBe(false);
     expect(flood.process.stopped).toBe('output');
