@@ -57,7 +57,26 @@ function outcomes(receipt: Receipt): Record<string, string> {
 }
 
 /** Processes of this machine whose command line runs the sandbox's runner. */
+/** The parent of `pid`, or undefined when it is gone. */
+function parentOf(pid: number): number | undefined {
+  try {
+    // the command name (field 2) may hold spaces and parentheses: the fields after its last ')'
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Sandbox processes (bubblewrap and the runner inside it) started by this test process, or left
+ * orphaned (their parent gone): other test files run calculations of their own at the same time.
+ */
 function runnersAlive(): number[] {
+  const ours = (pid: number) => {
+    for (let p: number | undefined = parentOf(pid); p !== undefined && p > 1; p = parentOf(p)) if (p === process.pid) return true;
+    return parentOf(pid) === 1;
+  };
   return readdirSync('/proc')
     .filter((p) => /^\d+$/.test(p))
     .filter((pid) => {
@@ -67,7 +86,8 @@ function runnersAlive(): number[] {
         return false;
       }
     })
-    .map(Number);
+    .map(Number)
+    .filter(ours);
 }
 
 const listen = (server: Server, ...args: unknown[]) =>
