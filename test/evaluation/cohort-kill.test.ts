@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { BIN, cliProcess } from '../support/cli.ts';
+import { runningPid } from '../support/processes.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-cohort-kill-'));
 const left: number[] = [];
@@ -17,16 +18,6 @@ afterAll(() => {
     } catch {}
   rmSync(dir, { recursive: true, force: true });
 });
-
-/** Running, and not a zombie. */
-const alive = (pid: number) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-};
 
 it('a resumed run stops the agent that a killed run left running', async () => {
   // the agent records its pid, then hangs (the first time) or exits at once (once `quick` exists)
@@ -41,9 +32,9 @@ it('a resumed run stops the agent that a killed run left running', async () => {
   left.push(pid!);
   run.kill('SIGKILL');
   await new Promise((r) => run.once('exit', r));
-  expect(alive(pid!)).toBe(true);
+  expect(runningPid(pid!)).toBe(true);
   writeFileSync(join(dir, 'quick'), '');
   const resumed = await cliProcess(args, ROOT);
   expect(resumed.code, resumed.stderr).toBe(0);
-  expect(alive(pid!)).toBe(false);
+  expect(runningPid(pid!)).toBe(false);
 }, 120_000);

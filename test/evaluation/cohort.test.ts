@@ -20,6 +20,7 @@ import { keepResults } from '../../pipelines/evaluation/cohort/results.ts';
 import { startEpisode } from '../../pipelines/evaluation/episode.ts';
 import { serveEpisodes } from '../../pipelines/evaluation/episodes-server.ts';
 import { BIN, cliProcess } from '../support/cli.ts';
+import { runningPid } from '../support/processes.ts';
 import { currentSettings } from '../support/workspace.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-cohort-'));
@@ -35,15 +36,6 @@ const lines = (file: string) =>
     .split('\n')
     .filter(Boolean)
     .map((l) => JSON.parse(l) as Record<string, any>);
-/** Running, and not a zombie waiting for its new parent to reap it. */
-const alive = (pid: number) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-};
 const pidsIn = (file: string) => [...readFileSync(file, 'utf8').matchAll(/^(?:pid|child) (\d+)$/gm)].map((m) => Number(m[1]));
 
 describe('a cohort of the example agent', () => {
@@ -153,12 +145,12 @@ describe('a faulty agent', () => {
     const hanging = () => existsSync(hangOut) && /hanging/.test(readFileSync(hangOut, 'utf8'));
     for (let k = 0; k < 600 && !hanging(); k++) await new Promise((d) => setTimeout(d, 50));
     const hangPid = pidsIn(hangOut)[0]!;
-    expect(alive(hangPid), readFileSync(hangOut.replace('stdout', 'stderr'), 'utf8')).toBe(true);
+    expect(runningPid(hangPid), readFileSync(hangOut.replace('stdout', 'stderr'), 'utf8')).toBe(true);
     first.kill('SIGINT');
     const stopped = await first;
     expect(stopped.exitCode, String(stopped.stderr)).toBe(130);
     expect(String(stopped.stderr)).toContain('run the same command to resume');
-    expect(alive(hangPid)).toBe(false);
+    expect(runningPid(hangPid)).toBe(false);
 
     const run = await cliProcess(all, ROOT);
     expect(run.code, run.stderr).toBe(0);
@@ -175,7 +167,7 @@ describe('a faulty agent', () => {
     expect(readFileSync(join(out, 'episodes', crash.episode, 'agent.stderr'), 'utf8')).toContain('fault-agent: crashing');
     expect(hang.undelivered_reason).toBe("no submission within the session's 10 s: the agent was stopped");
     expect(hang.process.stopped).toBe('deadline');
-    expect(alive(pidsIn(join(out, 'episodes', hang.episode, 'agent.stdout'))[0]!)).toBe(false);
+    expect(runningPid(pidsIn(join(out, 'episodes', hang.episode, 'agent.stdout'))[0]!)).toBe(false);
     expect(flood.process.stopped).toBe('output');
     expect(flood.process.output_truncated).toBe(true);
     expect(statSync(join(out, 'episodes', flood.episode, 'agent.stdout')).size).toBe(1 << 20);
@@ -187,7 +179,7 @@ describe('a faulty agent', () => {
     }
     expect([child.artifact_valid, child.process.left_children, submit.artifact_valid]).toEqual([true, true, true]);
     const [, childPid] = pidsIn(join(out, 'episodes', child.episode, 'agent.stdout'));
-    expect(alive(childPid!)).toBe(false);
+    expect(runningPid(childPid!)).toBe(false);
     const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
     expect([summary.episodes, summary.delivered]).toEqual([6, 2]);
     expect(summary.cells[0].recovery_mean).toBeCloseTo((child.effect_recovery + submit.effect_recovery) / 6, 15);

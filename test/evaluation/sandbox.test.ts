@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { type Receipt, runCalculation, verifyReceipt } from '../../pipelines/evaluation/sandbox/calculation.ts';
 import { RUNNER, sandboxAvailable } from '../../pipelines/evaluation/sandbox/isolation.ts';
+import { parentOf } from '../support/processes.ts';
 
 const EVIDENCE = { task: { condition: 'wine', dimensions: 4 }, observations: [{ mask: '0000', utility: 0.5 }], credits: 3 };
 const SECRET = randomBytes(12).toString('hex');
@@ -57,17 +58,6 @@ function outcomes(receipt: Receipt): Record<string, string> {
 }
 
 /** Processes of this machine whose command line runs the sandbox's runner. */
-/** The parent of `pid`, or undefined when it is gone. */
-function parentOf(pid: number): number | undefined {
-  try {
-    // the command name (field 2) may hold spaces and parentheses: the fields after its last ')'
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * Sandbox processes (bubblewrap and the runner inside it) started by this test process, or left
  * orphaned (their parent gone): other test files run calculations of their own at the same time.

@@ -48,3 +48,15 @@ export function alive(p: Running): boolean {
   const fields = stat(p.pid);
   return fields !== undefined && fields[19] === p.started && fields[0] !== 'Z';
 }
+
+/** Process `pid` runs (exists and is no zombie), whatever it is. */
+export function runningPid(pid: number): boolean {
+  const fields = stat(pid);
+  return fields !== undefined && fields[0] !== 'Z';
+}
+
+/** The parent of process `pid`, or undefined when it is gone. */
+export function parentOf(pid: number): number | undefined {
+  const fields = stat(pid);
+  return fields === undefined ? undefined : Number(fields[1]);
+}
