@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { UserError } from '../../../core/errors.ts';
 import { defineCommand } from '../../command.ts';
 import { outputPath } from '../../output-path.ts';
@@ -14,6 +15,8 @@ const OPTIONS: Record<(typeof ACTIONS)[number], string[]> = {
   verify: [],
 };
 const FLAGS: Record<string, string> = { callSeconds: 'call-seconds', sessionSeconds: 'session-seconds' };
+/** The actions that only read the episode folder: it is no output, so the output rule (and its list of git's files) is not asked. */
+const READS: ReadonlySet<string> = new Set(['status', 'score', 'verify']);
 
 /** A decimal whole number as written (yargs' number type would read 0x3 or 1e1). */
 function wholeNumber(option: string, value: unknown): number {
@@ -62,7 +65,8 @@ export default defineCommand({
     const given = [...known, 'estimator', 'reason', 'shared'].filter((o) => argv[o] !== undefined);
     const foreign = given.filter((o) => !OPTIONS[action].includes(o));
     if (foreign.length) throw new UserError(`episode ${action} does not take ${foreign.map((o) => `--${FLAGS[o] ?? o}`).join(', ')}`);
-    const dir = outputPath(settings, argv.episode, 'episode', 'folder');
+    if (argv.episode.trim() === '') throw new UserError('--episode needs a path');
+    const dir = READS.has(action) ? resolve(argv.episode) : outputPath(settings, argv.episode, 'episode', 'folder');
     const episode = await import('../../../evaluation/episode.ts');
     let result: unknown;
     let code = 0;
