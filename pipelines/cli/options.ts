@@ -14,13 +14,22 @@ export function list(value: unknown, flag = 'this option'): string[] {
   return values;
 }
 
-/** Whole numbers as written in decimal digits (yargs' number type would read 0x3, 1e1 or ''). */
+// Numbers as written in decimal digits: yargs' number type would read 0x3, 1e1, +3 or '' (as 0).
+
+/** The one whole number an option was given (up to 9 digits; a range is the command's to check). */
+export function wholeNumber(value: unknown, flag: string): number {
+  const written = String(value).trim();
+  if (!/^\d{1,9}$/.test(written)) throw new UserError(`--${flag} takes one whole number written in decimal digits, not '${written}'`);
+  return Number(written);
+}
+
+/** The whole numbers of a repeatable option, each value split at spaces and commas. */
 export function wholeNumbers(values: readonly string[], flag: string): number[] {
   return values
     .flatMap((v) => v.split(/[\s,]+/))
     .filter(Boolean)
     .map((v) => {
-      if (!/^\d+$/.test(v)) throw new UserError(`--${flag} takes whole numbers written in decimal digits, not '${v}'`);
+      if (!/^\d{1,9}$/.test(v)) throw new UserError(`--${flag} takes whole numbers written in decimal digits, not '${v}'`);
       return Number(v);
     });
 }

@@ -271,8 +271,9 @@ describe('episode', () => {
     const never = freshEpisode();
     refused(await start(never, 15), /--budget must be a whole number from 0 to 14/);
     expect(existsSync(never)).toBe(false); // a refused start creates nothing
-    refused(await start(freshEpisode(), '1.5'), /--budget must be a whole number/);
-    for (const written of ['0x3', '3e0', '+3', ' ']) refused(await start(freshEpisode(), written), /--budget must be a whole number/);
+    refused(await start(freshEpisode(), '1.5'), /--budget takes one whole number written in decimal digits, not '1.5'/);
+    for (const written of ['0x3', '3e0', '+3', ' '])
+      refused(await start(freshEpisode(), written), /--budget takes one whole number written in decimal digits/);
     refused(await run(['observe', '--episode', ep, '--masks', '0001', '--budget', '3']), /episode observe does not take --budget/);
     refused(await run(['status', '--episode', join(dir, 'nothing-here')]), /does not exist/);
     refused(

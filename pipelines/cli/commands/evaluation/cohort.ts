@@ -3,18 +3,11 @@ import { ROOT } from '../../../core/paths.ts';
 import { UserError } from '../../../core/errors.ts';
 import { formatSeconds } from '../../../core/progress.ts';
 import { defineCommand } from '../../command.ts';
-import { list, wholeNumbers, withReferences } from '../../options.ts';
+import { list, wholeNumber, wholeNumbers, withReferences } from '../../options.ts';
 import { outputPath } from '../../output-path.ts';
 
 /** Agents at once: more than this is no cohort a machine runs well. */
 const MAX_PARALLEL = 64;
-
-function oneWholeNumber(text: string | undefined, flag: string, fallback: number): number {
-  if (text === undefined) return fallback;
-  const [n, ...more] = wholeNumbers([text], flag);
-  if (n === undefined || more.length) throw new UserError(`--${flag} takes one whole number, not '${text}'`);
-  return n;
-}
 
 export default defineCommand({
   command: 'cohort <action>',
@@ -52,7 +45,7 @@ export default defineCommand({
     const inside = relative(ROOT, folder);
     if (inside === '' || (!inside.startsWith('..') && !isAbsolute(inside)))
       throw new UserError(`--out ${argv.out} is inside the repository (${ROOT}); name a folder outside it, e.g. ~/cohorts/NAME`);
-    const parallel = oneWholeNumber(argv.parallel, 'parallel', 1);
+    const parallel = argv.parallel === undefined ? 1 : wholeNumber(argv.parallel, 'parallel');
     if (parallel < 1 || parallel > MAX_PARALLEL) throw new UserError(`--parallel takes a whole number from 1 to ${MAX_PARALLEL}`);
     const seconds = argv.sessionSeconds === undefined ? 600 : Number(argv.sessionSeconds);
     if (!/^\d+(\.\d+)?$/.test(String(argv.sessionSeconds ?? '600')) || !(seconds > 0))
@@ -63,11 +56,11 @@ export default defineCommand({
       agent: argv.agent,
       conditions: list(argv.condition, 'condition'),
       budgets: wholeNumbers(list(argv.budget, 'budget'), 'budget'),
-      repeats: oneWholeNumber(argv.repeats, 'repeats', 1),
+      repeats: argv.repeats === undefined ? 1 : wholeNumber(argv.repeats, 'repeats'),
       labels: parseLabels(list(argv.label, 'label')),
       sessionSeconds: seconds,
-      ...(argv.calls !== undefined && { calls: oneWholeNumber(argv.calls, 'calls', 0) }),
-      ...(argv.callSeconds !== undefined && { callSeconds: oneWholeNumber(argv.callSeconds, 'call-seconds', 0) }),
+      ...(argv.calls !== undefined && { calls: wholeNumber(argv.calls, 'calls') }),
+      ...(argv.callSeconds !== undefined && { callSeconds: wholeNumber(argv.callSeconds, 'call-seconds') }),
       out: folder,
       parallel,
       controls: argv.controls,

@@ -1,16 +1,10 @@
 import { UserError } from '../../../core/errors.ts';
 import { formatSeconds } from '../../../core/progress.ts';
 import { defineCommand } from '../../command.ts';
-import { list, wholeNumbers, withReferences, withWorkers } from '../../options.ts';
+import { list, wholeNumber, wholeNumbers, withReferences, withWorkers } from '../../options.ts';
 import { outputPath } from '../../output-path.ts';
 
 const ACTIONS = ['run', 'summary'] as const;
-
-function seedsOf(text: string): number {
-  const [seeds, ...more] = wholeNumbers([text], 'seeds');
-  if (seeds === undefined || more.length) throw new UserError(`--seeds takes one whole number, not '${text}'`);
-  return seeds;
-}
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
@@ -74,7 +68,7 @@ export default defineCommand({
       conditions: list(argv.condition, 'condition'),
       methods: list(argv.method, 'method').map(parseMethod),
       budgets: wholeNumbers(list(argv.budget, 'budget'), 'budget'),
-      seeds: argv.seeds === undefined ? undefined : seedsOf(argv.seeds),
+      seeds: argv.seeds === undefined ? undefined : wholeNumber(argv.seeds, 'seeds'),
       grid: argv.grid as 'published' | undefined,
       out: folder,
       workers: argv.workers,

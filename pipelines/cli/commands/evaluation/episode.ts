@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { UserError } from '../../../core/errors.ts';
 import { defineCommand } from '../../command.ts';
+import { wholeNumber } from '../../options.ts';
 import { outputPath } from '../../output-path.ts';
 
 const ACTIONS = ['start', 'observe', 'status', 'submit', 'end', 'score', 'verify'] as const;
@@ -17,13 +18,6 @@ const OPTIONS: Record<(typeof ACTIONS)[number], string[]> = {
 const FLAGS: Record<string, string> = { callSeconds: 'call-seconds', sessionSeconds: 'session-seconds' };
 /** The actions that only read the episode folder: it is no output, so the output rule (and its list of git's files) is not asked. */
 const READS: ReadonlySet<string> = new Set(['status', 'score', 'verify']);
-
-/** A decimal whole number as written (yargs' number type would read 0x3 or 1e1). */
-function wholeNumber(option: string, value: unknown): number {
-  const written = String(value).trim();
-  if (!/^\d{1,9}$/.test(written)) throw new UserError(`--${option} must be a whole number written in decimal digits, not '${written}'`);
-  return Number(written);
-}
 
 export default defineCommand({
   command: 'episode <action>',
@@ -77,11 +71,11 @@ export default defineCommand({
       result = await episode.startEpisode(settings, {
         dir,
         condition: argv.condition,
-        budget: wholeNumber('budget', argv.budget),
+        budget: wholeNumber(argv.budget, 'budget'),
         labels: parseLabels((argv.label ?? []).map(String)),
-        ...(argv.calls !== undefined && { calls: wholeNumber('calls', argv.calls) }),
-        ...(argv.callSeconds !== undefined && { callSeconds: wholeNumber('call-seconds', argv.callSeconds) }),
-        ...(argv.sessionSeconds !== undefined && { sessionSeconds: wholeNumber('session-seconds', argv.sessionSeconds) }),
+        ...(argv.calls !== undefined && { calls: wholeNumber(argv.calls, 'calls') }),
+        ...(argv.callSeconds !== undefined && { callSeconds: wholeNumber(argv.callSeconds, 'call-seconds') }),
+        ...(argv.sessionSeconds !== undefined && { sessionSeconds: wholeNumber(argv.sessionSeconds, 'session-seconds') }),
       });
     } else if (action === 'observe') {
       const masks = (argv.masks ?? []).flatMap((m) => String(m).split(/[\s,]+/)).filter(Boolean);
