@@ -114,21 +114,11 @@ function selectProfile(configured: string | undefined, fromEnv: string | undefin
   return profileByName(configured ?? fromEnv ?? DEFAULT_PROFILE, runtimePins(runtime).numpy);
 }
 
-/** A positive number of seconds from `variable`, else `fallback`. */
-function secondsFrom(variable: string, value: string | undefined, fallback: number): number {
+/** A positive number of seconds, `what` (named in the refusal) as given, else `fallback`. */
+function positiveSeconds(what: string, value: number | string | undefined, fallback: number): number {
   const seconds = value === undefined ? fallback : Number(value);
-  if (!Number.isFinite(seconds) || seconds <= 0) throw new UserError(`${variable} must be a positive number of seconds, not '${value}'`);
+  if (!Number.isFinite(seconds) || seconds <= 0) throw new UserError(`${what} must be a positive number of seconds, not '${value}'`);
   return seconds;
-}
-
-function readTimeout(flag: number | undefined, fromEnv: string | undefined): number {
-  const value = flag ?? (fromEnv === undefined ? DEFAULT_READ_TIMEOUT_SECONDS : Number(fromEnv));
-  if (!Number.isFinite(value) || value <= 0) {
-    throw new UserError(
-      `the download read timeout must be a positive number of seconds, not '${flag ?? fromEnv}' (WWREF_DOWNLOAD_TIMEOUT_SECONDS)`,
-    );
-  }
-  return value;
 }
 
 /** The settings from flags, wwref.config.json and `env` (process.env when the CLI builds them). */
@@ -172,9 +162,17 @@ export function loadSettings(flags: SettingsFlags = {}, env: Readonly<Record<str
     mirrors: [...new Set(mirrors)],
     downloads: {
       online: flags.online ?? env.WWREF_OFFLINE !== '1',
-      readTimeoutSeconds: readTimeout(flags.readTimeoutSeconds, fromEnv('WWREF_DOWNLOAD_TIMEOUT_SECONDS')),
+      readTimeoutSeconds: positiveSeconds(
+        'the download read timeout (WWREF_DOWNLOAD_TIMEOUT_SECONDS)',
+        flags.readTimeoutSeconds ?? fromEnv('WWREF_DOWNLOAD_TIMEOUT_SECONDS'),
+        DEFAULT_READ_TIMEOUT_SECONDS,
+      ),
     },
-    helloTimeoutSeconds: secondsFrom('WWREF_HELLO_TIMEOUT_SECONDS', fromEnv('WWREF_HELLO_TIMEOUT_SECONDS'), DEFAULT_HELLO_TIMEOUT_SECONDS),
+    helloTimeoutSeconds: positiveSeconds(
+      'WWREF_HELLO_TIMEOUT_SECONDS',
+      fromEnv('WWREF_HELLO_TIMEOUT_SECONDS'),
+      DEFAULT_HELLO_TIMEOUT_SECONDS,
+    ),
     environment: env,
   };
 }

@@ -135,7 +135,7 @@ describe('loadSettings: precedence, flags > wwref.config.json > environment > de
     expect(settingsOf({ readTimeoutSeconds: 1 }, { WWREF_DOWNLOAD_TIMEOUT_SECONDS: '30' }).downloads.readTimeoutSeconds).toBe(1);
     for (const bad of ['0', '-1', 'soon', 'Infinity']) {
       expect(refusal(() => settingsOf({}, { WWREF_DOWNLOAD_TIMEOUT_SECONDS: bad })).message).toMatch(
-        /download read timeout must be a positive number of seconds.*WWREF_DOWNLOAD_TIMEOUT_SECONDS/,
+        /download read timeout \(WWREF_DOWNLOAD_TIMEOUT_SECONDS\) must be a positive number of seconds, not '/,
       );
     }
     expect(refusal(() => settingsOf({ readTimeoutSeconds: 0 })).message).toMatch(/positive number of seconds, not '0'/);
