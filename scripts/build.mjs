@@ -47,9 +47,10 @@ const externalPackages = {
  * gets the package's function behind a shortcut: a string of printable ASCII only is as wide as it
  * is long (one column a character, which string-width computes through its Unicode rules: segmenting
  * into graphemes, emoji regular expressions, East Asian widths). Those rules cost some 40 ms of every
- * command that lays out a help text (`--help`, any command with subcommands); any other string still
- * goes to string-width. test/cli/startup.test.ts checks the shortcut's premise on the installed
- * copies, and that the build prints what the sources print.
+ * command that lays out a help text (`--help`, any command with subcommands), and building them some
+ * 13 ms of every command; any other string (`--help` has a few: ×, …) still goes to string-width,
+ * loaded then. test/cli/startup.test.ts checks the shortcut's premise on the installed copies, and
+ * that the build prints what the sources print.
  */
 const asciiStringWidth = {
   name: 'ascii-string-width',
@@ -66,11 +67,14 @@ const asciiStringWidth = {
       if (resolved.errors.length) return { errors: resolved.errors };
       return { path: resolved.path, namespace: 'ascii-string-width' };
     });
+    // the package is required on first use, not imported: esbuild then evaluates it only if a string
+    // needs it, and its Unicode regular expressions (some 13 ms at start) are never built for ASCII
     build.onLoad({ filter: /.*/, namespace: 'ascii-string-width' }, (args) => ({
       contents:
-        `import stringWidth from ${JSON.stringify(args.path)};\n` +
         'const PRINTABLE_ASCII = /^[\\x20-\\x7e]*$/;\n' +
-        'export default (string, options) => (typeof string === "string" && PRINTABLE_ASCII.test(string) ? string.length : stringWidth(string, options));\n',
+        'let stringWidth;\n' +
+        'export default (string, options) => (typeof string === "string" && PRINTABLE_ASCII.test(string) ? string.length : ' +
+        `(stringWidth ??= require(${JSON.stringify(args.path)}).default)(string, options));\n`,
       resolveDir: dirname(args.path),
       loader: 'js',
     }));
