@@ -32,10 +32,12 @@ export function builtEntry(root) {
     const recorded = stamp.inputs[file];
     let stat;
     try {
-      stat = statSync(`${root}/${file}`);
+      // a missing file answers undefined rather than an exception: some 700 files are asked at every start
+      stat = statSync(`${root}/${file}`, { throwIfNoEntry: false });
     } catch {
-      return undefined; // a source was removed or renamed
+      stat = undefined; // not a folder on the way, not readable
     }
+    if (stat === undefined) return undefined; // a source was removed or renamed
     if (stat.size === recorded.size && stat.mtimeMs === recorded.mtimeMs) continue;
     if (stat.size !== recorded.size || sha256(readFileSync(`${root}/${file}`)) !== recorded.sha256) return undefined;
   }

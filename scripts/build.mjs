@@ -110,6 +110,19 @@ function moduleText(root, path, contents) {
   return replaced;
 }
 
+/**
+ * The bundle as ASCII, so that code-cache.mjs reads it as Latin-1, a copy of its bytes, rather than
+ * decoding UTF-8 (some 10 ms of each start for 2.8 MB). esbuild already writes every string, regular
+ * expression and name of the code in ASCII (escapes: its default charset); what it leaves are a few
+ * comments it keeps (…, —, emoji), written here as \u{…}.
+ */
+function asciiOnly(text) {
+  return Buffer.from(
+    text.replace(/[^\x00-\x7f]/gu, (c) => `\\u{${c.codePointAt(0).toString(16)}}`),
+    'latin1',
+  );
+}
+
 /** Writes `bytes` to `path` unless the file is there already (names carry a content hash): a temporary file renamed, so a reader never sees half of it. */
 function writeOnce(path, bytes) {
   try {
@@ -199,7 +212,7 @@ export async function build(root = ROOT) {
     throw new Error(`the bundle cannot keep a dynamic import() of a module outside it: ${dynamic.join(', ')} (import it statically)`);
   const keep = new Set();
   for (const file of result.outputFiles) {
-    writeOnce(file.path, file.contents);
+    writeOnce(file.path, asciiOnly(file.text));
     keep.add(file.path);
   }
   const entry = Object.entries(result.metafile.outputs).find(([, output]) => output.entryPoint === 'pipelines/cli/main.ts')?.[0];
