@@ -285,6 +285,10 @@ describe('limits, deadline and undelivered episodes', () => {
     const ep = await startEpisode(2);
     refusedLine(await cli(['episode', 'end', '--episode', ep]), /episode end needs --reason TEXT/);
     refusedLine(await cli(['episode', 'end', '--episode', ep, '--reason', 'x', '--masks', '0001']), /does not take --masks/);
+    // a reason is shown on one line (status, a refusal): no newline, tab or terminal escape in it
+    for (const reason of ['two\nlines', 'tab\there', 'red \u001b[31m'])
+      refusedLine(await cli(['episode', 'end', '--episode', ep, '--reason', reason]), /--reason holds a control character/);
+    expect((await cli(['episode', 'status', '--episode', ep])).json.closed).toBe(false);
     refusedLine(
       await cli([
         'episode',

@@ -99,6 +99,9 @@ export default defineCommand({
       }
     } else if (action === 'end') {
       if (argv.reason === undefined) throw new UserError('episode end needs --reason TEXT');
+      // the reason is shown on one line wherever the episode is (status, refusals, a terminal)
+      if (/\p{Cc}/u.test(argv.reason))
+        throw new UserError('--reason holds a control character (a newline, tab or escape); write it as one line of text');
       result = await episode.endEpisode(settings, dir, argv.reason);
     } else if (action === 'verify') {
       const { verifyEpisode } = await import('../../../evaluation/calculations.ts');
