@@ -202,7 +202,7 @@ export class Progress {
     return (
       `[${this.label}] ${this.done}/${this.total} ${this.unit}` +
       (this.failed ? ` (${this.failed} failed)` : '') +
-      `, ${formatSeconds(seconds)} elapsed, ${rate.toFixed(2)}/s, ${eta === undefined ? `no ETA before ${etaThreshold(this.total)} ${this.unit} are done` : `ETA ${formatSeconds(eta)}`}` +
+      `, ${formatSeconds(seconds)} elapsed, ${rate.toFixed(2)}/s, ${eta === undefined ? `no ETA before ${etaThreshold(this.total)} ${this.unit} are done` : `ETA ${formatEta(eta)}`}` +
       (this.remaining.size ? ` | ${this.remaining.size} condition(s) left` : '') +
       (this.lastCondition && this.done < this.total ? `, last finished: ${this.lastCondition}` : '')
     );
@@ -224,6 +224,17 @@ export class Progress {
       process.stderr.write(`${this.line()}\n`);
     }
   }
+}
+
+/**
+ * An ETA as a line shows it: tenths of a second under 10 s (the last seconds of a run, where a whole
+ * second is most of what is left), '<1s' under one second, else as formatSeconds.
+ */
+export function formatEta(seconds: number): string {
+  if (seconds === 0) return '0s';
+  if (seconds < 1) return '<1s';
+  if (seconds < 10) return `${seconds.toFixed(1)}s`;
+  return formatSeconds(seconds);
 }
 
 export function formatSeconds(seconds: number): string {
