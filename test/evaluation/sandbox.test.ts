@@ -11,9 +11,17 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { type Receipt, runCalculation, verifyReceipt } from '../../pipelines/evaluation/sandbox/calculation.ts';
-import { RUNNER, sandboxAvailable } from '../../pipelines/evaluation/sandbox/isolation.ts';
+import {
+  DATA_MARGIN_BYTES,
+  RUNNER,
+  resolveLimits,
+  sandboxArgv,
+  sandboxAvailable,
+  sandboxTools,
+} from '../../pipelines/evaluation/sandbox/isolation.ts';
 import { parentOf } from '../support/processes.ts';
 
+const MIB = 1024 * 1024;
 const EVIDENCE = { task: { condition: 'wine', dimensions: 4 }, observations: [{ mask: '0000', utility: 0.5 }], credits: 3 };
 const SECRET = randomBytes(12).toString('hex');
 let secretDir: string;
@@ -192,6 +200,28 @@ print(list({str(i): i for i in range(5)}), id(object()) > 0)
     expect(receipt).toMatchObject({ status: 'over_memory', killedBy: 'memory', returnCode: null });
     expect(runnersAlive()).toEqual([]);
   });
+
+  it('bounds JavaScript memory outside the heap in the kernel too: with no watchdog, allocations past the data limit fail', async () => {
+    // the sandbox's own command line, run here without runCalculation's poll: only the kernel's RLIMIT_DATA stands
+    const limits = resolveLimits({ memoryBytes: 1024 * MIB });
+    const argv = sandboxArgv(sandboxTools(), limits);
+    const code =
+      'import pyodide_js\n' +
+      'print(pyodide_js.FS.mkdir.constructor("let keep = [], n = 0; try { for (;;) { keep.push(Buffer.alloc(1 << 26, 1)); n++ } } catch (e) { return n + \' \' + e.message }")())';
+    const child = spawn(argv[0]!, argv.slice(1), { detached: true, env: {}, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+    child.stdin!.end(JSON.stringify({ code, evidence: '{}' }));
+    const stop = setTimeout(() => process.kill(-child.pid!, 'SIGKILL'), 90_000);
+    const exit = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    clearTimeout(stop);
+    expect(exit, stdout).toBe(0);
+    const [blocks, ...message] = stdout.trim().split(' ');
+    // the first 64 MiB blocks were given, and never as many as the data limit holds
+    expect(Number(blocks)).toBeGreaterThan(2);
+    expect(Number(blocks) * 64 * MIB).toBeLessThan(limits.memoryBytes + DATA_MARGIN_BYTES);
+    expect(message.join(' ')).toMatch(/allocation failed/i);
+  }, 120_000);
 
   it('bounds an output flood: the first bytes kept, the call ended, the flag set', async () => {
     const flood = await calc('import sys\nwhile True:\n    sys.stdout.write("y" * 65536)', { outputBytes: 4096 });

@@ -33,6 +33,14 @@ const NODE_ROOM = 512 * MIB;
 const JS_HEAP_MIB = 384;
 const SCRATCH_BYTES = 64 * MIB;
 const MAX_FILES = 256;
+/**
+ * The kernel's limit on the interpreter's data (RLIMIT_DATA: its private writable memory, WebAssembly
+ * memory as it grows included) is the memory limit and this much more: everything it can use lawfully
+ * (WebAssembly capped NODE_ROOM below the limit, JS_HEAP_MIB of heap, some 180 MiB of Node itself)
+ * stays under the limit; JavaScript's memory outside the heap (Buffer, ArrayBuffer), which only the
+ * poll watches, cannot go past it even while the poll is late.
+ */
+export const DATA_MARGIN_BYTES = 512 * MIB;
 /** CPU seconds allowed to the interpreter's start-up on top of the code's limit (kernel backstop only). */
 const STARTUP_CPU_SECONDS = 30;
 
@@ -142,12 +150,14 @@ export function sandboxArgv(
     `--wasm-max-mem-pages=${wasmPages}`,
     '/sbx/runner.mjs',
   ];
-  // the kernel's own limits, kept through every exec: CPU (a backstop to the watchdog, which counts from
-  // the code's start; the kernel counts the interpreter's start-up too), no core
-  // files, a bounded number of open files and file size
+  // the kernel's own limits, kept through every exec: CPU and data (backstops to the watchdog: it counts
+  // CPU from the code's start, the kernel the interpreter's start-up too; it polls memory, the kernel
+  // refuses the allocation), no core files, a bounded number of open files and file size. Not the
+  // address space: WebAssembly reserves far more of it than it uses.
   const prlimit = [
     tools.prlimit,
     `--cpu=${Math.ceil(limits.cpuSeconds) + STARTUP_CPU_SECONDS}:${Math.ceil(limits.cpuSeconds) + STARTUP_CPU_SECONDS + 1}`,
+    `--data=${limits.memoryBytes + DATA_MARGIN_BYTES}`,
     '--core=0',
     `--nofile=${MAX_FILES}`,
     `--fsize=${SCRATCH_BYTES}`,
