@@ -19,6 +19,7 @@ import {
   sandboxAvailable,
   sandboxTools,
 } from '../../pipelines/evaluation/sandbox/isolation.ts';
+import { interpreterSnapshot } from '../../pipelines/evaluation/sandbox/snapshot.ts';
 import { parentOf } from '../support/processes.ts';
 
 const MIB = 1024 * 1024;
@@ -201,27 +202,36 @@ print(list({str(i): i for i in range(5)}), id(object()) > 0)
     expect(runnersAlive()).toEqual([]);
   });
 
-  it('bounds JavaScript memory outside the heap in the kernel too: with no watchdog, allocations past the data limit fail', async () => {
-    // the sandbox's own command line, run here without runCalculation's poll: only the kernel's RLIMIT_DATA stands
-    const limits = resolveLimits({ memoryBytes: 1024 * MIB });
-    const argv = sandboxArgv(sandboxTools(), limits);
-    const code =
-      'import pyodide_js\n' +
-      'print(pyodide_js.FS.mkdir.constructor("let keep = [], n = 0; try { for (;;) { keep.push(Buffer.alloc(1 << 26, 1)); n++ } } catch (e) { return n + \' \' + e.message }")())';
-    const child = spawn(argv[0]!, argv.slice(1), { detached: true, env: {}, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-    child.stdin!.end(JSON.stringify({ code, evidence: '{}' }));
-    const stop = setTimeout(() => process.kill(-child.pid!, 'SIGKILL'), 90_000);
-    const exit = await new Promise<number | null>((resolve) => child.on('close', resolve));
-    clearTimeout(stop);
-    expect(exit, stdout).toBe(0);
-    const [blocks, ...message] = stdout.trim().split(' ');
-    // the first 64 MiB blocks were given, and never as many as the data limit holds
-    expect(Number(blocks)).toBeGreaterThan(2);
-    expect(Number(blocks) * 64 * MIB).toBeLessThan(limits.memoryBytes + DATA_MARGIN_BYTES);
-    expect(message.join(' ')).toMatch(/allocation failed/i);
-  }, 120_000);
+  it.each([
+    ['Buffer', 'Buffer.alloc(1 << 26, 1)'],
+    ['SharedArrayBuffer', 'new Uint8Array(new SharedArrayBuffer(1 << 26)).fill(1)'],
+    ['shared WebAssembly.Memory', 'new Uint8Array(new WebAssembly.Memory({ initial: 1024, maximum: 1024, shared: true }).buffer).fill(1)'],
+  ])(
+    'bounds JavaScript memory outside the heap (%s) in the kernel too: with no watchdog, allocations past the data limit fail',
+    async (_, block) => {
+      // the sandbox's own command line, run here without runCalculation's poll: only the kernel's RLIMIT_DATA stands
+      const limits = resolveLimits({ memoryBytes: 1024 * MIB });
+      const tools = sandboxTools();
+      const argv = sandboxArgv(tools, limits, { snapshot: await interpreterSnapshot(tools) });
+      const code =
+        'import pyodide_js\n' +
+        `print(pyodide_js.FS.mkdir.constructor("let keep = [], n = 0; try { for (;;) { keep.push(${block}); n++ } } catch (e) { return n + ' ' + e.message }")())`;
+      const child = spawn(argv[0]!, argv.slice(1), { detached: true, env: {}, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
+      let stdout = '';
+      child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+      child.stdin!.end(JSON.stringify({ code, evidence: '{}' }));
+      const stop = setTimeout(() => process.kill(-child.pid!, 'SIGKILL'), 90_000);
+      const exit = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      clearTimeout(stop);
+      expect(exit, stdout).toBe(0);
+      const [blocks, ...message] = stdout.trim().split(' ');
+      // the first 64 MiB blocks were given, and never as many as the data limit holds
+      expect(Number(blocks)).toBeGreaterThan(2);
+      expect(Number(blocks) * 64 * MIB).toBeLessThan(limits.memoryBytes + DATA_MARGIN_BYTES);
+      expect(message.join(' ')).toMatch(/allocation failed|could not allocate memory/i);
+    },
+    120_000,
+  );
 
   it('bounds an output flood: the first bytes kept, the call ended, the flag set', async () => {
     const flood = await calc('import sys\nwhile True:\n    sys.stdout.write("y" * 65536)', { outputBytes: 4096 });
