@@ -18,7 +18,7 @@ import type { Surface } from '../../analysis/effects.ts';
 import { BENCHMARK_FIELDS } from '../../analysis/grade-records.ts';
 import { type GradeResult, gradeSurface, predictionFromJson } from '../../analysis/grade.ts';
 import { isObject, type Json, parseStrictJson } from '../../analysis/strict-json.ts';
-import { Ordered, orderedJson } from '../controls/records.ts';
+import { maskOrdered, Ordered, orderedJson } from '../controls/records.ts';
 import { allMasks } from '../../catalog/masks.ts';
 import { type EpisodeState, readEpisode } from '../episode.ts';
 import type { SharedScores } from '../shared-scores.ts';
@@ -58,14 +58,8 @@ export function undeliveredReason(outcome: AgentOutcome, deadlineSeconds: number
 /** The results line of one episode (without the newline). */
 export function resultLine(result: EpisodeResult): string {
   const { planned, score } = result;
-  const maskOrder = (table: Record<string, number>) =>
-    new Ordered(
-      Object.keys(table)
-        .sort()
-        .map((mask) => [mask, table[mask]]),
-    );
   const ordered = score
-    ? new Ordered(BENCHMARK_FIELDS.map((f) => [f, f === 'prediction_table' ? maskOrder(score.prediction_table) : score[f]]))
+    ? new Ordered(BENCHMARK_FIELDS.map((f) => [f, f === 'prediction_table' ? maskOrdered(score.prediction_table) : score[f]]))
     : null;
   return orderedJson({
     episode: planned.id,
@@ -92,7 +86,7 @@ export function resultLine(result: EpisodeResult): string {
       Object.entries(result.shared).map(([field, shared]) => [
         field,
         isObject(shared as Json) && isObject((shared as Record<string, Json>).prediction_table)
-          ? { ...shared, prediction_table: maskOrder((shared as { prediction_table: Record<string, number> }).prediction_table) }
+          ? { ...shared, prediction_table: maskOrdered((shared as { prediction_table: Record<string, number> }).prediction_table) }
           : shared,
       ]),
     ),

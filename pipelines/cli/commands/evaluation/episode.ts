@@ -111,7 +111,9 @@ export default defineCommand({
       result = verification;
       code = verification.ok ? 0 : 1;
     } else result = await episode.scoreEpisode(settings, dir, { shared: argv.shared !== false });
-    out(JSON.stringify(result, null, 2));
+    // prediction tables in mask order ('0000' first: a plain object would put '1000' … before it)
+    const { orderedJson, withMaskOrderedTables } = await import('../../../evaluation/controls/records.ts');
+    out(orderedJson(withMaskOrderedTables(result), 2));
     return code;
   },
 });
