@@ -6,7 +6,6 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { UserError } from './errors.ts';
 import { ROOT } from './paths.ts';
@@ -14,9 +13,14 @@ import type { Settings } from './settings.ts';
 
 export const SETUP_SCRIPT = join(ROOT, 'scripts', 'setup-python');
 
-/** Lock file that serialises concurrent first uses (two commands started at once on a fresh clone). */
+/**
+ * Lock file that serialises concurrent first uses (two commands started at once on a fresh clone):
+ * in the checkout's own tool folder (`.tools/`, ignored by git), nothing written outside the checkout.
+ */
 function lockFile(): string {
-  return join(tmpdir(), `wwref-setup-${createHash('sha256').update(ROOT).digest('hex').slice(0, 16)}.lock`);
+  const tools = join(ROOT, '.tools');
+  mkdirSync(tools, { recursive: true });
+  return join(tools, 'setup.lock');
 }
 
 /** Whether `flock` (util-linux) is on the PATH; without it the set-up runs unlocked. */

@@ -165,6 +165,10 @@ describe('a faulty agent', () => {
     expect(crash.credits_spent).toBe(1); // what it bought before crashing is kept and refitted
     expect(crash.shared_gp_score.effect_recovery).toBeTypeOf('number');
     expect(readFileSync(join(out, 'episodes', crash.episode, 'agent.stderr'), 'utf8')).toContain('fault-agent: crashing');
+    // and said on the run's stderr, with the agent's last line of its own (in whichever of the two runs it ran)
+    expect(`${stopped.stderr}${run.stderr}`).toContain(
+      `cohort: ${crash.episode} undelivered: the agent exited with status 1 without submitting; its stderr ends: fault-agent: crashing (`,
+    );
     expect(hang.undelivered_reason).toBe("no submission within the session's 10 s: the agent was stopped");
     expect(hang.process.stopped).toBe('deadline');
     expect(runningPid(pidsIn(join(out, 'episodes', hang.episode, 'agent.stdout'))[0]!)).toBe(false);

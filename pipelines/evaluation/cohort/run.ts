@@ -212,7 +212,28 @@ async function closeAndScore(
     finishedAt: new Date().toISOString(),
   });
   appendNoFollow(join(options.out, RESULTS_FILE), `${line}\n`);
+  if (reason !== undefined) {
+    // said where the researcher looks: why, and the agent's own last word on it (a missing environment…)
+    const said = lastLine(join(dir, 'agent.stderr'));
+    options.log(`cohort: ${planned.id} undelivered: ${reason}${said ? `; its stderr ends: ${said}` : ''} (${join(dir, 'agent.stderr')})`);
+  }
   return { delivered: score.delivered, agentSeconds: outcome.wall_seconds };
+}
+
+/** The last line of text in `file` (an agent's kept stderr, at most 1 MiB), printable and at most 300 characters; '' if none. */
+function lastLine(file: string): string {
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+  const line = text
+    .split('\n')
+    .map((l) => l.replace(/\p{Cc}/gu, ' ').trim())
+    .filter(Boolean)
+    .at(-1);
+  return line === undefined ? '' : [...line].length > 300 ? `${[...line].slice(0, 300).join('')}…` : line;
 }
 
 /** Keeps the folder of an episode an earlier run left unfinished under OUT/interrupted/, so that it can start afresh. */
