@@ -2,6 +2,7 @@
 // settings once (flags, wwref.config.json, the environment: core/settings.ts), checks what every
 // command shares, runs the command and turns its outcome into an exit status. A UserError is printed
 // as one line (exit 2), a stopped job exits 128 + signal, anything else is an internal error (1).
+import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import yargs, { type ArgumentsCamelCase } from 'yargs';
 import { hideBin } from 'yargs/helpers';
@@ -80,6 +81,9 @@ function settingsFor(
   if (argv.runtime !== undefined && (typeof argv.runtime !== 'string' || argv.runtime.trim() === ''))
     throw new UserError('--runtime needs a name (see runtimes in wwref.config.json)');
   const mirrors = Array.isArray(argv.mirror) ? argv.mirror.map(String) : [];
+  // a mirror named here is one the user means to be read: one that is no folder is a mistake, not a miss
+  for (const mirror of mirrors)
+    if (!statSync(mirror, { throwIfNoEntry: false })?.isDirectory()) throw new UserError(`--mirror ${mirror} is not a folder`);
   const settings = loadSettings({ references: own ? undefined : references, runtime: argv.runtime as string | undefined, mirrors }, env);
   // a reference folder is never inside prepared/, the raw cache or manifests/ (nor around them)
   const target = own && references !== undefined ? resolve(references) : settings.paths.references;
@@ -125,10 +129,29 @@ async function main(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
     .help()
     .fail((message, error) => {
       // yargs spreads some messages over lines ("Invalid values:\n  Argument: ..."): one line here
-      throw error ?? new UserError(message.replace(/\s*\n\s*/g, ' '));
+      throw error ?? new UserError(commandMistake(args, message) ?? message.replace(/\s*\n\s*/g, ' '));
     })
     .parseAsync();
   return exitCode;
+}
+
+/**
+ * yargs' message for a mistake in the command word itself, said in the user's terms: an unknown
+ * command ("Unknown argument: lsit") with the commands there are, and a command without its
+ * positional arguments ("Not enough non-option arguments: got 0 …") with what it needs.
+ */
+function commandMistake(args: readonly string[], message: string): string | undefined {
+  const word = args.find((a) => !a.startsWith('-'));
+  if (word === undefined) return undefined;
+  const names = COMMANDS.map((c) => c.command.split(' ')[0]!);
+  const command = COMMANDS.find((c) => c.command.split(' ')[0] === word);
+  if (!command && message === `Unknown argument: ${word}`)
+    return `unknown command '${word}'; the commands: ${[...names].sort().join(', ')} (wwref --help)`;
+  if (command && /^Not enough non-option arguments/.test(message)) {
+    const needs = command.command.split(' ').slice(1).join(' ');
+    return `${word} needs ${needs} (wwref ${word} --help)`;
+  }
+  return undefined;
 }
 
 const ESCAPES: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { UserError } from '../../../core/errors.ts';
 import { defineCommand } from '../../command.ts';
 import { withReferences } from '../../options.ts';
 
@@ -11,6 +13,9 @@ export default defineCommand({
       describe: 'one JSON document: every condition with its family, width, source, pairing and published comparability',
     }),
   run: async (argv, { settings, out }) => {
+    // the plans listed are those the named folder was built from: a folder that is not there is a mistake, not "none"
+    if (argv.references !== undefined && !existsSync(settings.paths.references))
+      throw new UserError(`reference folder ${argv.references} does not exist`);
     const { loadCatalog } = await import('../../../references/store.ts');
     const catalog = loadCatalog(settings);
     if (argv.json) {
