@@ -24,6 +24,8 @@ interface ConditionWork {
 export const ETA_WINDOW = 200;
 /** A condition's own measured mean counts as this many records against its expected cost: a few records on a busy machine say little. */
 const PRIOR_RECORDS = 8;
+/** The window is cut into this many runs of consecutive records to fit the orchestration on. */
+const ORCHESTRATION_PARTS = 8;
 
 /**
  * Seconds left of a run whose records cost different amounts, on `workers` workers. Each unfinished
@@ -32,11 +34,14 @@ const PRIOR_RECORDS = 8;
  *   left = Σ over unfinished records (computation + overhead) / workers.
  * A record's computation is its seconds in the references times how much slower this machine is now
  * (the computation of the last ETA_WINDOW finished records against their references' seconds),
- * drawn towards its condition's measured mean as that condition's records finish. The overhead per
+ * drawn towards its condition's measured mean as that condition's records finish. The overhead of a
  * record is measured on the same records: the worker time they took (workers × the time they took to
- * finish) less their computation. Both follow the machine: the retrieval records that run first say
- * little about the 1,100 records of a few milliseconds that follow (whose orchestration costs as much
- * as their computation), and a shared machine's load changes. A run whose records report no
+ * finish) less their computation, as a cost per record plus a cost per second of expected computation
+ * (a larger data set costs more to send, hash and verify), fitted on consecutive parts of the window;
+ * a single mean per record made the small records at the end of a rebuild cost what the larger ones
+ * before them had. Both follow the machine: the retrieval records that run first say little about the
+ * 1,100 records of a few milliseconds that follow (whose orchestration costs as much as their
+ * computation), and a shared machine's load changes. A run whose records report no
  * computation seconds falls back to the rate at which expected work was done. No estimate until
  * etaThreshold(total) records finished; between two finished records the estimate counts down.
  */
@@ -100,14 +105,57 @@ export class EtaEstimator {
     const native = this.recent.reduce((sum, r) => sum + r.native, 0);
     const expected = this.recent.reduce((sum, r) => sum + r.expected, 0);
     const scale = native > 0 && expected > 0 ? native / expected : 1;
-    const overhead = Math.max(0, (this.workers * (last - this.windowStart) - native) / this.recent.length);
-    const work = left.reduce((sum, w) => {
-      const computation = (w.nativeSeconds + PRIOR_RECORDS * this.expectedOf(w) * scale) / (w.measured + PRIOR_RECORDS);
-      return sum + w.left * (computation + overhead);
-    }, 0);
+    const overhead = this.orchestration(last);
+    let work = 0;
+    let orchestration = 0;
+    for (const w of left) {
+      const expected = this.expectedOf(w);
+      const computation = (w.nativeSeconds + PRIOR_RECORDS * expected * scale) / (w.measured + PRIOR_RECORDS);
+      const around = overhead.perRecord + overhead.perExpectedSecond * expected;
+      work += w.left * (computation + around);
+      orchestration += w.left * around;
+    }
     // counted down since the last record finished, never below the orchestration of what is left
-    const floor = (left.reduce((sum, w) => sum + w.left, 0) * overhead) / this.workers;
-    return Math.max(work / this.workers - (now - last), floor);
+    return Math.max(work / this.workers - (now - last), orchestration / this.workers);
+  }
+
+  /**
+   * The workers' time around a record's computation as perRecord + perExpectedSecond × its expected
+   * seconds: least squares over ORCHESTRATION_PARTS runs of the window (each run's worker time less
+   * its computation, against its records and their expected seconds), neither part negative. The mean
+   * per record alone when the window is too short to cut or its records do not tell the two apart.
+   */
+  private orchestration(last: number): { perRecord: number; perExpectedSecond: number } {
+    const n = this.recent.length;
+    const native = this.recent.reduce((sum, r) => sum + r.native, 0);
+    const mean = { perRecord: Math.max(0, (this.workers * (last - this.windowStart) - native) / n), perExpectedSecond: 0 };
+    const size = Math.floor(n / ORCHESTRATION_PARTS);
+    if (size < 5) return mean;
+    // normal equations of y = a·records + b·expected over the parts
+    let [rr, re, ee, ry, ey] = [0, 0, 0, 0, 0];
+    let start = this.windowStart;
+    for (let k = 0; k < ORCHESTRATION_PARTS; k++) {
+      const part = this.recent.slice(k * size, k === ORCHESTRATION_PARTS - 1 ? n : (k + 1) * size);
+      const end = part.at(-1)!.at;
+      const y = this.workers * (end - start) - part.reduce((sum, r) => sum + r.native, 0);
+      const records = part.length;
+      const expected = part.reduce((sum, r) => sum + r.expected, 0);
+      [rr, re, ee, ry, ey] = [
+        rr + records * records,
+        re + records * expected,
+        ee + expected * expected,
+        ry + records * y,
+        ey + expected * y,
+      ];
+      start = end;
+    }
+    const det = rr * ee - re * re;
+    if (!(det > 1e-12 * rr * ee)) return mean;
+    const a = (ry * ee - ey * re) / det;
+    const b = (rr * ey - re * ry) / det;
+    if (b < 0) return mean;
+    if (a < 0) return { perRecord: 0, perExpectedSecond: Math.max(0, ey / ee) };
+    return { perRecord: a, perExpectedSecond: b };
   }
 
   /** A condition's expected seconds per record: its own, else the mean of the known ones, else 1. */
