@@ -112,7 +112,7 @@ async function main(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
       checkWorkers(argv.workers, argv.workersMax);
       ({ settings, target } = settingsFor(
         argv,
-        COMMANDS.find((c) => c.command.split(' ')[0] === argv._[0]),
+        COMMANDS.find((c) => commandName(c) === argv._[0]),
         env,
       ));
     });
@@ -135,6 +135,9 @@ async function main(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return exitCode;
 }
 
+/** A command's word: `episode` of 'episode <action>'. */
+const commandName = (command: Command): string => command.command.split(' ')[0]!;
+
 /**
  * yargs' message for a mistake in the command word itself, said in the user's terms: an unknown
  * command ("Unknown argument: lsit") with the commands there are, and a command without its
@@ -143,10 +146,9 @@ async function main(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
 function commandMistake(args: readonly string[], message: string): string | undefined {
   const word = args.find((a) => !a.startsWith('-'));
   if (word === undefined) return undefined;
-  const names = COMMANDS.map((c) => c.command.split(' ')[0]!);
-  const command = COMMANDS.find((c) => c.command.split(' ')[0] === word);
+  const command = COMMANDS.find((c) => commandName(c) === word);
   if (!command && message === `Unknown argument: ${word}`)
-    return `unknown command '${word}'; the commands: ${[...names].sort().join(', ')} (wwref --help)`;
+    return `unknown command '${word}'; the commands: ${COMMANDS.map(commandName).sort().join(', ')} (wwref --help)`;
   if (command && /^Not enough non-option arguments/.test(message)) {
     const needs = command.command.split(' ').slice(1).join(' ');
     return `${word} needs ${needs} (wwref ${word} --help)`;

@@ -105,7 +105,7 @@ export class EtaEstimator {
     const native = this.recent.reduce((sum, r) => sum + r.native, 0);
     const expected = this.recent.reduce((sum, r) => sum + r.expected, 0);
     const scale = native > 0 && expected > 0 ? native / expected : 1;
-    const overhead = this.orchestration(last);
+    const overhead = this.orchestration(last, native);
     let work = 0;
     let orchestration = 0;
     for (const w of left) {
@@ -124,10 +124,10 @@ export class EtaEstimator {
    * seconds: least squares over ORCHESTRATION_PARTS runs of the window (each run's worker time less
    * its computation, against its records and their expected seconds), neither part negative. The mean
    * per record alone when the window is too short to cut or its records do not tell the two apart.
+   * `native`: the window's computation seconds.
    */
-  private orchestration(last: number): { perRecord: number; perExpectedSecond: number } {
+  private orchestration(last: number, native: number): { perRecord: number; perExpectedSecond: number } {
     const n = this.recent.length;
-    const native = this.recent.reduce((sum, r) => sum + r.native, 0);
     const mean = { perRecord: Math.max(0, (this.workers * (last - this.windowStart) - native) / n), perExpectedSecond: 0 };
     const size = Math.floor(n / ORCHESTRATION_PARTS);
     if (size < 5) return mean;

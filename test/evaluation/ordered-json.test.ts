@@ -1,7 +1,7 @@
-// The JSON writer of records and of `episode` output (pipelines/evaluation/controls/records.ts): masks
+// The JSON writer of records and of `episode` output (pipelines/evaluation/ordered-json.ts): masks
 // in order, and otherwise the text JSON.stringify would write, on one line or laid out.
 import { describe, expect, it } from 'vitest';
-import { Ordered, orderedJson, withMaskOrderedTables } from '../../pipelines/evaluation/controls/records.ts';
+import { Ordered, orderedJson, withMaskOrderedTables } from '../../pipelines/evaluation/ordered-json.ts';
 
 const SAMPLE = {
   condition: 'wine',

@@ -18,7 +18,7 @@ import type { Surface } from '../../analysis/effects.ts';
 import { BENCHMARK_FIELDS } from '../../analysis/grade-records.ts';
 import { type GradeResult, gradeSurface, predictionFromJson } from '../../analysis/grade.ts';
 import { isObject, type Json, parseStrictJson } from '../../analysis/strict-json.ts';
-import { maskOrdered, Ordered, orderedJson } from '../controls/records.ts';
+import { maskOrdered, Ordered, orderedJson, withMaskOrderedTables } from '../ordered-json.ts';
 import { allMasks } from '../../catalog/masks.ts';
 import { type EpisodeState, readEpisode } from '../episode.ts';
 import type { SharedScores } from '../shared-scores.ts';
@@ -82,14 +82,7 @@ export function resultLine(result: EpisodeResult): string {
     effect_recovery: score?.effect_recovery ?? 0,
     score: ordered,
     // the shared estimators' tables in mask order too (as objects, '1000' … would come before '0000')
-    ...Object.fromEntries(
-      Object.entries(result.shared).map(([field, shared]) => [
-        field,
-        isObject(shared as Json) && isObject((shared as Record<string, Json>).prediction_table)
-          ? { ...shared, prediction_table: maskOrdered((shared as { prediction_table: Record<string, number> }).prediction_table) }
-          : shared,
-      ]),
-    ),
+    ...(withMaskOrderedTables(result.shared) as Record<string, unknown>),
     process: result.process,
     reference: planned.condition.reference,
     started_at: result.startedAt,

@@ -112,7 +112,7 @@ export default defineCommand({
       code = verification.ok ? 0 : 1;
     } else result = await episode.scoreEpisode(settings, dir, { shared: argv.shared !== false });
     // prediction tables in mask order ('0000' first: a plain object would put '1000' … before it)
-    const { orderedJson, withMaskOrderedTables } = await import('../../../evaluation/controls/records.ts');
+    const { orderedJson, withMaskOrderedTables } = await import('../../../evaluation/ordered-json.ts');
     out(orderedJson(withMaskOrderedTables(result), 2));
     return code;
   },
