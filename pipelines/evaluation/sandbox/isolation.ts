@@ -1,17 +1,20 @@
-// The OS sandbox of one calculation: the bubblewrap command line (namespaces, read-only binds of exactly
-// the files the interpreter needs, a private size-limited scratch tmpfs), the resource limits given to
-// the kernel (prlimit) and to Node/V8, and whether such a sandbox can be made on this machine at all.
-import { spawnSync } from 'node:child_process';
-import { existsSync, realpathSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+// The OS sandbox of one calculation, the same for every engine (engines.ts says what runs inside):
+// how it is entered (a fresh user and mount namespace that mounts the call's own scratch, every
+// inherited descriptor closed, the kernel's limits, a seccomp filter), the bubblewrap command line
+// (namespaces, read-only binds of exactly the files the interpreter needs), and whether such a
+// sandbox can be made on this machine at all.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
 import { ROOT } from '../../core/paths.ts';
+import { seccompArch, seccompFilter, type SeccompArch } from './seccomp.ts';
 
 // from the checkout's root, not this module's URL: the built command line runs this code from dist/chunks/
 export const SANDBOX_DIR = join(ROOT, 'pipelines', 'evaluation', 'sandbox');
-export const RUNNER = join(SANDBOX_DIR, 'runner.mjs');
-export const HELPERS = join(SANDBOX_DIR, 'wwref_helpers.py');
+/** Files the sandbox is made from at each call (filters, the scratch's mount point), readable by every user. */
+const STATE_DIR = join(ROOT, '.tools', 'sandbox');
 
 const MIB = 1024 * 1024;
 
@@ -28,21 +31,24 @@ export interface CalculationLimits {
 
 export const DEFAULT_LIMITS: CalculationLimits = { cpuSeconds: 30, wallSeconds: 45, memoryBytes: 2048 * MIB, outputBytes: 64 * 1024 };
 
-/** Room left to Node itself (its code, V8's heap, Pyodide's JavaScript) beside Python's WebAssembly memory. */
-const NODE_ROOM = 512 * MIB;
-const JS_HEAP_MIB = 384;
-const SCRATCH_BYTES = 64 * MIB;
+/** Room left to an interpreter's own code beside the memory its program may use (engines.ts). */
+export const INTERPRETER_ROOM = 512 * MIB;
+/** The scratch tmpfs: its bytes (also the largest file: RLIMIT_FSIZE) and its inodes (files and folders). */
+export const SCRATCH_BYTES = 64 * MIB;
+export const SCRATCH_INODES = 4096;
 const MAX_FILES = 256;
+/** Tasks (threads: no process can be made) of the sandbox's user, counted in the sandbox's own namespaces. */
+export const MAX_TASKS = 256;
 /**
- * The kernel's limit on the interpreter's data (RLIMIT_DATA: its private writable memory, WebAssembly
- * memory as it grows included) is the memory limit and this much more: everything it can use lawfully
- * (WebAssembly capped NODE_ROOM below the limit, JS_HEAP_MIB of heap, some 180 MiB of Node itself)
- * stays under the limit; JavaScript's memory outside the heap (Buffer, ArrayBuffer), which only the
- * poll watches, cannot go past it even while the poll is late.
+ * The kernel's limit on the interpreter's data (RLIMIT_DATA: its private writable memory) is the memory
+ * limit and this much more: everything it can use lawfully stays under the limit; memory that only the
+ * poll watches (JavaScript's buffers outside its heap) cannot go past it even while the poll is late.
  */
 export const DATA_MARGIN_BYTES = 512 * MIB;
 /** CPU seconds allowed to the interpreter's start-up on top of the code's limit (kernel backstop only). */
 const STARTUP_CPU_SECONDS = 30;
+/** The sandbox's user inside its namespace (`nobody`). */
+const NOBODY = 65534;
 
 /** The limits with defaults filled in, checked (one-line errors). */
 export function resolveLimits(partial: Partial<CalculationLimits> = {}): CalculationLimits {
@@ -54,24 +60,42 @@ export function resolveLimits(partial: Partial<CalculationLimits> = {}): Calcula
   };
   check('cpuSeconds', 1, 600);
   check('wallSeconds', 1, 900);
-  check('memoryBytes', NODE_ROOM + 256 * MIB, 8192 * MIB);
+  check('memoryBytes', INTERPRETER_ROOM + 256 * MIB, 8192 * MIB);
   check('outputBytes', 1, 16 * MIB);
   return limits;
 }
 
 export interface Tools {
-  bwrap: string;
+  bash: string;
+  unshare: string;
+  mount: string;
   prlimit: string;
-  /** Present when we are root: the sandbox then runs as the unprivileged user `nobody`. */
+  bwrap: string;
+  /** Present when we are root: the sandbox is then made by the unprivileged user `nobody`. */
   setpriv: string | null;
-  node: string;
-  /** The shared libraries the node binary loads (from ldd), bound read-only at their own paths. */
-  libraries: string[];
-  pyodide: string;
+  arch: SeccompArch;
+  /** The seccomp filter bubblewrap installs before the interpreter (exec allowed once: the interpreter's). */
+  filter: string;
+  /** The same filter refusing execve too, for a runner that can install it itself once started (engines.ts). */
+  noExecFilter: string;
+  /** The folder each call's own scratch tmpfs is mounted on, in the call's private mount namespace only. */
+  scratchMount: string;
   clockTicks: number;
 }
 
-let probed: { available: true; tools: Tools } | { available: false; reason: string } | undefined;
+/** What an engine runs in the sandbox (engines.ts). */
+export interface SandboxedCommand {
+  /** bubblewrap arguments binding, read-only, what the interpreter reads. */
+  binds: string[];
+  /** Variables inside, beside HOME and PWD. */
+  environment: Readonly<Record<string, string>>;
+  /** Where the call's scratch is seen inside (the working folder is the first). */
+  scratch: string[];
+  /** The interpreter and its arguments. */
+  command: string[];
+  /** The kernel's address-space limit (bytes), where the interpreter allows one (WebAssembly does not). */
+  addressSpace?: number;
+}
 
 function which(name: string): string | null {
   for (const dir of ['/usr/bin', '/bin', '/usr/sbin', '/sbin', '/usr/local/bin']) {
@@ -81,129 +105,218 @@ function which(name: string): string | null {
   return null;
 }
 
-function nodeLibraries(node: string): string[] {
-  const result = spawnSync('ldd', [node], { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' } });
-  if (result.error || result.status !== 0) return []; // a static binary ("not a dynamic executable")
+/** The shared libraries `files` load (from one ldd run), to bind read-only at their own paths. */
+export function sharedLibraries(files: string[]): string[] {
+  if (files.length === 0) return [];
+  const result = spawnSync('ldd', files, { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' }, maxBuffer: 64 * MIB });
+  if (result.error) return [];
   const libraries = new Set<string>();
-  for (const match of result.stdout.matchAll(/(\/\S+) \(0x/g)) libraries.add(match[1]!);
-  return [...libraries].filter((path) => existsSync(path));
+  for (const match of (result.stdout ?? '').matchAll(/(\/\S+) \(0x/g)) libraries.add(match[1]!);
+  return [...libraries].filter((path) => existsSync(path)).sort();
 }
 
-const NOBODY = 65534;
+/**
+ * Run by bash inside the call's own user and mount namespace, before bubblewrap: closes every
+ * descriptor but 0-3 (whatever the server inherited from its launcher must not reach the code), opens
+ * the seccomp filter as fd 4 for bubblewrap, and mounts the call's scratch: a tmpfs of bounded bytes
+ * and inodes, noexec, nosuid, nodev, seen by this namespace alone and gone with it.
+ * Arguments: the mount program, the scratch's mount point, bytes and inodes, the filter file, then the command.
+ */
+const ENTER = [
+  'for fd in /proc/self/fd/*; do n=${fd##*/}; if [ "$n" -gt 3 ]; then eval "exec $n>&-"; fi; done',
+  'exec 4<"$5" || exit 125',
+  '"$1" -t tmpfs -o "size=$3,nr_inodes=$4,mode=0700,noexec,nosuid,nodev" wwref-scratch "$2" || exit 125',
+  'shift 5',
+  'exec "$@"',
+].join('\n');
 
-/** bwrap and its arguments for one calculation, up to and including the node command inside. */
-export function sandboxArgv(
-  tools: Tools,
-  limits: CalculationLimits,
-  options: { nodePermissions?: boolean; snapshot?: string } = {},
-): string[] {
-  const nodePermissions = options.nodePermissions ?? true;
-  const wasmPages = Math.min(65536, Math.floor((limits.memoryBytes - NODE_ROOM) / 65536));
-  const binds = [tools.node, ...tools.libraries].flatMap((path) => ['--ro-bind', path, path]);
+/** The kernel's limits on the call: set after the namespaces are made, so they count the sandbox's own tasks. */
+function kernelLimits(tools: Tools, limits: CalculationLimits, inner: SandboxedCommand): string[] {
+  const cpu = Math.ceil(limits.cpuSeconds) + STARTUP_CPU_SECONDS;
+  return [
+    tools.prlimit,
+    `--cpu=${cpu}:${cpu + 1}`,
+    `--data=${limits.memoryBytes + DATA_MARGIN_BYTES}`,
+    ...(inner.addressSpace ? [`--as=${inner.addressSpace}`] : []),
+    '--core=0',
+    `--nofile=${MAX_FILES}`,
+    `--fsize=${SCRATCH_BYTES}`,
+    `--nproc=${MAX_TASKS}`,
+    '--msgqueue=0',
+    '--',
+  ];
+}
+
+/** Whether every user may reach `path` (search its folders, read it): `nobody` makes the sandbox when we are root. */
+function reachable(path: string): boolean {
+  const parts = path.split('/').filter(Boolean);
+  for (let i = 0; i <= parts.length; i++) {
+    const place = `/${parts.slice(0, i).join('/')}`;
+    let mode: number;
+    try {
+      mode = statSync(place).mode;
+    } catch {
+      return false;
+    }
+    const last = i === parts.length;
+    if (!last && !(mode & 0o001)) return false;
+    if (last && !(mode & 0o004)) return false;
+  }
+  return true;
+}
+
+/**
+ * As root, a bound file or folder that `nobody` cannot reach (an interpreter under /root) is first
+ * bound, by root, in a private mount namespace of the call's own, at a place under .tools/sandbox/stage/
+ * that nobody can reach; bubblewrap binds it from there. Returns that step (or nothing) and the binds
+ * with their sources replaced.
+ */
+function staged(tools: Tools, binds: string[]): { step: string[]; binds: string[] } {
+  if (!tools.setpriv) return { step: [], binds };
+  const pairs: string[] = [];
+  const out = [...binds];
+  for (let i = 0; i + 2 < out.length; i++) {
+    if (!out[i]!.endsWith('bind') || reachable(out[i + 1]!)) continue;
+    const source = out[i + 1]!;
+    const place = join(STATE_DIR, 'stage', String(pairs.length / 2));
+    mkdirSync(join(STATE_DIR, 'stage'), { recursive: true, mode: 0o755 });
+    if (statSync(source).isDirectory()) mkdirSync(place, { recursive: true, mode: 0o755 });
+    else if (!existsSync(place)) writeFileSync(place, '', { mode: 0o644 });
+    pairs.push(source, place);
+    out[i + 1] = place;
+  }
+  if (pairs.length === 0) return { step: [], binds };
+  const script = 'm=$1; shift; while [ "$1" != -- ]; do "$m" --bind "$1" "$2" || exit 125; shift 2; done; shift; exec "$@"';
+  const step = [tools.unshare, '--mount', '--propagation', 'private', '--', tools.bash, '--norc', '--noprofile', '-c', script, 'wwref-stage'];
+  return { step: [...step, tools.mount, ...pairs, '--'], binds: out };
+}
+
+/** The whole command line of one call: entering, limits, bubblewrap, and the engine's command inside. */
+export function sandboxArgv(tools: Tools, limits: CalculationLimits, command: SandboxedCommand): string[] {
+  const stage = staged(tools, command.binds);
+  const inner = { ...command, binds: stage.binds };
+  const drop = tools.setpriv ? [tools.setpriv, `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--no-new-privs'] : [];
+  const enter = [tools.unshare, '--user', '--map-root-user', '--mount', '--propagation', 'private', '--'];
+  const bash = [tools.bash, '--norc', '--noprofile', '-c', ENTER, 'wwref-sandbox', tools.mount, tools.scratchMount, String(SCRATCH_BYTES)];
+  const setenv = Object.entries(inner.environment).flatMap(([name, value]) => ['--setenv', name, value]);
   const bwrap = [
     tools.bwrap,
     '--unshare-all', // user, mount, pid, network (an own loopback only), ipc, uts, cgroup namespaces
     '--unshare-user',
+    '--uid',
+    String(NOBODY),
+    '--gid',
+    String(NOBODY),
     '--disable-userns',
     '--die-with-parent',
     '--new-session',
     '--cap-drop',
     'ALL',
+    '--seccomp',
+    '4',
     '--clearenv',
     '--hostname',
     'sandbox',
-    ...binds,
-    '--ro-bind',
-    tools.pyodide,
-    '/sbx/pyodide',
-    '--ro-bind',
-    RUNNER,
-    '/sbx/runner.mjs',
-    '--ro-bind',
-    HELPERS,
-    '/sbx/wwref_helpers.py',
-    ...(options.snapshot ? ['--ro-bind', options.snapshot, '/sbx/snapshot'] : []),
-    '--size',
-    String(SCRATCH_BYTES),
-    '--tmpfs',
-    '/scratch',
+    ...inner.binds,
+    ...inner.scratch.flatMap((place) => ['--bind', tools.scratchMount, place]),
     '--chdir',
-    '/scratch',
+    inner.scratch[0]!,
     '--setenv',
     'HOME',
-    '/scratch',
+    inner.scratch[0]!,
+    ...setenv,
     '--remount-ro',
     '/',
     '--',
-    tools.node,
-    // Node's permission model on top: no child processes, no worker threads, no native addons, files
-    // read only under /sbx and /scratch, written only under /scratch. The namespaces above hold even if it fails.
-    ...(nodePermissions
-      ? ['--experimental-permission', '--allow-fs-read=/sbx/*', '--allow-fs-read=/scratch/*', '--allow-fs-write=/scratch/*']
-      : []),
-    '--no-warnings',
-    `--max-old-space-size=${JS_HEAP_MIB}`,
-    // V8's baseline WebAssembly compiler only: the optimising tier spent about 0.6 s of every call
-    // recompiling the interpreter's hot functions, and measured no faster on a multi-second ridge fit
-    '--liftoff-only',
-    // Python's WebAssembly memory stops growing here: an allocation past it is Python's MemoryError
-    `--wasm-max-mem-pages=${wasmPages}`,
-    '/sbx/runner.mjs',
+    ...inner.command,
   ];
-  // the kernel's own limits, kept through every exec: CPU and data (backstops to the watchdog: it counts
-  // CPU from the code's start, the kernel the interpreter's start-up too; it polls memory, the kernel
-  // refuses the allocation), no core files, a bounded number of open files and file size. Not the
-  // address space: WebAssembly reserves far more of it than it uses.
-  const prlimit = [
-    tools.prlimit,
-    `--cpu=${Math.ceil(limits.cpuSeconds) + STARTUP_CPU_SECONDS}:${Math.ceil(limits.cpuSeconds) + STARTUP_CPU_SECONDS + 1}`,
-    `--data=${limits.memoryBytes + DATA_MARGIN_BYTES}`,
-    '--core=0',
-    `--nofile=${MAX_FILES}`,
-    `--fsize=${SCRATCH_BYTES}`,
-  ];
-  const drop = tools.setpriv ? [tools.setpriv, `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--no-new-privs'] : [];
-  return [...prlimit, ...drop, ...bwrap];
+  return [...stage.step, ...drop, ...enter, ...bash, String(SCRATCH_INODES), tools.filter, ...kernelLimits(tools, limits, inner), ...bwrap];
 }
 
-function probe(): { available: true; tools: Tools } | { available: false; reason: string } {
-  // an operator may turn calculations off (stricter, never weaker): the server then offers no `calculate`
-  if (process.env.WWREF_SANDBOX === 'off') return { available: false, reason: 'calculations are turned off here (WWREF_SANDBOX=off)' };
-  const bwrap = which('bwrap');
-  if (!bwrap) return { available: false, reason: 'bubblewrap (bwrap) is not installed (apt-get install bubblewrap)' };
-  const prlimit = which('prlimit');
-  if (!prlimit) return { available: false, reason: 'prlimit (util-linux) is not installed' };
+/**
+ * Starts the sandbox: its own session and process group, no environment of ours, stdin/stdout/stderr
+ * and fd 3 (the runner's ready line) as pipes, nothing else.
+ */
+export function startSandbox(argv: string[]): ChildProcess {
+  return spawn(argv[0]!, argv.slice(1), { detached: true, env: {}, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
+}
+
+/** A file under .tools/sandbox/ holding `bytes`, named by their hash, readable by every user (written atomically once). */
+function stateFile(stem: string, bytes: Buffer): string {
+  mkdirSync(STATE_DIR, { recursive: true });
+  chmodSync(STATE_DIR, 0o755);
+  const path = join(STATE_DIR, `${stem}-${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}.bpf`);
+  if (!existsSync(path) || !readFileSync(path).equals(bytes)) {
+    const partial = `${path}.${process.pid}.tmp`;
+    writeFileSync(partial, bytes, { mode: 0o644 });
+    chmodSync(partial, 0o644);
+    renameSync(partial, path);
+  }
+  return path;
+}
+
+type Probe = { available: true; tools: Tools } | { available: false; reason: string };
+let probed: Probe | undefined;
+
+function findTools(): Tools | string {
+  const found: Record<string, string> = {};
+  for (const [name, hint] of [
+    ['bwrap', 'bubblewrap (bwrap) is not installed (apt-get install bubblewrap)'],
+    ['prlimit', 'prlimit (util-linux) is not installed'],
+    ['unshare', 'unshare (util-linux) is not installed'],
+    ['mount', 'mount (util-linux) is not installed'],
+    ['bash', 'bash is not installed'],
+  ] as const) {
+    const path = which(name);
+    if (!path) return hint;
+    found[name] = path;
+  }
   const root = process.getuid?.() === 0;
   const setpriv = root ? which('setpriv') : null;
-  if (root && !setpriv) return { available: false, reason: 'running as root and setpriv (util-linux) is missing to drop to nobody' };
-  let pyodide: string;
-  try {
-    pyodide = dirname(createRequire(import.meta.url).resolve('pyodide/package.json'));
-  } catch {
-    return { available: false, reason: "the npm package 'pyodide' is not installed (npm ci)" };
-  }
-  const node = realpathSync(process.execPath);
+  if (root && !setpriv) return 'running as root and setpriv (util-linux) is missing to drop to nobody';
+  const arch = seccompArch();
+  if (!arch) return `no seccomp filter is written for this processor (${process.arch}); the sandbox knows x64 and arm64`;
+  const scratchMount = join(STATE_DIR, 'scratch');
+  mkdirSync(scratchMount, { recursive: true });
+  chmodSync(STATE_DIR, 0o755);
+  chmodSync(scratchMount, 0o755);
   const clock = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' } });
-  const tools: Tools = {
-    bwrap,
-    prlimit,
+  return {
+    bash: found.bash!,
+    unshare: found.unshare!,
+    mount: found.mount!,
+    prlimit: found.prlimit!,
+    bwrap: found.bwrap!,
     setpriv,
-    node,
-    libraries: nodeLibraries(node),
-    pyodide,
+    arch,
+    filter: stateFile(`seccomp-${arch}`, seccompFilter({ arch, allowExec: true })),
+    noExecFilter: stateFile(`seccomp-${arch}-noexec`, seccompFilter({ arch, allowExec: false })),
+    scratchMount,
     clockTicks: Number(clock.stdout?.trim()) || 100,
   };
-  // a real sandbox with node in it, or the reason why not (user namespaces refused, …)
-  const argv = sandboxArgv(tools, DEFAULT_LIMITS);
-  const nodeAt = argv.indexOf(node, argv.indexOf('--'));
-  const check = [...argv.slice(0, nodeAt + 1), '-e', 'process.stdout.write("sandbox-ok")'];
-  const result = spawnSync(check[0]!, check.slice(1), { encoding: 'utf8', env: {}, timeout: 30_000 });
-  if (result.error) return { available: false, reason: `bubblewrap could not be started: ${result.error.message}` };
+}
+
+function probe(): Probe {
+  // an operator may turn calculations off (stricter, never weaker): the server then offers no `calculate`
+  if (process.env.WWREF_SANDBOX === 'off') return { available: false, reason: 'calculations are turned off here (WWREF_SANDBOX=off)' };
+  const tools = findTools();
+  if (typeof tools === 'string') return { available: false, reason: tools };
+  // a real sandbox with a program in it (bash, bound read-only with its libraries), or the reason why not
+  const bash = [tools.bash, ...sharedLibraries([tools.bash])];
+  const inner: SandboxedCommand = {
+    binds: bash.flatMap((path) => ['--ro-bind', path, path]),
+    environment: {},
+    scratch: ['/scratch'],
+    command: [tools.bash, '--norc', '--noprofile', '-c', 'echo sandbox-ok > /scratch/ok && read -r said < /scratch/ok && echo -n "$said"'],
+  };
+  const argv = sandboxArgv(tools, DEFAULT_LIMITS, inner);
+  const result = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', env: {}, timeout: 30_000, stdio: ['ignore', 'pipe', 'pipe'] });
+  if (result.error) return { available: false, reason: `the sandbox could not be started: ${result.error.message}` };
   if (result.stdout !== 'sandbox-ok') {
     const said = (result.stderr || `exit ${result.status ?? result.signal}`).trim().split('\n')[0];
     // as root the sandbox is made by `nobody`, who must be able to read every bound file
-    const who = setpriv ? ' (as nobody: the checkout and node must be readable by every user)' : '';
-    return { available: false, reason: `bubblewrap cannot make the sandbox here${who}: ${said}` };
+    const who = tools.setpriv ? ' (as nobody: the checkout and the interpreters must be readable by every user)' : '';
+    return { available: false, reason: `the sandbox cannot be made here${who}: ${said}` };
   }
   return { available: true, tools };
 }

@@ -1,8 +1,9 @@
 // Runs ONE calculation inside the OS sandbox (see README.md): plain JavaScript, started by
 // `node --experimental-permission … /sbx/runner.mjs` in a fresh process. Reads {code, evidence} as JSON
 // on stdin, runs the code in Pyodide with `evidence` defined, writes the code's raw stdout/stderr bytes
-// to fd 1/2 and two status lines as JSON to fd 3 (ready, then the outcome). Nothing here is a security boundary: the code can
-// reach everything this process can; the boundary is bubblewrap around it.
+// to fd 1/2, says on fd 3 that it is ready (then closes it), and exits with the program's exit status:
+// the outcome is what the supervisor sees of this process, never a line it writes. Nothing here is a
+// security boundary: the code can reach everything this process can; the boundary is the OS sandbox.
 import { createHash } from 'node:crypto';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -38,6 +39,7 @@ globalThis.performance.now = () => ticks++;
 /** The modules the driver imports, imported before a snapshot is taken. */
 const PRELOAD = 'import ast, errno, inspect, json, os, sys, traceback';
 
+/** A line on fd 3: the snapshot's size, or that the code starts now (the descriptor is then closed). */
 function status(object) {
   fs.writeSync(3, `${JSON.stringify(object)}\n`);
 }
@@ -93,7 +95,7 @@ sys.argv = ['<calculation>']
 with open('/home/pyodide/evidence.json', encoding='utf-8') as _f:
     _evidence = json.load(_f)
 _ns = {'__name__': '__main__', '__builtins__': __builtins__, 'evidence': _evidence}
-_exit, _memory = 0, False
+_exit = 0
 try:
     _result = eval(compile(_wwref_code, '<calculation>', 'exec', flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), _ns)
     if inspect.iscoroutine(_result):
@@ -107,7 +109,6 @@ except SystemExit as _e:
         print(_e.code, file=sys.stderr)
         _exit = 1
 except BaseException as _e:
-    _memory = isinstance(_e, MemoryError)
     _exit = 1
     traceback.print_exception(type(_e), _e, _e.__traceback__.tb_next)
 for _s in (sys.stdout, sys.stderr):
@@ -115,20 +116,18 @@ for _s in (sys.stdout, sys.stderr):
         _s.flush()
     except Exception:
         pass
-(_exit, _memory)
+_exit
 `;
 // the limits on CPU and wall time count from here: the interpreter's start-up is not the code's
 status({ ready: true });
+fs.closeSync(3);
 resetClock();
-let result;
+let exit;
 try {
-  result = (await pyodide.runPythonAsync(DRIVER, { filename: '<wwref-driver>' })).toJs();
+  exit = await pyodide.runPythonAsync(DRIVER, { filename: '<wwref-driver>' });
 } catch (error) {
-  // an error outside the driver's reach (the interpreter itself failed): report it plainly
+  // an error outside the driver's reach (the interpreter itself failed): said plainly on stderr
   fs.writeSync(2, `sandbox: the interpreter failed: ${error?.message ?? error}\n`);
-  status({ exit: 1, memory: /MemoryError|out of memory/i.test(String(error?.message ?? error)), interpreter: true });
   process.exit(1);
 }
-const [exit, memory] = result;
-status({ exit, memory });
 process.exit(exit);

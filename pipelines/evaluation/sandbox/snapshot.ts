@@ -2,31 +2,31 @@
 // WebAssembly memory saved, and bound read-only into every later call, which then skips most of
 // Python's start-up (about 4 CPU seconds down to about 0.5). Kept under .tools/, named by everything
 // that shapes it (Pyodide's files, the runner, node), made again when any of them changes.
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { ROOT } from '../../core/paths.ts';
 import { UserError } from '../../core/errors.ts';
-import { DEFAULT_LIMITS, RUNNER, sandboxArgv, type Tools } from './isolation.ts';
+import { PYODIDE_RUNNER, pyodideEngine, pyodideInstall } from './engines.ts';
+import { DEFAULT_LIMITS, sandboxArgv, startSandbox, type Tools } from './isolation.ts';
 
 const SNAPSHOT_DIR = join(ROOT, '.tools', 'pyodide-snapshot');
 const MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024;
 let made: Promise<string> | undefined;
 
-function snapshotKey(tools: Tools): string {
+function snapshotKey(): string {
+  const { node, pyodide } = pyodideInstall();
   const hash = createHash('sha256');
   for (const file of ['package.json', 'pyodide.asm.wasm', 'pyodide.asm.mjs', 'python_stdlib.zip'])
-    hash.update(readFileSync(join(tools.pyodide, file)));
-  hash.update(readFileSync(RUNNER));
-  hash.update(`${tools.node} ${process.version} ${process.arch}`);
+    hash.update(readFileSync(join(pyodide, file)));
+  hash.update(readFileSync(PYODIDE_RUNNER));
+  hash.update(`${node} ${process.version} ${process.arch}`);
   return hash.digest('hex').slice(0, 24);
 }
 
 async function makeSnapshot(tools: Tools, path: string): Promise<void> {
-  const argv = sandboxArgv(tools, DEFAULT_LIMITS);
-  const child = spawn(argv[0]!, argv.slice(1), { detached: true, env: {}, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
+  const child = startSandbox(sandboxArgv(tools, DEFAULT_LIMITS, pyodideEngine.command(tools, DEFAULT_LIMITS)));
   const chunks: Buffer[] = [];
   let size = 0;
   let stderr = '';
@@ -63,7 +63,7 @@ async function makeSnapshot(tools: Tools, path: string): Promise<void> {
 /** The path of the snapshot for these tools, made first if missing (once per process at most). */
 export function interpreterSnapshot(tools: Tools): Promise<string> {
   made ??= (async () => {
-    const path = join(SNAPSHOT_DIR, `${snapshotKey(tools)}.bin`);
+    const path = join(SNAPSHOT_DIR, `${snapshotKey()}.bin`);
     if (!existsSync(path)) await makeSnapshot(tools, path);
     return path;
   })();
