@@ -14,6 +14,7 @@ import type { Json } from '../analysis/strict-json.ts';
 import { act, commitReceipt, readEvents, requireOpen, sessionClock, view } from './episode.ts';
 import { CALCULATION_KIND, type Event } from './receipt.ts';
 import { taskView } from './task.ts';
+import type { Engine, EngineName } from './sandbox/engines.ts';
 
 /** Python source of one call: at most this many bytes (every call's code is kept in the events log). */
 export const MAX_CODE_BYTES = 64 * 1024;
@@ -58,8 +59,26 @@ export function calculate(settings: Settings, dir: string, code: string): Promis
   return mine;
 }
 
+/**
+ * The engine of a name (sandbox/engines.ts): `native` is the pinned runtime (created on first use)
+ * under the numerical profile, with the variables of every Python process of the project.
+ */
+export async function calculationEngine(settings: Settings, name: EngineName = 'pyodide'): Promise<Engine> {
+  const engines = await import('./sandbox/engines.ts');
+  if (name === 'pyodide') return engines.pyodideEngine;
+  const [{ ensurePythonRuntime }, { pythonEnvironment }] = await Promise.all([
+    import('../core/runtime.ts'),
+    import('../execution/launcher.ts'),
+  ]);
+  return engines.nativeEngine({ python: ensurePythonRuntime(settings), environment: pythonEnvironment(settings) });
+}
+
 async function calculateNow(settings: Settings, dir: string, code: string): Promise<CalculationResult> {
   if (typeof code !== 'string') throw new UserError('the calculation code must be a string of Python');
+  // refused before the call is reserved: UTF-8 has no bytes for a lone surrogate (encoding it would
+  // give U+FFFD, and two codes would share one hash)
+  if (/\p{Cs}/u.test(code))
+    throw new UserError('the calculation code holds a lone surrogate (U+D800 to U+DFFF alone): it is not Unicode text');
   const bytes = Buffer.byteLength(code, 'utf8');
   const request: Record<string, Json> = { code_sha256: sha256(code), code_bytes: bytes };
   const { sandboxAvailable } = await import('./sandbox/isolation.ts');
@@ -128,12 +147,17 @@ const StoredReceipt = z.looseObject({
   codeSha256: z.string(),
   evidenceSha256: z.string(),
   limits: z.strictObject({ cpuSeconds: z.number(), wallSeconds: z.number(), memoryBytes: z.number(), outputBytes: z.number() }),
+  engine: z.enum(['pyodide', 'native']).optional(),
 });
 
 export interface CallVerification {
   call: number;
-  /** `replayed` (same output), `differs`, or `unanswered` (reserved, no receipt: the host was killed mid-call). */
-  outcome: 'replayed' | 'differs' | 'unanswered';
+  /**
+   * `replayed` (same status, return code and output), `stopped` (a limit on time or memory stopped it, in
+   * the receipt or the re-run: where it stopped depends on timing, so only the status is compared and
+   * the call is not said to replay), `differs`, or `unanswered` (reserved, no receipt: the host was killed mid-call).
+   */
+  outcome: 'replayed' | 'stopped' | 'differs' | 'unanswered';
   status: string | null;
   outputs_compared: boolean;
   differences: string[];
@@ -190,7 +214,7 @@ function evidenceDifferences(
  * byte (sandbox/calculation.ts `verifyReceipt`); the reservation's code and evidence are the inputs,
  * and their hashes must be the receipt's.
  */
-export async function verifyEpisode(dir: string): Promise<EpisodeVerification> {
+export async function verifyEpisode(settings: Settings, dir: string): Promise<EpisodeVerification> {
   const { verifyReceipt } = await import('./sandbox/calculation.ts');
   const events = readEvents(dir);
   const calls: CallVerification[] = [];
@@ -222,11 +246,12 @@ export async function verifyEpisode(dir: string): Promise<EpisodeVerification> {
       continue;
     }
     // the receipt's shape is checked above; verifyReceipt reads only those fields
-    const verified = await verifyReceipt(receipt.data as never, code, evidence);
+    const engine = await calculationEngine(settings, receipt.data.engine ?? 'pyodide');
+    const verified = await verifyReceipt(receipt.data as never, code, evidence, engine);
     differences.push(...verified.differences);
     calls.push({
       call,
-      outcome: differences.length ? 'differs' : 'replayed',
+      outcome: differences.length ? 'differs' : verified.outcome,
       status: receipt.data.status,
       outputs_compared: verified.outputsCompared,
       differences,

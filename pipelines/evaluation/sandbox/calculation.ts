@@ -94,7 +94,8 @@ function codeBytes(code: unknown): Buffer {
   if (typeof code !== 'string') throw new UserError('the calculation code must be a string of Python');
   // UTF-8 has no form for a lone surrogate: encoding would put U+FFFD in its place, and two different
   // codes would run as the same bytes under one hash
-  if (/\p{Cs}/u.test(code)) throw new UserError('the calculation code holds a lone surrogate (U+D800 to U+DFFF alone): it is not Unicode text');
+  if (/\p{Cs}/u.test(code))
+    throw new UserError('the calculation code holds a lone surrogate (U+D800 to U+DFFF alone): it is not Unicode text');
   const bytes = Buffer.from(code, 'utf8');
   if (bytes.length > MAX_CODE_BYTES) throw new UserError(`the calculation code is longer than ${MAX_CODE_BYTES} bytes`);
   return bytes;
@@ -373,7 +374,8 @@ function prefixDifferences(receipt: Receipt, rerun: Receipt): string[] {
     }
     // the stream the call was not stopped on holds what the code wrote to it by then: one run's kept
     // text must begin the other's (less the last character, which a cut may have split)
-    const [short, long] = receipt[stream].length <= rerun[stream].length ? [receipt[stream], rerun[stream]] : [rerun[stream], receipt[stream]];
+    const [short, long] =
+      receipt[stream].length <= rerun[stream].length ? [receipt[stream], rerun[stream]] : [rerun[stream], receipt[stream]];
     if (!long.startsWith(short.slice(0, -1))) differences.push(`${stream} differs: neither run's output begins the other's`);
   }
   return differences;
@@ -384,7 +386,12 @@ function prefixDifferences(receipt: Receipt, rerun: Receipt): string[] {
  * hashes first, then the status, the return code and the output bytes where the status makes them
  * comparable. `engine` must be the receipt's (calculations.ts resolves it); default Pyodide.
  */
-export async function verifyReceipt(receipt: Receipt, code: string, evidence: CalculationRequest['evidence'], engine?: Engine): Promise<Verification> {
+export async function verifyReceipt(
+  receipt: Receipt,
+  code: string,
+  evidence: CalculationRequest['evidence'],
+  engine?: Engine,
+): Promise<Verification> {
   const differences: string[] = [];
   const codeHash = sha256(codeBytes(code));
   const evidenceHash = sha256(evidenceBytes(evidence));
@@ -398,7 +405,8 @@ export async function verifyReceipt(receipt: Receipt, code: string, evidence: Ca
   if (rerun.status !== receipt.status) differences.push(`status ${rerun.status}, the receipt says ${receipt.status}`);
   const outputsCompared = !timing(receipt) && !timing(rerun);
   if (outputsCompared) {
-    if (rerun.returnCode !== receipt.returnCode) differences.push(`return code ${rerun.returnCode}, the receipt says ${receipt.returnCode}`);
+    if (rerun.returnCode !== receipt.returnCode)
+      differences.push(`return code ${rerun.returnCode}, the receipt says ${receipt.returnCode}`);
     if (receipt.status === 'output_limit' && rerun.status === 'output_limit') differences.push(...prefixDifferences(receipt, rerun));
     else
       for (const stream of ['stdout', 'stderr'] as const) {

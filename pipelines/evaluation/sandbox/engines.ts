@@ -9,14 +9,7 @@ import { readdirSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
-import {
-  type CalculationLimits,
-  INTERPRETER_ROOM,
-  SANDBOX_DIR,
-  type SandboxedCommand,
-  sharedLibraries,
-  type Tools,
-} from './isolation.ts';
+import { type CalculationLimits, INTERPRETER_ROOM, SANDBOX_DIR, type SandboxedCommand, sharedLibraries, type Tools } from './isolation.ts';
 
 export const ENGINE_NAMES = ['pyodide', 'native'] as const;
 export type EngineName = (typeof ENGINE_NAMES)[number];
@@ -65,7 +58,17 @@ export const pyodideEngine: Engine = {
     return {
       binds: [
         ...readOnly([node, ...libraries]),
-        ...['--ro-bind', pyodide, '/sbx/pyodide', '--ro-bind', PYODIDE_RUNNER, '/sbx/runner.mjs', '--ro-bind', HELPERS, '/sbx/wwref_helpers.py'],
+        ...[
+          '--ro-bind',
+          pyodide,
+          '/sbx/pyodide',
+          '--ro-bind',
+          PYODIDE_RUNNER,
+          '/sbx/runner.mjs',
+          '--ro-bind',
+          HELPERS,
+          '/sbx/wwref_helpers.py',
+        ],
         ...(options.snapshot ? ['--ro-bind', options.snapshot, '/sbx/snapshot'] : []),
       ],
       environment: {},

@@ -187,7 +187,19 @@ function staged(tools: Tools, binds: string[]): { step: string[]; binds: string[
   }
   if (pairs.length === 0) return { step: [], binds };
   const script = 'm=$1; shift; while [ "$1" != -- ]; do "$m" --bind "$1" "$2" || exit 125; shift 2; done; shift; exec "$@"';
-  const step = [tools.unshare, '--mount', '--propagation', 'private', '--', tools.bash, '--norc', '--noprofile', '-c', script, 'wwref-stage'];
+  const step = [
+    tools.unshare,
+    '--mount',
+    '--propagation',
+    'private',
+    '--',
+    tools.bash,
+    '--norc',
+    '--noprofile',
+    '-c',
+    script,
+    'wwref-stage',
+  ];
   return { step: [...step, tools.mount, ...pairs, '--'], binds: out };
 }
 

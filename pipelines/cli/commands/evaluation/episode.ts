@@ -105,7 +105,7 @@ export default defineCommand({
       result = await episode.endEpisode(settings, dir, argv.reason);
     } else if (action === 'verify') {
       const { verifyEpisode } = await import('../../../evaluation/calculations.ts');
-      const verification = await verifyEpisode(dir);
+      const verification = await verifyEpisode(settings, dir);
       for (const call of verification.calls.filter((c) => c.outcome === 'differs'))
         process.stderr.write(`calculation call ${call.call} does not replay: ${call.differences.join('; ')}\n`);
       result = verification;
