@@ -35,6 +35,13 @@ const resetClock = () => {
 };
 Date.now = () => CLOCK_START_MS + ticks++;
 globalThis.performance.now = () => ticks++;
+// `new Date()` and `Date()` read the same virtual clock (the real one stays readable to code that looks
+// for it elsewhere: the kernel serves clocks without a system call; see README.md)
+const RealDate = Date;
+globalThis.Date = new Proxy(RealDate, {
+  construct: (target, args, newTarget) => Reflect.construct(target, args.length ? args : [RealDate.now()], newTarget),
+  apply: () => new RealDate(RealDate.now()).toString(),
+});
 
 /** The modules the driver imports, imported before a snapshot is taken. */
 const PRELOAD = 'import ast, errno, inspect, json, os, sys, traceback';
