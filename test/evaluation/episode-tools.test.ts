@@ -316,6 +316,42 @@ describe('limits, deadline and undelivered episodes', () => {
     expect(Object.keys(score)).toEqual(expect.arrayContaining(['shared_degree1_score', 'shared_degree2_score', 'shared_gp_score']));
   }, 60_000);
 
+  it.skipIf(!sandbox.available)(
+    'a server launched holding descriptors of host files (fds 40 and 250, not close-on-exec): no calculation reaches them',
+    async () => {
+      const ep = await startEpisode(1);
+      const victim = join(dir, 'victim.txt');
+      const secret = join(dir, 'secret.txt');
+      writeFileSync(victim, 'untouched\n');
+      writeFileSync(secret, 'SECRET-OF-THE-HOST\n');
+      const client = new Client({ name: 'test-agent', version: '1.0.0' });
+      // (node itself reuses its low descriptors at start: those a launcher leaves higher up stay open in it)
+      const launcher = `exec 40>>"$1" 250<"$2"; exec node "$3" serve --episode "$4"`;
+      await client.connect(
+        new StdioClientTransport({
+          command: 'bash',
+          args: ['-c', launcher, 'launcher', victim, secret, BIN, ep],
+          cwd: ROOT,
+          stderr: 'pipe',
+        }),
+      );
+      try {
+        // every descriptor of the calculation's process that is a file: written to and read
+        const scan =
+          "import pyodide_js\nprint(pyodide_js.FS.mkdir.constructor(\"const fs = process.getBuiltinModule('fs'); const found = []; " +
+          'for (let fd = 3; fd < 1024; fd++) { try { if (!fs.fstatSync(fd).isFile()) continue } catch { continue } found.push(fd); ' +
+          "try { fs.writeSync(fd, 'WRITTEN-FROM-SANDBOX') } catch {} try { const b = Buffer.alloc(64); fs.readSync(fd, b, 0, 64, 0); found.push(String(b)) } catch {} } " +
+          'return JSON.stringify(found)")())';
+        const result = await call(client, 'calculate', { code: scan });
+        expect(result.json).toMatchObject({ status: 'ok', stdout: '[]\n' });
+      } finally {
+        await client.close();
+      }
+      expect(readFileSync(victim, 'utf8')).toBe('untouched\n');
+    },
+    60_000,
+  );
+
   it('where calculations are off, the server offers no calculate and its instructions say why; a calculation is refused, logged', async () => {
     const ep = await startEpisode(1);
     const client = new Client({ name: 'test-agent', version: '1.0.0' });

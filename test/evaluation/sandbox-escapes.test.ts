@@ -6,7 +6,7 @@
 // filter, its limits) with the runtime's Python added to run them, since only native code can make
 // those system calls. Real bubblewrap, real processes; nothing mocked.
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -322,8 +322,6 @@ probe('proc', lambda: os.listdir('/proc'))
       const secret = join(dir, `secret-${engine}`);
       writeFileSync(victim, 'untouched\n');
       writeFileSync(secret, 'SECRET-BYTES-OF-THE-HOST\n');
-      const write = openSync(victim, 'a');
-      const read = openSync(secret, 'r');
       // every open descriptor of the code's process that is a file: written to and read (the runner's
       // own are pipes; writing into node's internal pipes would only crash the code's own process)
       const code =
@@ -349,21 +347,33 @@ print(found)
 import pyodide_js
 print(pyodide_js.FS.mkdir.constructor("const fs = process.getBuiltinModule('fs'); const found = []; for (let fd = 3; fd < 1024; fd++) { try { if (!fs.fstatSync(fd).isFile()) continue } catch { continue } found.push(fd); try { fs.writeSync(fd, 'WRITTEN-FROM-SANDBOX') } catch {} try { const b = Buffer.alloc(64); fs.readSync(fd, b, 0, 64, 0); found.push(String(b)) } catch {} } return JSON.stringify(found)")())
 `;
-      // the host holds the two descriptors as its fds 5 and 6 (not close-on-exec), as a launcher's would be
-      const host = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test', 'support', 'sandbox-call.ts'), code, engine], {
-        cwd: ROOT,
-        stdio: ['ignore', 'pipe', 'inherit', 'ignore', 'ignore', write, read],
-        env: { ...process.env, ...(engine === 'pyodide' ? { CALL_CPU: '60' } : {}) },
-      });
+      // the host holds the two descriptors as its fds 40 and 250 (not close-on-exec), as a launcher may
+      // leave them (node reuses its low descriptors at start: those higher up stay open in it)
+      const launcher = 'exec 40>>"$1" 250<"$2"; shift 2; exec "$@"';
+      const host = spawn(
+        'bash',
+        [
+          '-c',
+          launcher,
+          'launcher',
+          victim,
+          secret,
+          process.execPath,
+          '--import',
+          'tsx',
+          join(ROOT, 'test', 'support', 'sandbox-call.ts'),
+          code,
+          engine,
+        ],
+        { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...(engine === 'pyodide' ? { CALL_CPU: '60' } : {}) } },
+      );
       let out = '';
       host.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
       await new Promise((resolve) => host.on('close', resolve));
-      closeSync(write);
-      closeSync(read);
       const receipt = JSON.parse(out) as Receipt;
       expect(receipt.status, receipt.stderr).toBe('ok');
       expect(receipt.stdout).not.toContain('SECRET');
-      expect(receipt.stdout.trim()).toBe('[]'); // no file open at all: not the host's 5 and 6
+      expect(receipt.stdout.trim()).toBe('[]'); // no file open at all: not the host's 40 and 250
       expect(readFileSync(victim, 'utf8')).toBe('untouched\n');
     }, 120_000);
   },

@@ -123,6 +123,7 @@ export function sharedLibraries(files: string[]): string[] {
  * Arguments: the mount program, the scratch's mount point, bytes and inodes, the filter file, then the command.
  */
 const ENTER = [
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a bash parameter expansion, not a template placeholder
   'for fd in /proc/self/fd/*; do n=${fd##*/}; if [ "$n" -gt 3 ]; then eval "exec $n>&-"; fi; done',
   'exec 4<"$5" || exit 125',
   '"$1" -t tmpfs -o "size=$3,nr_inodes=$4,mode=0700,noexec,nosuid,nodev" wwref-scratch "$2" || exit 125',
