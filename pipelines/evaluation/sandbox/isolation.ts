@@ -230,8 +230,9 @@ export function sandboxArgv(tools: Tools, limits: CalculationLimits, command: Sa
     '--clearenv',
     '--hostname',
     'sandbox',
-    ...inner.binds,
+    // the scratch first: a runtime bound under one of its places (a checkout under /tmp) stays visible
     ...inner.scratch.flatMap((place) => ['--bind', tools.scratchMount, place]),
+    ...inner.binds,
     '--chdir',
     inner.scratch[0]!,
     '--setenv',
