@@ -37,6 +37,7 @@ const ARCH = seccompArch() ?? 'x64';
 const NR: Record<string, number> = Object.fromEntries(
   [
     'ptrace',
+    'inotify_init1',
     'fork',
     'vfork',
     'clone',
@@ -304,7 +305,13 @@ stop.set()
 for family, name in [(socket.AF_INET, 'inet'), (socket.AF_INET6, 'inet6'), (40, 'vsock'), (16, 'netlink'), (17, 'packet')]:
     probe(name, lambda f=family: socket.socket(f, socket.SOCK_DGRAM if f in (16, 17) else socket.SOCK_STREAM))
 probe('unix pair', lambda: len(socket.socketpair()))
+a, b = socket.socketpair()
+probe('grow a buffer', lambda: a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 26))
+probe('force a buffer', lambda: a.setsockopt(socket.SOL_SOCKET, 32, 1 << 26))
+probe('another option', lambda: a.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
 probe('sysinfo', lambda: sys_('sysinfo', 0))
+probe('flock', lambda: __import__('fcntl').flock(open(sys.executable, 'rb'), 2 | 4))
+probe('inotify', lambda: sys_('inotify_init1', 0))
 probe('loadavg', os.getloadavg)
 probe('proc', lambda: os.listdir('/proc'))
 `),
@@ -312,7 +319,14 @@ probe('proc', lambda: os.listdir('/proc'))
       );
       for (const name of ['inet', 'inet6', 'vsock', 'netlink', 'packet']) expect(results[name], name).toMatch(/Errno 97\]/);
       expect(results['unix pair']).toBe('OK:2');
+      // a Unix socket's buffer stays at the kernel's default (grown, they held gigabytes outside the limit)
+      expect(results['grow a buffer']).toMatch(/^ERR:PermissionError/);
+      expect(results['force a buffer']).toMatch(/^ERR:PermissionError/);
+      expect(results['another option']).toBe('OK:None');
       expect(results.sysinfo).toMatch(/EPERM/);
+      // the bound runtime is the host's files: no lock or watch on them (a channel between calls, the machine's program starts)
+      expect(results.flock).toMatch(/^ERR:PermissionError/);
+      expect(results.inotify).toMatch(/EPERM/);
       expect(results.loadavg).toMatch(/^ERR:OSError/);
       expect(results.proc).toMatch(/^ERR:FileNotFoundError/);
     });

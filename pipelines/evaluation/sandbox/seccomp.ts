@@ -104,6 +104,13 @@ const SYSCALLS: Readonly<Record<string, readonly [number | null, number | null]>
   open_by_handle_at: [304, 265],
   name_to_handle_at: [303, 264],
   fanotify_init: [300, 262],
+  statmount: [457, 457],
+  listmount: [458, 458],
+  open_tree_attr: [467, 467],
+  flock: [73, 32],
+  inotify_init: [253, null],
+  inotify_init1: [294, 26],
+  setsockopt: [54, 208],
   lookup_dcookie: [212, 18],
   nfsservctl: [180, 42],
   personality: [135, 92],
@@ -160,7 +167,12 @@ const REFUSED: readonly string[] = [
   ...['bpf', 'perf_event_open', 'userfaultfd', 'keyctl', 'add_key', 'request_key'],
   // mounts, roots and namespaces: the sandbox's shape is bubblewrap's to make, not the code's
   ...['mount', 'umount2', 'pivot_root', 'chroot', 'unshare', 'setns', 'mount_setattr', 'move_mount', 'open_tree'],
-  ...['fsopen', 'fsconfig', 'fsmount', 'fspick'],
+  ...['fsopen', 'fsconfig', 'fsmount', 'fspick', 'open_tree_attr'],
+  // the mount table with the host's source paths (Linux 6.8 and later)
+  ...['statmount', 'listmount'],
+  // the bound runtime files are the host's inodes: a lock or a watch on them would signal between
+  // calls at once and count every program the machine starts
+  ...['flock', 'inotify_init', 'inotify_init1'],
   // the machine itself: kernel code, accounting, swap, power, clocks, the kernel log, quotas
   ...['kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'acct', 'swapon', 'swapoff'],
   ...['reboot', 'settimeofday', 'clock_settime', 'clock_adjtime', 'adjtimex', 'syslog', 'quotactl', 'quotactl_fd'],
@@ -190,6 +202,12 @@ const NOT_IMPLEMENTED: readonly string[] = ['io_uring_setup', 'io_uring_enter', 
 
 const CLONE_WHEN = 'flags without CLONE_THREAD or with a namespace flag (low 32 bits of argument 0)';
 const SOCKET_WHEN = 'a domain other than AF_UNIX (low 32 bits of argument 0)';
+const SETSOCKOPT_WHEN = 'SOL_SOCKET with SO_SNDBUF, SO_RCVBUF or their FORCE forms (low 32 bits of arguments 1 and 2)';
+const SOL_SOCKET = 1;
+/** SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE: a Unix socket's buffer is kernel memory no limit counts. */
+const BUFFER_OPTIONS = [7, 8, 32, 33] as const;
+const DATA_ARG1_LOW = 24;
+const DATA_ARG2_LOW = 32;
 
 /** The filter's architecture for this Node process (process.arch), or null where no filter is written (then the caller refuses to make a sandbox and says why). */
 export function seccompArch(arch: string = process.arch): SeccompArch | null {
@@ -218,6 +236,7 @@ export function refusedSyscalls(options: SeccompOptions): { name: string; errno:
     { name: 'clone', errno: 'EPERM', when: CLONE_WHEN },
     { name: 'socket', errno: 'EAFNOSUPPORT', when: SOCKET_WHEN },
     { name: 'socketpair', errno: 'EAFNOSUPPORT', when: SOCKET_WHEN },
+    { name: 'setsockopt', errno: 'EPERM', when: SETSOCKOPT_WHEN },
   ];
 }
 
@@ -274,6 +293,21 @@ function program(options: SeccompOptions): Instruction[] {
     jeq(AF_UNIX, 0, 1),
     ret(RET_ALLOW),
     ret(RET_ERRNO | ERRNO.EAFNOSUPPORT),
+  );
+  // setsockopt: a socket's buffers stay at the kernel's default size (grown to megabytes each and
+  // passed around in flight, Unix sockets' buffers held gigabytes of kernel memory outside every limit)
+  const [sndbuf, rcvbuf, sndforce, rcvforce] = BUFFER_OPTIONS;
+  out.push(
+    jeq(number(options, 'setsockopt'), 0, 9),
+    load(DATA_ARG1_LOW),
+    jeq(SOL_SOCKET, 0, 6),
+    load(DATA_ARG2_LOW),
+    jeq(sndbuf, 3, 0),
+    jeq(rcvbuf, 2, 0),
+    jeq(sndforce, 1, 0),
+    jeq(rcvforce, 0, 1),
+    ret(RET_ERRNO | ERRNO.EPERM),
+    ret(RET_ALLOW),
   );
   out.push(ret(RET_ALLOW));
   return out;
