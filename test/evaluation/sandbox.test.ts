@@ -152,6 +152,13 @@ print(json.loads(raw) == evidence, len(raw))
     expect(failed).toMatchObject({ status: 'error', returnCode: 1 });
     expect(failed.stderr).toMatch(/^Traceback[\s\S]*File "<calculation>", line 2[\s\S]*ValueError: no table\n$/);
     expect(await calc('import sys; print("bye"); sys.exit(3)')).toMatchObject({ status: 'error', returnCode: 3, stdout: 'bye\n' });
+    // os._exit ends the interpreter at once, with its status (no traceback, no interpreter failure)
+    expect(await calc('import os; print("now", flush=True); os._exit(4)')).toMatchObject({
+      status: 'error',
+      returnCode: 4,
+      stdout: 'now\n',
+      stderr: '',
+    });
     // a 10 GB list on a 64-bit CPython (1.25e9 pointers): past the sandbox's WebAssembly memory
     const bomb = await calc('x = [0] * (1250 * 10**6)');
     expect(bomb).toMatchObject({ status: 'over_memory', killedBy: null, returnCode: 1 });

@@ -125,6 +125,15 @@ for _s in (sys.stdout, sys.stderr):
         pass
 _exit
 `;
+// os._exit(n) ends Emscripten's program with an `Exit` error (thrown, or uncaught from a callback):
+// the exit status n; any other error outside the driver's reach is said in one line on stderr
+function ended(error) {
+  if ((error?.name === 'Exit' || error?.name === 'ExitStatus') && Number.isInteger(error.status)) process.exit(error.status & 0xff);
+  fs.writeSync(2, `sandbox: the interpreter failed: ${String(error?.message ?? error).split('\n')[0].slice(0, 300)}\n`);
+  process.exit(1);
+}
+process.on('uncaughtException', ended);
+process.on('unhandledRejection', ended);
 // the limits on CPU and wall time count from here: the interpreter's start-up is not the code's
 status({ ready: true });
 fs.closeSync(3);
@@ -133,8 +142,6 @@ let exit;
 try {
   exit = await pyodide.runPythonAsync(DRIVER, { filename: '<wwref-driver>' });
 } catch (error) {
-  // an error outside the driver's reach (the interpreter itself failed): said plainly on stderr
-  fs.writeSync(2, `sandbox: the interpreter failed: ${error?.message ?? error}\n`);
-  process.exit(1);
+  ended(error);
 }
 process.exit(exit);
