@@ -11,10 +11,10 @@ import * as z from 'zod';
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
 import type { Json } from '../analysis/strict-json.ts';
-import { act, commitReceipt, readEvents, requireOpen, sessionClock, view } from './episode.ts';
+import { act, commitReceipt, type EpisodeState, readEvents, requireOpen, sessionClock, view } from './episode.ts';
 import { CALCULATION_KIND, type Event } from './receipt.ts';
 import { taskView } from './task.ts';
-import type { Engine, EngineName } from './sandbox/engines.ts';
+import { type Engine, type EngineName, NATIVE_MEMORY_BYTES } from './sandbox/engines.ts';
 
 /** Python source of one call: at most this many bytes (every call's code is kept in the events log). */
 export const MAX_CODE_BYTES = 64 * 1024;
@@ -73,6 +73,34 @@ export async function calculationEngine(settings: Settings, name: EngineName = '
   return engines.nativeEngine({ python: ensurePythonRuntime(settings), environment: pythonEnvironment(settings) });
 }
 
+/**
+ * What a call's code sees, in the benchmark's form (../shared/spec/agent-protocol.md): the observations
+ * in acquisition order (the anchors, then each batch's new masks), credits, closed, the calls left after
+ * this one, the session's seconds (2 decimals), the public task; and `call`, this call's number.
+ */
+function calculationEvidence(settings: Settings, state: EpisodeState, at: string, call: number): Record<string, Json> {
+  const episode = view(state, at);
+  const clock = sessionClock(state, at);
+  const round2 = (x: number) => Math.round(x * 100) / 100;
+  const {
+    budget: _b,
+    credits_remaining: _c,
+    closed: _d,
+    observations: _o,
+    ...task
+  } = taskView(settings, state.condition, state.references, state.reference.family, state.reference.source, episode);
+  return {
+    observations: episode.observations,
+    credits_remaining: episode.credits_remaining,
+    closed: episode.closed,
+    calculation_calls_remaining: state.limits.calls - call,
+    session_seconds_elapsed: round2(clock.seconds_used),
+    session_seconds_remaining: clock.seconds_left === null ? null : round2(clock.seconds_left),
+    task: task as unknown as Json,
+    call,
+  };
+}
+
 async function calculateNow(settings: Settings, dir: string, code: string): Promise<CalculationResult> {
   if (typeof code !== 'string') throw new UserError('the calculation code must be a string of Python');
   // refused before the call is reserved: UTF-8 has no bytes for a lone surrogate (encoding it would
@@ -91,26 +119,22 @@ async function calculateNow(settings: Settings, dir: string, code: string): Prom
     if (state.calls_used >= limit) throw new UserError(`all ${limit} calculation calls of the episode are used`);
     const call = state.calls_used + 1;
     const next = { ...state, calls_used: call };
-    const episode = view(next, at);
-    const evidence = JSON.stringify({
-      ...taskView(settings, state.condition, state.references, state.reference.family, state.reference.source, episode),
-      calculations: episode.calculations,
-      session: sessionClock(state, at),
-      call,
-    });
+    const evidence = JSON.stringify(calculationEvidence(settings, next, at, call));
     // a call ends by the session's deadline (at least 1 s): its result must not come after it
     const left = sessionClock(state, at).seconds_left;
     const wallSeconds = left === null ? state.limits.call_seconds : Math.max(1, Math.min(state.limits.call_seconds, Math.ceil(left)));
-    const limits = { wallSeconds, cpuSeconds: state.limits.cpu_seconds };
+    const native = (state.limits.engine ?? 'pyodide') === 'native';
+    const limits = { wallSeconds, cpuSeconds: state.limits.cpu_seconds, ...(native && { memoryBytes: NATIVE_MEMORY_BYTES }) };
     return {
       state: next,
       event: { call, code, evidence, evidence_sha256: sha256(evidence), limits },
       receipts: 1,
-      result: { call, evidence, limits, remaining: limit - call },
+      result: { call, evidence, limits, remaining: limit - call, engine: state.limits.engine ?? 'pyodide' },
     };
   });
   const { runCalculation } = await import('./sandbox/calculation.ts');
-  const receipt = await runCalculation({ code, evidence: reserved.evidence, limits: reserved.limits });
+  const engine = await calculationEngine(settings, reserved.engine);
+  const receipt = await runCalculation({ code, evidence: reserved.evidence, limits: reserved.limits, engine });
   await commitReceipt(dir, reserved.call, receipt as unknown as Record<string, Json>);
   return {
     call: reserved.call,

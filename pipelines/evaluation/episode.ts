@@ -74,10 +74,21 @@ const Limits = z.strictObject({
   cpu_seconds: z.number().positive(),
   /** Seconds from the start after which observe, calculate and submit are refused; null: no deadline. */
   session_seconds: z.number().positive().nullable(),
+  /** The calculation engine (sandbox/engines.ts); absent in episodes started before there were two: `pyodide`. */
+  engine: z.enum(['native', 'pyodide']).optional(),
 });
 export type EpisodeLimits = z.infer<typeof Limits>;
-/** The benchmark harness's: 20 calls, 45 wall and 30 CPU seconds a call, no deadline unless asked (the paper's was 1,800 s). */
-export const DEFAULT_EPISODE_LIMITS: EpisodeLimits = { calls: 20, call_seconds: 45, cpu_seconds: 30, session_seconds: null };
+/**
+ * The benchmark harness's: 20 calls, 45 wall and 30 CPU seconds a call in its native runtime, no deadline
+ * unless asked (the paper's was 1,800 s).
+ */
+export const DEFAULT_EPISODE_LIMITS: EpisodeLimits = {
+  calls: 20,
+  call_seconds: 45,
+  cpu_seconds: 30,
+  session_seconds: null,
+  engine: 'native',
+};
 /** At most this many calculation calls an episode (each keeps its code, evidence and output in the events log). */
 export const MAX_CALLS = 50;
 
@@ -603,12 +614,17 @@ export interface StartOptions {
   calls?: number;
   /** Wall seconds a calculation call may run (default 45). */
   callSeconds?: number;
+  /** The calculation engine (default `native`, the pinned runtime; `pyodide`: standard library only, the same bytes on every CPU). */
+  engine?: string;
 }
 
 /** The limits of `options`, checked (one-line refusals). */
-export function startLimits(options: Pick<StartOptions, 'calls' | 'callSeconds' | 'sessionSeconds'>): EpisodeLimits {
+export function startLimits(options: Pick<StartOptions, 'calls' | 'callSeconds' | 'sessionSeconds' | 'engine'>): EpisodeLimits {
+  if (options.engine !== undefined && options.engine !== 'native' && options.engine !== 'pyodide')
+    throw new UserError(`--engine must be native or pyodide, not ${JSON.stringify(options.engine)}`);
   const limits: EpisodeLimits = {
     ...DEFAULT_EPISODE_LIMITS,
+    ...(options.engine !== undefined && { engine: options.engine }),
     ...(options.calls !== undefined && { calls: options.calls }),
     ...(options.callSeconds !== undefined && { call_seconds: options.callSeconds }),
     ...(options.sessionSeconds !== undefined && { session_seconds: options.sessionSeconds }),
@@ -914,10 +930,16 @@ export interface EpisodeContext {
 
 /** The reference folder an episode was started on (read without the lock: the log is only appended to; a torn line is ignored). */
 export function episodeReferences(dir: string): string {
+  return fixedAtStart(dir).references;
+}
+
+/** What the episode fixed at its start: its reference folder and its calculation engine. */
+export function fixedAtStart(dir: string): { references: string; engine: 'native' | 'pyodide' } {
   const folder = resolve(dir);
   const log = openLog(folder, false);
   try {
-    return derive(log, folder).state.references;
+    const { state } = derive(log, folder);
+    return { references: state.references, engine: state.limits.engine ?? 'pyodide' };
   } finally {
     closeLog(log);
   }

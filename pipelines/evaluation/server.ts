@@ -21,7 +21,7 @@ import type { Settings } from '../core/settings.ts';
 import { predictionFromJson } from '../analysis/grade.ts';
 import { type Json, parseStrictJson } from '../analysis/strict-json.ts';
 import { calculate, MAX_CODE_BYTES } from './calculations.ts';
-import { episodeContext, episodeReferences, episodeStatus, MAX_BATCH, MAX_OPTIONS, observe, submitPrediction } from './episode.ts';
+import { episodeContext, fixedAtStart, episodeStatus, MAX_BATCH, MAX_OPTIONS, observe, submitPrediction } from './episode.ts';
 import { closeEstimatorWorker, submitEstimator } from './estimator-submission.ts';
 import { sandboxAvailable } from './sandbox/isolation.ts';
 import { taskView } from './task.ts';
@@ -77,6 +77,12 @@ const CalculateOut = z.looseObject({
   calculations_remaining: z.number().int(),
 });
 
+/** What a calculation can import, by engine. */
+const ENVIRONMENT: Record<'native' | 'pyodide', string> = {
+  native: 'CPython 3.12 with numpy, scipy and scikit-learn, one thread',
+  pyodide: 'Pyodide: CPython in WebAssembly, standard library only, no NumPy',
+};
+
 /** `paths` and, for those reached through a symbolic link, their real paths too: longest first, so a folder's own name goes first. */
 function hostPaths(paths: string[]): string[] {
   const real = paths.flatMap((path) => {
@@ -92,7 +98,7 @@ function hostPaths(paths: string[]): string[] {
 /** The episode's MCP server: its tools, with host paths masked in every refusal. */
 export function episodeServer(settings: Settings, dir: string): McpServer {
   const folder = resolve(dir);
-  const references = episodeReferences(folder);
+  const { references, engine } = fixedAtStart(folder);
   const hidden = hostPaths([folder, references, ...Object.values(settings.paths)]);
   const masked = (message: string) => hidden.reduce((m, path) => m.replaceAll(path, '<host folder>'), message);
   const tool = async (body: () => Promise<object>): Promise<ToolResult> => {
@@ -114,7 +120,7 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
         'evaluator fits on your observations. Submission closes the episode. `status` shows credits, calculation calls ' +
         'and session time left. ' +
         (sandbox.available
-          ? '`calculate` runs Python (standard library only, with `wwref_helpers`) on the evidence, a limited number of times.'
+          ? `\`calculate\` runs Python (${ENVIRONMENT[engine]}) on the evidence, a limited number of times.`
           : `No \`calculate\` tool: calculations need an OS sandbox this machine cannot make (${sandbox.reason}).`),
     },
   );
@@ -166,10 +172,16 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
       {
         title: 'Calculate',
         description:
-          'Run Python (Pyodide: CPython in WebAssembly, standard library only, no NumPy) in a fresh sandbox with no network ' +
-          'and no files but its own. `evidence` (a dict) and the file evidence.json hold the task, observations, credits, ' +
-          'calculation calls and session time left; `import wwref_helpers` gives ridge_main, ridge_pair, ridge_table ' +
-          "and greedy_design (the benchmark's estimators). Print what you need: stdout and stderr come back. " +
+          `Run Python (${ENVIRONMENT[engine]}) in a fresh sandbox with no network, no process and no files but its own ` +
+          '(/tmp and the working folder are writable). `evidence` (a dict) and the file evidence.json hold the observations ' +
+          '(`observations`: a list in acquisition order), credits, calculation calls and session seconds left, and the ' +
+          '`task`; `task` and `observations` are also variables. ' +
+          (engine === 'native'
+            ? '`from wwb_helpers import fit_surface, suggest_experiments` gives the public helpers (ridge fits chosen by ' +
+              'leave-one-out, the greedy design); '
+            : '') +
+          "`import wwref_helpers` gives ridge_main, ridge_pair, ridge_table and greedy_design (the benchmark's " +
+          'estimators). Nothing persists between calls: print what you need; stdout and stderr come back. ' +
           "Each call counts against the episode's limit and has a time limit.",
         inputSchema: z.strictObject({ code: z.string().max(MAX_CODE_BYTES).describe('Python source') }),
         outputSchema: CalculateOut,

@@ -68,6 +68,7 @@ function probes(body: string): string {
   return `
 import ctypes, errno, json, os, socket, sys
 libc = ctypes.CDLL(None, use_errno=True)
+S = os.getcwd()  # the call's scratch (the working folder)
 NR = ${JSON.stringify(NR)}
 results = {}
 def probe(name, fn):
@@ -163,9 +164,9 @@ probe('clone process', lambda: sys_('clone', 17, 0, 0, 0, 0))
 probe('clone3', lambda: sys_('clone3', 0, 0))
 probe('subprocess', lambda: subprocess.run(['/bin/true']))
 probe('posix_spawn', lambda: os.posix_spawn(sys.executable, [sys.executable, '-c', '1'], {}))
-shutil.copy(sys.executable, '/scratch/prog')
-os.chmod('/scratch/prog', 0o755)
-probe('mmap exec of a scratch file', lambda: mmap.mmap(os.open('/scratch/prog', os.O_RDONLY), 4096, prot=mmap.PROT_READ | mmap.PROT_EXEC))
+shutil.copy(sys.executable, S + '/prog')
+os.chmod(S + '/prog', 0o755)
+probe('mmap exec of a scratch file', lambda: mmap.mmap(os.open(S + '/prog', os.O_RDONLY), 4096, prot=mmap.PROT_READ | mmap.PROT_EXEC))
 probe('thread', lambda: __import__('threading').Thread(target=lambda: None).start() or 'started')
 `),
         ),
@@ -240,7 +241,7 @@ def files():
     n = 0
     try:
         while n < 100000:
-            open('/scratch/f%d' % n, 'w').close()
+            open(S + '/f%d' % n, 'w').close()
             n += 1
     except OSError as e:
         return '%d %s' % (n, errno.errorcode.get(e.errno))
@@ -248,11 +249,11 @@ def files():
 probe('empty files', files)
 for k in range(0, 100000, 1):
     try:
-        os.unlink('/scratch/f%d' % k)
+        os.unlink(S + '/f%d' % k)
     except OSError:
         break
 def big():
-    with open('/scratch/big', 'wb') as f:
+    with open(S + '/big', 'wb') as f:
         for _ in range(100):
             f.write(b'x' * (1 << 20))
 probe('big file', big)

@@ -9,6 +9,7 @@ import { readdirSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
+import { ROOT } from '../../core/paths.ts';
 import { type CalculationLimits, INTERPRETER_ROOM, SANDBOX_DIR, type SandboxedCommand, sharedLibraries, type Tools } from './isolation.ts';
 
 export const ENGINE_NAMES = ['pyodide', 'native'] as const;
@@ -17,6 +18,14 @@ export type EngineName = (typeof ENGINE_NAMES)[number];
 export const PYODIDE_RUNNER = join(SANDBOX_DIR, 'runner.mjs');
 export const NATIVE_RUNNER = join(SANDBOX_DIR, 'runner.py');
 export const HELPERS = join(SANDBOX_DIR, 'wwref_helpers.py');
+/** The benchmark's public helpers (native engine), on the project's own estimators in workflows/evaluation/. */
+export const PUBLIC_HELPERS = join(SANDBOX_DIR, 'wwb_helpers.py');
+/** The project's Python package, bound read-only for wwb_helpers (its estimators are the controls'). */
+const WORKFLOWS = join(ROOT, 'workflows');
+/** Largest file a native calculation may write: the benchmark's RLIMIT_FSIZE, 2 MB. */
+export const NATIVE_FILE_BYTES = 2_000_000;
+/** The benchmark's address-space limit, 2 GB: the native engine's memory limit in an episode. */
+export const NATIVE_MEMORY_BYTES = 2_000_000_000;
 
 const JS_HEAP_MIB = 384;
 
@@ -130,13 +139,20 @@ export function nativeEngine(runtime: NativeRuntime): Engine {
         binds: [
           ...nativeBinds(runtime),
           ...['--ro-bind', NATIVE_RUNNER, '/sbx/runner.py', '--ro-bind', tools.noExecFilter, '/sbx/seccomp-noexec.bpf'],
+          // the helpers: wwb_helpers (copied into the working folder by the runner) and wwref_helpers on
+          // the path, over the project's own package
+          ...['--ro-bind', PUBLIC_HELPERS, '/sbx/wwb_helpers.py', '--ro-bind', HELPERS, '/sbx/lib/wwref_helpers.py'],
+          // workflows.masks reads contracts/ beside the package when it loads
+          ...['--ro-bind', WORKFLOWS, '/sbx/lib/workflows', '--ro-bind', join(ROOT, 'contracts'), '/sbx/lib/contracts'],
           ...['--dev-bind', '/dev/null', '/dev/null'],
         ],
         environment: { ...runtime.environment, PYTHONDONTWRITEBYTECODE: '1', PYTHONNOUSERSITE: '1', LANG: 'C.UTF-8', TZ: 'UTC' },
-        scratch: ['/scratch', '/tmp'],
+        // the benchmark's working folder was /job (published code opens /job/evidence.json)
+        scratch: ['/job', '/tmp'],
         command: [runtime.python, '-B', '-s', '/sbx/runner.py'],
         // the address space is the memory limit: every mapping counts, shared ones included
         addressSpace: limits.memoryBytes,
+        fileBytes: NATIVE_FILE_BYTES,
       };
     },
   };

@@ -95,6 +95,8 @@ export interface SandboxedCommand {
   command: string[];
   /** The kernel's address-space limit (bytes), where the interpreter allows one (WebAssembly does not). */
   addressSpace?: number;
+  /** The largest file the code may write (RLIMIT_FSIZE; default the scratch's size). */
+  fileBytes?: number;
 }
 
 function which(name: string): string | null {
@@ -141,7 +143,7 @@ function kernelLimits(tools: Tools, limits: CalculationLimits, inner: SandboxedC
     ...(inner.addressSpace ? [`--as=${inner.addressSpace}`] : []),
     '--core=0',
     `--nofile=${MAX_FILES}`,
-    `--fsize=${SCRATCH_BYTES}`,
+    `--fsize=${inner.fileBytes ?? SCRATCH_BYTES}`,
     `--nproc=${MAX_TASKS}`,
     '--msgqueue=0',
     '--',

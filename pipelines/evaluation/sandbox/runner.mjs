@@ -101,7 +101,8 @@ os.system = _no_system
 sys.argv = ['<calculation>']
 with open('/home/pyodide/evidence.json', encoding='utf-8') as _f:
     _evidence = json.load(_f)
-_ns = {'__name__': '__main__', '__builtins__': __builtins__, 'evidence': _evidence}
+_ns = {'__name__': '__main__', '__builtins__': __builtins__, 'evidence': _evidence,
+       'task': _evidence.get('task'), 'observations': _evidence.get('observations')}
 _exit = 0
 try:
     _result = eval(compile(_wwref_code, '<calculation>', 'exec', flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), _ns)
@@ -129,7 +130,12 @@ _exit
 // the exit status n; any other error outside the driver's reach is said in one line on stderr
 function ended(error) {
   if ((error?.name === 'Exit' || error?.name === 'ExitStatus') && Number.isInteger(error.status)) process.exit(error.status & 0xff);
-  fs.writeSync(2, `sandbox: the interpreter failed: ${String(error?.message ?? error).split('\n')[0].slice(0, 300)}\n`);
+  fs.writeSync(
+    2,
+    `sandbox: the interpreter failed: ${String(error?.message ?? error)
+      .split('\n')[0]
+      .slice(0, 300)}\n`,
+  );
   process.exit(1);
 }
 process.on('uncaughtException', ended);

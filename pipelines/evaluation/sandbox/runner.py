@@ -1,7 +1,9 @@
 # Runs ONE calculation of the native engine inside the OS sandbox (README.md): started as
-# `python -B -s /sbx/runner.py` in a fresh process, reads {"code", "evidence"} as JSON on stdin, writes
-# evidence.json in the working folder, installs the second seccomp filter (no execve), says it is ready
-# on fd 3 and closes it, then runs the code as `__main__` with CPython's own exit status. Nothing here is
+# `python -B -s /sbx/runner.py` in a fresh process, reads {"code", "evidence"} as JSON on stdin, lays
+# out the benchmark's calculation environment (evidence.json, indented, and wwb_helpers.py in the working
+# folder, which is first on the path; the globals `evidence`, `task`, `observations`), installs the
+# second seccomp filter (no execve), says it is ready on fd 3 and closes it, then runs the code as
+# `__main__` with CPython's own exit status. Nothing here is
 # a security boundary: the code can undo anything this process did that the kernel allows; the
 # boundary is the sandbox around it. The outcome is the process's exit status, seen by the supervisor.
 import ctypes
@@ -63,10 +65,14 @@ def _exit_status(code):
 
 def main():
     request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
-    code, evidence_text = request["code"], request["evidence"]
+    code, evidence = request["code"], json.loads(request["evidence"])
     with open("evidence.json", "w", encoding="utf-8") as f:
-        f.write(evidence_text)
-    evidence = json.loads(evidence_text)
+        json.dump(evidence, f, indent=2)
+    with open("/sbx/wwb_helpers.py", "rb") as source, open("wwb_helpers.py", "wb") as copy:
+        copy.write(source.read())
+    # as a script in the working folder would see it: that folder first, then the project's package
+    # (wwb_helpers rests on workflows/evaluation), not the runner's own folder
+    sys.path[:] = [os.getcwd(), "/sbx/lib", *[p for p in sys.path if p not in ("/sbx", "")]]
     try:
         _install_filter()
     except OSError as error:
@@ -83,6 +89,9 @@ def main():
             pass
     sys.argv = ["<calculation>"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__, "evidence": evidence}
+    if isinstance(evidence, dict):
+        namespace["task"] = evidence.get("task")
+        namespace["observations"] = evidence.get("observations")
     compiled = None
     try:
         compiled = compile(code, "<calculation>", "exec")

@@ -7,7 +7,7 @@ import { outputPath } from '../../output-path.ts';
 const ACTIONS = ['start', 'observe', 'status', 'submit', 'end', 'score', 'verify'] as const;
 /** The options each action takes beyond --episode; the others are refused. */
 const OPTIONS: Record<(typeof ACTIONS)[number], string[]> = {
-  start: ['condition', 'budget', 'references', 'label', 'calls', 'callSeconds', 'sessionSeconds'],
+  start: ['condition', 'budget', 'references', 'label', 'calls', 'callSeconds', 'sessionSeconds', 'engine'],
   observe: ['masks'],
   status: [],
   submit: ['prediction', 'estimator'],
@@ -38,6 +38,11 @@ export default defineCommand({
         type: 'string',
         describe: 'start: seconds after which observe, calculate and submit are refused (default none; the paper: 1800)',
       })
+      .option('engine', {
+        type: 'string',
+        describe:
+          'start: the calculation engine: native (default: the pinned runtime, numpy, scipy, scikit-learn) or pyodide (standard library only)',
+      })
       .option('masks', {
         type: 'string',
         array: true,
@@ -55,7 +60,7 @@ export default defineCommand({
       }),
   run: async (argv, { settings, out }) => {
     const action = argv.action as (typeof ACTIONS)[number];
-    const known = ['condition', 'budget', 'references', 'label', 'calls', 'callSeconds', 'sessionSeconds', 'masks', 'prediction'];
+    const known = ['condition', 'budget', 'references', 'label', 'calls', 'callSeconds', 'sessionSeconds', 'engine', 'masks', 'prediction'];
     const given = [...known, 'estimator', 'reason', 'shared'].filter((o) => argv[o] !== undefined);
     const foreign = given.filter((o) => !OPTIONS[action].includes(o));
     if (foreign.length) throw new UserError(`episode ${action} does not take ${foreign.map((o) => `--${FLAGS[o] ?? o}`).join(', ')}`);
@@ -76,6 +81,7 @@ export default defineCommand({
         ...(argv.calls !== undefined && { calls: wholeNumber(argv.calls, 'calls') }),
         ...(argv.callSeconds !== undefined && { callSeconds: wholeNumber(argv.callSeconds, 'call-seconds') }),
         ...(argv.sessionSeconds !== undefined && { sessionSeconds: wholeNumber(argv.sessionSeconds, 'session-seconds') }),
+        ...(argv.engine !== undefined && { engine: String(argv.engine) }),
       });
     } else if (action === 'observe') {
       const masks = (argv.masks ?? []).flatMap((m) => String(m).split(/[\s,]+/)).filter(Boolean);
