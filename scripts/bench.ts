@@ -51,6 +51,7 @@ import { readManifest } from '../pipelines/sources/prepare.ts';
 import { replay, type ReplayReport } from '../pipelines/jobs/replay.ts';
 import { runPython } from '../pipelines/execution/launcher.ts';
 import { runControls } from '../pipelines/evaluation/controls/job.ts';
+import { calculationEngine } from '../pipelines/evaluation/calculations.ts';
 import { runCalculation } from '../pipelines/evaluation/sandbox/calculation.ts';
 import { sandboxAvailable } from '../pipelines/evaluation/sandbox/isolation.ts';
 
@@ -432,34 +433,39 @@ if (sections.has('sandbox')) {
   const available = sandboxAvailable();
   if (!available.available) console.log(`calculation sandbox: not available here (${available.reason})`);
   else {
-    console.log(`calculation sandbox (Pyodide in a fresh node under bubblewrap), medians of ${rounds} runs:`);
+    console.log(`calculation sandbox (a fresh process under bubblewrap and seccomp), medians of ${rounds} runs:`);
     // a 6-option surface with main and pair effects; the anchors and 20 purchases in a fixed order
     const utility = (k: number) => 0.5 + 0.1 * ((k >> 5) & 1) - 0.07 * ((k >> 2) & 1) + 0.05 * (((k >> 1) ^ k) & 1) + 0.003 * (k % 7);
     const order = [0, 63, ...Array.from({ length: 20 }, (_, i) => (i * 37 + 11) % 62).map((k) => k + 1)];
     const observations = [...new Set(order)].map((k) => ({ mask: k.toString(2).padStart(6, '0'), utility: utility(k) }));
-    const cases = [
-      { label: 'trivial call (print(1))', code: 'print(1)', evidence: {} },
-      {
-        label: `pair-effect ridge, ${observations.length} observations, 6 options (wwref_helpers.ridge_pair)`,
-        code: 'import wwref_helpers as h\nr = h.ridge_pair(evidence["observations"])\nprint(r["alpha"], r["observed_loo_mse"])',
-        evidence: { observations },
-      },
-    ];
-    for (const { label, code, evidence } of cases) {
-      const startup: number[] = [];
-      const inside: number[] = [];
-      const total: number[] = [];
-      for (let r = 0; r < rounds; r++) {
-        const started = performance.now();
-        const receipt = await runCalculation({ code, evidence });
-        total.push((performance.now() - started) / 1000);
-        if (receipt.status !== 'ok') throw new Error(`sandbox bench: ${label} ended ${receipt.status}: ${receipt.stderr.slice(0, 200)}`);
-        startup.push(receipt.startupSeconds);
-        inside.push(receipt.wallSeconds);
+    const engines = [await calculationEngine(settings, 'native'), await calculationEngine(settings, 'pyodide')];
+    const fit = {
+      native: 'from wwb_helpers import fit_surface\nr = fit_surface(observations, degree=2)\nprint(r["ridge_alpha"], r["observed_loo_mse"])',
+      pyodide: 'import wwref_helpers as h\nr = h.ridge_pair(observations)\nprint(r["alpha"], r["observed_loo_mse"])',
+    };
+    for (const engine of engines) {
+      const cases = [
+        { label: 'trivial call (print(1))', code: 'print(1)', evidence: {} },
+        { label: `pair-effect ridge, ${observations.length} observations, 6 options`, code: fit[engine.name], evidence: { observations } },
+      ];
+      for (const { label, code, evidence } of cases) {
+        const startup: number[] = [];
+        const inside: number[] = [];
+        const total: number[] = [];
+        await runCalculation({ code, evidence, engine }); // the engine's one-time costs (a snapshot, the runtime's file list)
+        for (let r = 0; r < rounds; r++) {
+          const started = performance.now();
+          const receipt = await runCalculation({ code, evidence, engine });
+          total.push((performance.now() - started) / 1000);
+          if (receipt.status !== 'ok') throw new Error(`sandbox bench: ${label} ended ${receipt.status}: ${receipt.stderr.slice(0, 200)}`);
+          startup.push(receipt.startupSeconds);
+          inside.push(receipt.wallSeconds);
+        }
+        console.log(
+          `  ${engine.name}, ${label}: start-up ${median(startup).toFixed(2)} s, the code ${median(inside).toFixed(3)} s, ` +
+            `whole call ${median(total).toFixed(2)} s`,
+        );
       }
-      console.log(
-        `  ${label}: start-up ${median(startup).toFixed(2)} s, the code ${median(inside).toFixed(3)} s, whole call ${median(total).toFixed(2)} s`,
-      );
     }
     await mcpRoundTrips(rounds, median);
   }

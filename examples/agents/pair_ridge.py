@@ -4,7 +4,7 @@ Run by `wwref cohort run --agent 'python examples/agents/pair_ridge.py' …`, on
 the endpoint the cohort gives it (WWREF_MCP_URL and WWREF_MCP_TOKEN for Streamable HTTP, else
 WWREF_MCP_COMMAND, a JSON list, for stdio), then: `task` (the width and the budget), one `observe`
 of the masks the greedy variance design of degree 2 buys (it never looks at a utility, so one batch
-in its order is the same acquisition as one mask at a time), and `submit` of the pair-effect ridge
+in its order is the same acquisition as one mask at a time), and `submit_diagnosis` of the pair-effect ridge
 table fitted on the anchors and the purchases. The design and the ridge are the project's own code
 (workflows/evaluation/, imported, not copied), run by NumPy at the pinned runtime's version under the
 numerical profile's kernel settings and one thread that the cohort sets: so its records are the
@@ -73,7 +73,7 @@ async def main() -> None:
             bought = [(o["mask"], o["utility"]) for o in answer["observations"]]
         fitted = estimators.fit({"width": width, "estimator": "ridge_pair", "observations": anchors + bought})
         table = {mask_string(k, width): value for k, value in enumerate(fitted["prediction"])}
-        await call(client, "submit", {"predictions": table})
+        await call(client, "submit_diagnosis", {"predictions_json": table})
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').diges
 export interface CalculationResult {
   call: number;
   status: string;
+  /** What stopped the call (`cpu`, `wall`, `memory`, `output`), null when it ended by itself. */
+  killed_by: string | null;
   return_code: number | null;
   stdout: string;
   stderr: string;
@@ -33,6 +35,8 @@ export interface CalculationResult {
   wall_seconds: number;
   detail: string | null;
   calculations_remaining: number;
+  /** The session's seconds left when the call ended (2 decimals), null without a deadline. */
+  session_seconds_remaining: number | null;
 }
 
 /** The calculation running for each episode folder in this process (the next waits for it). */
@@ -129,7 +133,14 @@ async function calculateNow(settings: Settings, dir: string, code: string): Prom
       state: next,
       event: { call, code, evidence, evidence_sha256: sha256(evidence), limits },
       receipts: 1,
-      result: { call, evidence, limits, remaining: limit - call, engine: state.limits.engine ?? 'pyodide' },
+      result: {
+        call,
+        evidence,
+        limits,
+        remaining: limit - call,
+        engine: state.limits.engine ?? 'pyodide',
+        deadline: state.limits.session_seconds === null ? null : Date.parse(state.started_at) + state.limits.session_seconds * 1000,
+      },
     };
   });
   const { runCalculation } = await import('./sandbox/calculation.ts');
@@ -139,6 +150,7 @@ async function calculateNow(settings: Settings, dir: string, code: string): Prom
   return {
     call: reserved.call,
     status: receipt.status,
+    killed_by: receipt.killedBy,
     return_code: receipt.returnCode,
     stdout: receipt.stdout,
     stderr: receipt.stderr,
@@ -147,6 +159,7 @@ async function calculateNow(settings: Settings, dir: string, code: string): Prom
     wall_seconds: receipt.wallSeconds,
     detail: receipt.detail,
     calculations_remaining: reserved.remaining,
+    session_seconds_remaining: reserved.deadline === null ? null : Math.round(Math.max(0, reserved.deadline - Date.now()) / 10) / 100,
   };
 }
 

@@ -933,13 +933,13 @@ export function episodeReferences(dir: string): string {
   return fixedAtStart(dir).references;
 }
 
-/** What the episode fixed at its start: its reference folder and its calculation engine. */
-export function fixedAtStart(dir: string): { references: string; engine: 'native' | 'pyodide' } {
+/** What the episode fixed at its start: its reference folder, its limits and its calculation engine. */
+export function fixedAtStart(dir: string): { references: string; limits: EpisodeLimits; engine: 'native' | 'pyodide' } {
   const folder = resolve(dir);
   const log = openLog(folder, false);
   try {
     const { state } = derive(log, folder);
-    return { references: state.references, engine: state.limits.engine ?? 'pyodide' };
+    return { references: state.references, limits: state.limits, engine: state.limits.engine ?? 'pyodide' };
   } finally {
     closeLog(log);
   }

@@ -1,11 +1,10 @@
 // `wwref serve --episode DIR`: one episode served to an agent as an MCP server (the official
 // TypeScript SDK), over stdio or Streamable HTTP, every message read as strict JSON. The agent's tools
-// are `task` (the public view), `observe` ({masks}), `status`, `calculate` ({code}: Python in the
-// sandbox, offered only where the OS sandbox can be made) and `submit` ({predictions} or {estimator});
-// each is one episode action (episode.ts: under the folder's lock, so two clients never overspend).
-// Results are structured content checked against each tool's output schema, with the same JSON as
-// text for older clients. No tool returns a reference value beyond the anchors and purchases, a path
-// of this machine, or a score: scoring is `wwref episode score`.
+// are the benchmark's (tools.ts: `observe`, `calculate_python`, `submit_diagnosis`, and the read-only
+// `task` and `status`), each one episode action (episode.ts: under the folder's lock, so two clients
+// never overspend); its prompt `episode` (prompt.ts) gives the instructions. No tool returns a
+// reference value beyond the anchors and purchases, a path of this machine, or a score: scoring is
+// `wwref episode score`.
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,70 +17,17 @@ import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol
 import * as z from 'zod';
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
-import { predictionFromJson } from '../analysis/grade.ts';
 import { type Json, parseStrictJson } from '../analysis/strict-json.ts';
-import { calculate, MAX_CODE_BYTES } from './calculations.ts';
-import { episodeContext, fixedAtStart, episodeStatus, MAX_BATCH, MAX_OPTIONS, observe, submitPrediction } from './episode.ts';
-import { closeEstimatorWorker, submitEstimator } from './estimator-submission.ts';
+import { fixedAtStart } from './episode.ts';
+import { closeEstimatorWorker } from './estimator-submission.ts';
+import { episodePrompt } from './prompt.ts';
 import { sandboxAvailable } from './sandbox/isolation.ts';
-import { taskView } from './task.ts';
+import { ENVIRONMENT, registerEpisodeTools, type ToolResult } from './tools.ts';
 
 const VERSION = '0.1.0';
 /** A request body larger than this is refused (a 64-mask submission is about 3 KiB). */
 const MAX_BODY_BYTES = 1 << 20;
 export const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
-
-type ToolResult = { content: { type: 'text'; text: string }[]; structuredContent?: Record<string, unknown>; isError?: boolean };
-
-/** The output schemas: what each tool's structured content holds (the fields agents read; more may follow). */
-const Observation = z.looseObject({ mask: z.string(), utility: z.number() });
-const EpisodeViewOut = z.looseObject({
-  condition: z.string(),
-  dimensions: z.number().int(),
-  budget: z.number().int(),
-  credits_remaining: z.number().int(),
-  closed: z.boolean(),
-  observations: z.array(Observation),
-  calculations: z.looseObject({ limit: z.number().int(), used: z.number().int(), remaining: z.number().int() }),
-  session: z.looseObject({ seconds_used: z.number(), seconds_left: z.number().nullable(), deadline_seconds: z.number().nullable() }),
-});
-const TaskOut = z.looseObject({
-  condition: z.string(),
-  family: z.string(),
-  dimensions: z.number().int(),
-  factor_order: z.array(z.string()),
-  factors: z.record(z.string(), z.string()),
-  mask_convention: z.string(),
-  utility: z.string().nullable(),
-  workflow_source: z.string(),
-  free_observations: z.array(Observation),
-  budget: z.number().int(),
-  credits_remaining: z.number().int(),
-  observations: z.array(Observation),
-});
-const ObserveOut = EpisodeViewOut.extend({ new_masks: z.array(z.string()) });
-const SubmitOut = EpisodeViewOut.extend({
-  submitted_at: z.string(),
-  estimator: z.looseObject({ name: z.string(), parameters: z.record(z.string(), z.unknown()) }).optional(),
-});
-const CalculateOut = z.looseObject({
-  call: z.number().int(),
-  status: z.enum(['ok', 'error', 'timed_out', 'over_memory', 'output_limit']),
-  return_code: z.number().int().nullable(),
-  stdout: z.string(),
-  stderr: z.string(),
-  stdout_truncated: z.boolean(),
-  stderr_truncated: z.boolean(),
-  wall_seconds: z.number(),
-  detail: z.string().nullable(),
-  calculations_remaining: z.number().int(),
-});
-
-/** What a calculation can import, by engine. */
-const ENVIRONMENT: Record<'native' | 'pyodide', string> = {
-  native: 'CPython 3.12 with numpy, scipy and scikit-learn, one thread',
-  pyodide: 'Pyodide: CPython in WebAssembly, standard library only, no NumPy',
-};
 
 /** `paths` and, for those reached through a symbolic link, their real paths too: longest first, so a folder's own name goes first. */
 function hostPaths(paths: string[]): string[] {
@@ -95,8 +41,8 @@ function hostPaths(paths: string[]): string[] {
   return [...new Set([...paths, ...real])].filter((p) => p.length > 1).sort((a, b) => b.length - a.length);
 }
 
-/** The episode's MCP server: its tools, with host paths masked in every refusal. */
-export function episodeServer(settings: Settings, dir: string): McpServer {
+/** The episode's MCP server: its tools (tools.ts) and its prompt (prompt.ts), with host paths masked in every refusal. */
+export function episodeServer(settings: Settings, dir: string, options: { prompt?: string } = {}): McpServer {
   const folder = resolve(dir);
   const { references, engine } = fixedAtStart(folder);
   const hidden = hostPaths([folder, references, ...Object.values(settings.paths)]);
@@ -115,107 +61,30 @@ export function episodeServer(settings: Settings, dir: string): McpServer {
     { name: 'wwref-episode', version: VERSION },
     {
       instructions:
-        'A budgeted WhatWorkedBench episode: read `task`, buy measurements with `observe` (new distinct masks cost one ' +
-        'credit; repeats are free), then `submit` a predicted utility for every mask, or the name of an estimator the ' +
-        'evaluator fits on your observations. Submission closes the episode. `status` shows credits, calculation calls ' +
-        'and session time left. ' +
+        'A budgeted WhatWorkedBench episode: the prompt `episode` (prompts/get) gives the full instructions. Read `task`, ' +
+        'buy measurements with `observe` (new distinct masks cost one credit; repeats are free), then `submit_diagnosis` ' +
+        'a predicted utility for every mask, or the name of a public helper the evaluator fits on your observations. ' +
+        'Submission closes the episode. `status` shows credits, calculation calls and session time left. ' +
         (sandbox.available
-          ? `\`calculate\` runs Python (${ENVIRONMENT[engine]}) on the evidence, a limited number of times.`
-          : `No \`calculate\` tool: calculations need an OS sandbox this machine cannot make (${sandbox.reason}).`),
+          ? `\`calculate_python\` runs Python (${ENVIRONMENT[engine]}) on the evidence, a limited number of times.`
+          : `No \`calculate_python\` tool: calculations need an OS sandbox this machine cannot make (${sandbox.reason}).`),
     },
   );
-  const readOnly = { readOnlyHint: true, openWorldHint: false } as const;
-  server.registerTool(
-    'task',
+  registerEpisodeTools({ settings, folder, engine, sandbox, tool }, server);
+  server.registerPrompt(
+    'episode',
     {
-      title: 'Task',
-      description:
-        'The public view: family, factor order and descriptions, utility, data ' +
-        'summary, workflow source, free observations, budget, credits and purchases.',
-      inputSchema: z.strictObject({}),
-      outputSchema: TaskOut,
-      annotations: readOnly,
+      title: 'Episode instructions',
+      description: "The episode's full instructions: objective, limits, helpers, submission, free observations, task.",
     },
-    () =>
-      tool(async () => {
-        const context = await episodeContext(settings, folder);
-        return taskView(settings, context.view.condition, context.references, context.family, context.source, context.view);
-      }),
-  );
-  server.registerTool(
-    'observe',
-    {
-      title: 'Observe',
-      description:
-        'Measure masks (0/1 strings, option A first). Each new distinct mask costs one credit; ' +
-        'known masks are free; a batch needing more credits than remain is refused whole.',
-      inputSchema: z.strictObject({ masks: z.array(z.string().max(MAX_OPTIONS)).min(1).max(MAX_BATCH) }),
-      outputSchema: ObserveOut,
-      annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: false },
+    async () => {
+      try {
+        const text = await episodePrompt(settings, folder, options.prompt);
+        return { messages: [{ role: 'user', content: { type: 'text', text } }] };
+      } catch (error) {
+        throw new Error(error instanceof UserError ? masked(error.message) : 'internal error of the evaluator');
+      }
     },
-    ({ masks }) => tool(() => observe(settings, folder, masks)),
-  );
-  server.registerTool(
-    'status',
-    {
-      title: 'Status',
-      description: 'Budget, credits remaining, observations, calculation calls and session time left, closed or not.',
-      inputSchema: z.strictObject({}),
-      outputSchema: EpisodeViewOut,
-      annotations: readOnly,
-    },
-    () => tool(() => episodeStatus(settings, folder)),
-  );
-  if (sandbox.available)
-    server.registerTool(
-      'calculate',
-      {
-        title: 'Calculate',
-        description:
-          `Run Python (${ENVIRONMENT[engine]}) in a fresh sandbox with no network, no process and no files but its own ` +
-          '(/tmp and the working folder are writable). `evidence` (a dict) and the file evidence.json hold the observations ' +
-          '(`observations`: a list in acquisition order), credits, calculation calls and session seconds left, and the ' +
-          '`task`; `task` and `observations` are also variables. ' +
-          (engine === 'native'
-            ? '`from wwb_helpers import fit_surface, suggest_experiments` gives the public helpers (ridge fits chosen by ' +
-              'leave-one-out, the greedy design); '
-            : '') +
-          "`import wwref_helpers` gives ridge_main, ridge_pair, ridge_table and greedy_design (the benchmark's " +
-          'estimators). Nothing persists between calls: print what you need; stdout and stderr come back. ' +
-          "Each call counts against the episode's limit and has a time limit.",
-        inputSchema: z.strictObject({ code: z.string().max(MAX_CODE_BYTES).describe('Python source') }),
-        outputSchema: CalculateOut,
-        annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: false },
-      },
-      ({ code }) => tool(() => calculate(settings, folder, code)),
-    );
-  server.registerTool(
-    'submit',
-    {
-      title: 'Submit',
-      description:
-        'Close the episode with either `predictions`, a predicted utility in [0, 1] for every mask ({"0000": 0.41, …}), ' +
-        'or `estimator`: ridge_main, ridge_pair or gp, fitted by the evaluator on your observations.',
-      // the table's own rules are grade's (predictionFromJson), as for the command line: the schema only says its shape
-      inputSchema: z.strictObject({
-        predictions: z
-          .record(z.string(), z.unknown())
-          .optional()
-          .describe('a JSON object: mask -> predicted utility, every mask of the condition'),
-        estimator: z.enum(['ridge_main', 'ridge_pair', 'gp']).optional().describe('instead of predictions: the estimator to fit'),
-      }),
-      outputSchema: SubmitOut,
-      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
-    },
-    ({ predictions: given, estimator }) =>
-      tool(async () => {
-        // an empty object is no table: form clients (the Inspector's web UI) send `{}` for an object left alone
-        const predictions = given && Object.keys(given).length === 0 && estimator !== undefined ? undefined : given;
-        if ((predictions === undefined) === (estimator === undefined))
-          throw new UserError('submit takes either `predictions` or `estimator`');
-        if (estimator !== undefined) return submitEstimator(settings, folder, estimator);
-        return submitPrediction(settings, folder, (dimensions) => predictionFromJson(predictions as Json, dimensions, 'predictions'));
-      }),
   );
   return server;
 }
@@ -353,8 +222,8 @@ class StrictStdioTransport implements Transport {
 }
 
 /** Serves the episode over stdin/stdout until the client closes it. */
-export async function serveStdio(settings: Settings, dir: string): Promise<void> {
-  const server = episodeServer(settings, dir);
+export async function serveStdio(settings: Settings, dir: string, options: { prompt?: string } = {}): Promise<void> {
+  const server = episodeServer(settings, dir, options);
   const transport = new StrictStdioTransport();
   const closed = new Promise<void>((done) => {
     transport.onclose = done;
@@ -370,6 +239,8 @@ export interface HttpOptions {
   host: string;
   /** Required unless the host is a loopback address: every request must carry `Authorization: Bearer <token>`. */
   token?: string;
+  /** A template replacing the prompt's text (prompt.ts). */
+  prompt?: string;
 }
 
 export function reply(res: ServerResponse, status: number, message: string): void {
@@ -503,13 +374,13 @@ export async function serveHttp(settings: Settings, dir: string, options: HttpOp
     throw new UserError(
       `serving on ${options.host}, beyond this machine, needs --token-file: every request must then carry the bearer token`,
     );
-  episodeServer(settings, dir); // the episode is read before listening
+  episodeServer(settings, dir, options); // the episode is read before listening
   const expected = options.token ? Buffer.from(`Bearer ${options.token}`) : undefined;
   const http = createServer(async (req, res) => {
     try {
       if (!admitRequest(req, res, options.host, portOf(http), expected)) return;
       if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') return reply(res, 404, 'the MCP endpoint is /mcp');
-      await answerMcp(req, res, () => episodeServer(settings, dir));
+      await answerMcp(req, res, () => episodeServer(settings, dir, options));
     } catch (error) {
       answerFailure(res, error);
     }

@@ -53,7 +53,7 @@ const numbers = (value: unknown): number[] =>
         ? Object.values(value).flatMap(numbers)
         : [];
 /** The tools: `calculate` where the OS sandbox can be made. */
-const TOOLS = [...(sandboxAvailable().available ? ['calculate'] : []), 'observe', 'status', 'submit', 'task'];
+const TOOLS = [...(sandboxAvailable().available ? ['calculate_python'] : []), 'observe', 'status', 'submit_diagnosis', 'task'];
 const predictions = Object.fromEntries(Array.from({ length: 16 }, (_, k) => [maskOf(k, 4), 0.5]));
 
 /** An MCP client (the SDK's own) connected to `wwref serve --episode EP` over stdio. */
@@ -150,7 +150,7 @@ describe('serve over stdio', () => {
       const over = await call(client, 'observe', { masks: ['0001', '0010'] });
       expect(over.isError).toBe(true);
       expect(over.text).toMatch(/refused whole, nothing spent/);
-      const submitted = await call(client, 'submit', { predictions });
+      const submitted = await call(client, 'submit_diagnosis', { predictions_json: predictions });
       expect(submitted.json.closed).toBe(true);
       const late = await call(client, 'observe', { masks: ['0001'] });
       expect([late.isError, late.text]).toEqual([true, expect.stringMatching(/the episode is closed/)]);
@@ -216,18 +216,21 @@ describe('serve, strict tool arguments', () => {
       const extra = await call(client, 'observe', { masks: ['0001'], budget: 99 });
       expect([extra.isError, extra.text]).toEqual([true, expect.stringMatching(/budget/)]);
       expect((await call(client, 'status', { verbose: true })).isError).toBe(true);
-      expect((await call(client, 'submit', { predictions, note: 'x' })).isError).toBe(true);
-      // `predictions` is a JSON object (its schema's type, which clients such as the Inspector need); a list is refused
+      expect((await call(client, 'submit_diagnosis', { predictions_json: predictions, note: 'x' })).isError).toBe(true);
+      // `predictions_json` is a JSON object or the text of one; a list is refused, and so is the text of one
       const items = Array.from({ length: 16 }, (_, k) => ({ mask: maskOf(k, 4), utility: 0.5 }));
-      expect((await call(client, 'submit', { predictions: items })).isError).toBe(true);
-      const short = await call(client, 'submit', { predictions: { '0000': 0.5 } });
+      expect((await call(client, 'submit_diagnosis', { predictions_json: items })).isError).toBe(true);
+      expect((await call(client, 'submit_diagnosis', { predictions_json: JSON.stringify(items) })).isError).toBe(true);
+      expect((await call(client, 'submit_diagnosis', { predictions_json: '{"0000": NaN}' })).isError).toBe(true);
+      const short = await call(client, 'submit_diagnosis', { predictions_json: { '0000': 0.5 } });
       expect([short.isError, short.text]).toEqual([true, expect.stringMatching(/predictions/)]);
-      const both = await call(client, 'submit', { predictions, estimator: 'ridge_main' });
-      expect([both.isError, both.text]).toEqual([true, 'submit takes either `predictions` or `estimator`']);
-      expect((await call(client, 'submit', {})).isError).toBe(true);
+      const both = await call(client, 'submit_diagnosis', { predictions_json: predictions, estimator: 'ridge_main' });
+      expect([both.isError, both.text]).toEqual([true, 'submit_diagnosis takes either `predictions_json` or `estimator`']);
+      expect((await call(client, 'submit_diagnosis', {})).isError).toBe(true);
+      expect((await call(client, 'submit_diagnosis', { estimator: 'gp' })).isError).toBe(true); // the benchmark's helpers only
       expect((await call(client, 'status')).json.closed).toBe(false);
       // an empty object beside an estimator is no table (what a form client such as the Inspector's sends for it)
-      const taken = await call(client, 'submit', { predictions: {}, estimator: 'ridge_main' });
+      const taken = await call(client, 'submit_diagnosis', { predictions_json: {}, estimator: 'ridge_main' });
       expect([taken.isError, taken.json?.closed, taken.json?.estimator?.name]).toEqual([false, true, 'ridge_main']);
     } finally {
       await client.close();
@@ -314,8 +317,8 @@ describe('serve over Streamable HTTP', () => {
       const status = await call(b, 'status');
       expect(status.json.credits_remaining).toBe(1);
       expect(status.json.observations).toHaveLength(4);
-      expect((await call(a, 'submit', { predictions })).json.closed).toBe(true);
-      expect((await call(b, 'submit', { predictions })).isError).toBe(true);
+      expect((await call(a, 'submit_diagnosis', { predictions_json: JSON.stringify(predictions) })).json.closed).toBe(true);
+      expect((await call(b, 'submit_diagnosis', { predictions_json: predictions })).isError).toBe(true);
     } finally {
       await Promise.all([a.close(), b.close()]);
     }

@@ -20,7 +20,7 @@ case "$WWREF_EPISODE_ID" in
     const url = process.env.WWREF_MCP_URL, auth = "Bearer " + process.env.WWREF_MCP_TOKEN;
     fetch(url, { method: "POST", headers: { authorization: auth, "content-type": "application/json",
       accept: "application/json, text/event-stream" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1,
-      method: "tools/call", params: { name: "submit", arguments: { estimator: "ridge_pair" } } }) })
+      method: "tools/call", params: { name: "submit_diagnosis", arguments: { estimator: "ridge_pair" } } }) })
       .then((r) => r.text()).then(() => {});' ;;
 esac
 exec node -e '

@@ -60,18 +60,18 @@ describe.skipIf(!sandboxAvailable().available)('a hostile agent and its own epis
     try {
       // one padded call: what it adds to the log
       const before = logBytes(ep);
-      expect((await call(client, 'calculate', { code: PADDED })).json.status).toBe('ok');
+      expect((await call(client, 'calculate_python', { code: PADDED })).json.status).toBe('ok');
       const perCall = logBytes(ep) - before;
       expect(perCall).toBeGreaterThan(1_100_000);
       // a log that one more such call would fill to within a few bytes
       padLog(ep, perCall + 40);
-      const last = await call(client, 'calculate', { code: PADDED });
+      const last = await call(client, 'calculate_python', { code: PADDED });
       expect(last.isError ? last.text : `call ${last.json.call} accepted`).toMatch(
         /^the events log has no room left for this calculate \(/,
       );
       const status = await call(client, 'status');
       expect(status.isError ? status.text : 'served').toBe('served');
-      const submitted = await call(client, 'submit', { estimator: 'ridge_main' });
+      const submitted = await call(client, 'submit_diagnosis', { estimator: 'ridge_main' });
       expect(submitted.isError ? submitted.text : 'submitted').toBe('submitted');
     } finally {
       await client.close();
@@ -88,7 +88,7 @@ describe.skipIf(!sandboxAvailable().available)('a hostile agent and its own epis
     const ep = await startEpisode();
     const client = await stdioClient(ep);
     try {
-      const results = await Promise.all([1, 2, 3].map((k) => call(client, 'calculate', { code: `print(${k})` })));
+      const results = await Promise.all([1, 2, 3].map((k) => call(client, 'calculate_python', { code: `print(${k})` })));
       expect(results.map((r) => r.json.status)).toEqual(['ok', 'ok', 'ok']);
     } finally {
       await client.close();
@@ -106,7 +106,7 @@ describe.skipIf(!sandboxAvailable().available)('a hostile agent and its own epis
     const ep = await startEpisode();
     const client = await stdioClient(ep);
     try {
-      expect((await call(client, 'calculate', { code: 'print(1)' })).json.status).toBe('ok');
+      expect((await call(client, 'calculate_python', { code: 'print(1)' })).json.status).toBe('ok');
     } finally {
       await client.close();
     }
@@ -133,10 +133,8 @@ describe.skipIf(!sandboxAvailable().available)('a hostile agent and its own epis
     const ep = await startEpisode(['--session-seconds', '6']);
     const client = await stdioClient(ep);
     try {
-      // real time through JavaScript, past the deadline
-      const spin =
-        'from pyodide.code import run_js\nrun_js("const t = process.hrtime.bigint(); while (process.hrtime.bigint() - t < 20000000000n) {}")';
-      const r = await call(client, 'calculate', { code: spin });
+      // real time in the native engine (the default), past the deadline
+      const r = await call(client, 'calculate_python', { code: 'import time\ntime.sleep(20)' });
       expect([r.json.status, r.json.detail]).toEqual(['timed_out', expect.stringMatching(/^over [1-6] wall seconds$/)]);
     } finally {
       await client.close();

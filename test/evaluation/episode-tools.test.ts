@@ -106,17 +106,17 @@ describe.skipIf(!sandbox.available)('the agent interface over MCP', () => {
     try {
       const { tools } = await client.listTools();
       const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
-      expect(Object.keys(byName).sort()).toEqual(['calculate', 'observe', 'status', 'submit', 'task']);
+      expect(Object.keys(byName).sort()).toEqual(['calculate_python', 'observe', 'status', 'submit_diagnosis', 'task']);
       for (const name of ['task', 'status']) expect(byName[name]!.annotations?.readOnlyHint).toBe(true);
       for (const name of Object.keys(byName)) expect(byName[name]!.outputSchema?.type).toBe('object');
-      const predictionsSchema = (byName.submit!.inputSchema.properties as Record<string, { type?: string }>).predictions!;
-      expect([byName.submit!.inputSchema.type, predictionsSchema.type]).toEqual(['object', 'object']);
-      expect(byName.calculate!.description).toMatch(/standard library only/);
+      expect(byName.submit_diagnosis!.inputSchema.type).toBe('object');
+      expect(Object.keys(byName.submit_diagnosis!.inputSchema.properties ?? {}).sort()).toEqual(['estimator', 'predictions_json']);
+      expect(byName.calculate_python!.description).toMatch(/standard library only/); // this episode's engine is pyodide
 
       expect((await call(client, 'observe', { masks: BOUGHT })).json.credits_remaining).toBe(1);
       // the calculation runs outside the episode's lock: status answers long before it ends
       let done = false;
-      const running = call(client, 'calculate', { code: PAIR_RIDGE }).finally(() => {
+      const running = call(client, 'calculate_python', { code: PAIR_RIDGE }).finally(() => {
         done = true;
       });
       await new Promise((r) => setTimeout(r, 300));
@@ -124,16 +124,23 @@ describe.skipIf(!sandbox.available)('the agent interface over MCP', () => {
       expect(done).toBe(false);
       expect(status.json.calculations).toEqual({ limit: 1, used: 1, remaining: 0 });
       const result = await running;
-      expect(result.json).toMatchObject({ call: 1, status: 'ok', return_code: 0, stderr: '', calculations_remaining: 0 });
+      expect(result.json).toMatchObject({
+        call: 1,
+        status: 'ok',
+        returncode: 0,
+        timed_out: false,
+        stderr: '',
+        calculation_calls_remaining: 0,
+      });
       const out = JSON.parse(result.json.stdout);
       expect(out).toMatchObject({ left: 0, remaining: null, same: true });
       expect(out.elapsed).toBeGreaterThan(0);
       helper.table = out.predictions;
       helper.alpha = out.alpha;
 
-      const over = await call(client, 'calculate', { code: 'print(1)' });
+      const over = await call(client, 'calculate_python', { code: 'print(1)' });
       expect([over.isError, over.text]).toEqual([true, 'all 1 calculation calls of the episode are used']);
-      const submitted = await call(client, 'submit', { predictions: helper.table });
+      const submitted = await call(client, 'submit_diagnosis', { predictions_json: helper.table });
       expect([submitted.isError, submitted.json.closed, submitted.json.estimator]).toEqual([false, true, undefined]);
     } finally {
       await client.close();
@@ -155,7 +162,7 @@ describe.skipIf(!sandbox.available)('the agent interface over MCP', () => {
     const client = await stdioClient(fitted.ep);
     try {
       await call(client, 'observe', { masks: BOUGHT });
-      const submitted = await call(client, 'submit', { estimator: 'ridge_pair' });
+      const submitted = await call(client, 'submit_diagnosis', { estimator: 'ridge_pair' });
       expect(submitted.isError, submitted.text).toBe(false);
       expect(submitted.json.estimator).toMatchObject({ name: 'ridge_pair', parameters: { degree: 2 } });
       expect(submitted.json.estimator.parameters.alpha).toBe(helper.alpha); // the same penalty chosen
@@ -252,6 +259,86 @@ describe.skipIf(!sandbox.available)('the agent interface over MCP', () => {
   }, 120_000);
 });
 
+describe.skipIf(!sandbox.available)("the benchmark's protocol: native calculations, its receipt form, its prompt", () => {
+  it('calculate_python runs numpy and the public helpers on the globals; a killed call returns 137; submit_diagnosis takes JSON text', async () => {
+    const ep = await startEpisode(6, ['--call-seconds', '2']);
+    const client = await stdioClient(ep);
+    try {
+      const tools = Object.fromEntries((await client.listTools()).tools.map((t) => [t.name, t]));
+      expect(tools.calculate_python!.description).toMatch(/numpy, scipy and scikit-learn/);
+      expect((await call(client, 'observe', { masks: BOUGHT })).json.credits_remaining).toBe(1);
+      const code = [
+        'import json, os, numpy as np',
+        'from wwb_helpers import fit_surface, suggest_experiments',
+        'fit = fit_surface(observations, degree=2)',
+        'print(json.dumps({"files": sorted(os.listdir(".")), "cwd": os.getcwd(), "condition": task["condition"],',
+        '  "masks": [o["mask"] for o in observations], "left": evidence["calculation_calls_remaining"],',
+        '  "next": suggest_experiments(observations, count=1, degree=2), "n": len(fit["predictions"]), "np": np.__version__}))',
+      ].join('\n');
+      const fitted = await call(client, 'calculate_python', { code });
+      expect(fitted.json, fitted.json.stderr).toMatchObject({
+        returncode: 0,
+        timed_out: false,
+        status: 'ok',
+        calculation_calls_remaining: 19,
+      });
+      const out = JSON.parse(fitted.json.stdout);
+      expect(out).toMatchObject({ files: ['evidence.json', 'wwb_helpers.py'], cwd: '/job', condition: 'toy', n: 16, left: 19 });
+      expect(out.masks).toEqual(['0000', '1111', ...BOUGHT]);
+      expect(out.next).toHaveLength(1);
+      // stopped by its 2-second wall limit: the benchmark's receipt says 137 and timed out
+      const slept = await call(client, 'calculate_python', { code: 'import time\nprint("a", flush=True)\ntime.sleep(30)' });
+      expect(slept.json).toMatchObject({ returncode: 137, timed_out: true, status: 'timed_out' });
+      const table = Object.fromEntries(Array.from({ length: 16 }, (_, k) => [maskOf(k, 4), 0.5]));
+      const submitted = await call(client, 'submit_diagnosis', { predictions_json: JSON.stringify(table) });
+      expect(submitted.json.closed).toBe(true);
+    } finally {
+      await client.close();
+    }
+  }, 120_000);
+
+  it("the prompt `episode` says every fact of the benchmark's prompt; --prompt FILE replaces it, an unknown placeholder is refused", async () => {
+    const ep = await startEpisode(6, ['--session-seconds', '1800']);
+    const client = await stdioClient(ep);
+    try {
+      const { prompts } = await client.listPrompts();
+      expect(prompts.map((p) => p.name)).toEqual(['episode']);
+      const text = ((await client.getPrompt({ name: 'episode' })).messages[0]!.content as { text: string }).text;
+      for (const fact of [
+        '16 configurations',
+        'A,B,C,D',
+        'buy 6 more',
+        '32 pairs',
+        '1800 seconds',
+        'at most 20 calls',
+        '30 CPU seconds',
+        '45 wall',
+      ])
+        expect(text).toContain(fact);
+      expect(text).toMatch(/submit_diagnosis with predictions_json[\s\S]*ridge_main[\s\S]*FREE OBSERVATIONS:\n\[\{"mask":"0000"/);
+      expect(JSON.parse(text.slice(text.indexOf('TASK:\n') + 6))).toMatchObject({ condition: 'toy', dimensions: 4 });
+    } finally {
+      await client.close();
+    }
+    const template = join(dir, 'prompt.txt');
+    writeFileSync(template, 'Options {{letters}}, budget {{budget}}.');
+    const own = new Client({ name: 'test-agent', version: '1.0.0' });
+    await own.connect(
+      new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep, '--prompt', template], cwd: ROOT, stderr: 'pipe' }),
+    );
+    try {
+      expect(((await own.getPrompt({ name: 'episode' })).messages[0]!.content as { text: string }).text).toBe('Options A,B,C,D, budget 6.');
+    } finally {
+      await own.close();
+    }
+    writeFileSync(template, 'Budget {{money}}.');
+    refusedLine(
+      await cli(['serve', '--episode', ep, '--prompt', template]),
+      /^wwref: --prompt .* names \{\{money\}\}, which is not one of \{\{configurations\}\}/,
+    );
+  }, 120_000);
+});
+
 describe('limits, deadline and undelivered episodes', () => {
   it('after the deadline observe, calculate and submit are refused (one line, logged); the episode scores as undelivered', async () => {
     const ep = await startEpisode(3, ['--session-seconds', '1', '--calls', '2']);
@@ -319,7 +406,7 @@ describe('limits, deadline and undelivered episodes', () => {
   it.skipIf(!sandbox.available)(
     'a server launched holding descriptors of host files (fds 40 and 250, not close-on-exec): no calculation reaches them',
     async () => {
-      const ep = await startEpisode(1);
+      const ep = await startEpisode(1, ['--engine', 'pyodide']); // its scan is JavaScript (the native engine's: sandbox-escapes.test.ts)
       const victim = join(dir, 'victim.txt');
       const secret = join(dir, 'secret.txt');
       writeFileSync(victim, 'untouched\n');
@@ -342,8 +429,8 @@ describe('limits, deadline and undelivered episodes', () => {
           'for (let fd = 3; fd < 1024; fd++) { try { if (!fs.fstatSync(fd).isFile()) continue } catch { continue } found.push(fd); ' +
           "try { fs.writeSync(fd, 'WRITTEN-FROM-SANDBOX') } catch {} try { const b = Buffer.alloc(64); fs.readSync(fd, b, 0, 64, 0); found.push(String(b)) } catch {} } " +
           'return JSON.stringify(found)")())';
-        const result = await call(client, 'calculate', { code: scan });
-        expect(result.json).toMatchObject({ status: 'ok', stdout: '[]\n' });
+        const result = await call(client, 'calculate_python', { code: scan });
+        expect(result.json).toMatchObject({ status: 'ok', returncode: 0, stdout: '[]\n' });
       } finally {
         await client.close();
       }
@@ -360,8 +447,8 @@ describe('limits, deadline and undelivered episodes', () => {
       new StdioClientTransport({ command: 'node', args: [BIN, 'serve', '--episode', ep], cwd: ROOT, env, stderr: 'pipe' }),
     );
     try {
-      expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['observe', 'status', 'submit', 'task']);
-      expect(client.getInstructions()).toMatch(/No `calculate` tool: .*\(calculations are turned off here \(WWREF_SANDBOX=off\)\)/);
+      expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['observe', 'status', 'submit_diagnosis', 'task']);
+      expect(client.getInstructions()).toMatch(/No `calculate_python` tool: .*\(calculations are turned off here \(WWREF_SANDBOX=off\)\)/);
     } finally {
       await client.close();
     }

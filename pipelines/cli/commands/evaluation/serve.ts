@@ -11,9 +11,9 @@ const TOKEN_MIN = 16;
 export default defineCommand({
   command: 'serve',
   describe:
-    'serve an episode to an agent as an MCP server (tools task, observe, status, calculate ' +
-    'where the sandbox can be made, submit): stdio by default, Streamable HTTP on 127.0.0.1 with --http PORT; ' +
-    '--episodes DIR serves many, a token each',
+    "serve an episode to an agent as an MCP server (the benchmark's tools observe, calculate_python where the " +
+    'sandbox can be made, submit_diagnosis; task and status; the prompt `episode`): stdio by default, Streamable ' +
+    'HTTP on 127.0.0.1 with --http PORT; --episodes DIR serves many, a token each',
   builder: (y) =>
     y
       .option('episode', { type: 'string', describe: "the episode folder ('wwref episode start')" })
@@ -33,6 +33,10 @@ export default defineCommand({
         type: 'string',
         describe: 'with --http: the interface to bind (default 127.0.0.1); one beyond loopback needs --token-file',
       })
+      .option('prompt', {
+        type: 'string',
+        describe: "with --episode: a template replacing the prompt's text ({{task}}, {{budget}}, … filled in; see the README)",
+      })
       .option('token-file', {
         type: 'string',
         describe: 'with --http: a file holding the bearer token (at least 16 characters) every request must carry',
@@ -44,9 +48,10 @@ export default defineCommand({
     if (argv.endpoints !== undefined) throw new UserError('--endpoints is for --episodes');
     const dir = outputPath(settings, argv.episode!, 'episode', 'folder');
     const server = await import('../../../evaluation/server.ts');
+    const prompt = argv.prompt === undefined ? undefined : (await import('../../../evaluation/prompt.ts')).readPromptTemplate(argv.prompt);
     if (argv.http === undefined) {
       if (argv.host !== undefined || argv.tokenFile !== undefined) throw new UserError('--host and --token-file are for --http');
-      await server.serveStdio(settings, dir);
+      await server.serveStdio(settings, dir, { prompt });
       return 0;
     }
     // decimal digits only: '0x50' or '' is no port (a number parser would take them for 80 and 0)
@@ -63,7 +68,7 @@ export default defineCommand({
           `token file ${argv.tokenFile} must hold one token of at least ${TOKEN_MIN} printable ASCII characters, without spaces`,
         );
     }
-    const { server: http, url } = await server.serveHttp(settings, dir, { port, host: argv.host ?? '127.0.0.1', token });
+    const { server: http, url } = await server.serveHttp(settings, dir, { port, host: argv.host ?? '127.0.0.1', token, prompt });
     process.stderr.write(`wwref: serving episode ${argv.episode} at ${url} (Ctrl-C stops)\n`);
     await stopSignal();
     http.closeAllConnections();
@@ -81,10 +86,11 @@ const stopSignal = () =>
 /** `--episodes DIR`: every episode folder in DIR on one server, the endpoints written to --endpoints FILE (mode 0600). */
 async function serveMany(
   settings: Settings,
-  argv: { episodes?: string; endpoints?: string; http?: string; host?: string; tokenFile?: string },
+  argv: { episodes?: string; endpoints?: string; http?: string; host?: string; tokenFile?: string; prompt?: string },
 ): Promise<number> {
   if (argv.endpoints === undefined) throw new UserError('--episodes needs --endpoints FILE: the tokens are made when the server starts');
   if (argv.tokenFile !== undefined) throw new UserError('--token-file is for --episode: with --episodes every episode has its own token');
+  if (argv.prompt !== undefined) throw new UserError('--prompt is for --episode');
   const port = argv.http === undefined ? 0 : /^[0-9]{1,5}$/.test(argv.http) ? Number(argv.http) : Number.NaN;
   if (!(port >= 0 && port <= 65535))
     throw new UserError(`--http takes a port number from 0 to 65535 in decimal digits, not ${JSON.stringify(argv.http)}`);
