@@ -295,6 +295,10 @@ describe.skipIf(!sandbox.available)("the benchmark's protocol: native calculatio
     } finally {
       await client.close();
     }
+    // native calculations replay bit for bit under the profile; the stopped one is said so, not replayed
+    const verified = (await cli(['episode', 'verify', '--episode', ep])).json;
+    expect(verified.calls.map((c: { outcome: string }) => c.outcome)).toEqual(['replayed', 'stopped']);
+    expect(verified.ok).toBe(true);
   }, 120_000);
 
   it("the prompt `episode` says every fact of the benchmark's prompt; --prompt FILE replaces it, an unknown placeholder is refused", async () => {

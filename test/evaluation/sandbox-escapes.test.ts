@@ -411,6 +411,19 @@ while True:
     expect(sandboxesAlive()).toEqual([]);
   });
 
+  it('stops a 2.4 GB allocation (the address-space limit: MemoryError) and a CPU loop, and serves the next call', async () => {
+    const big = await runCalculation({
+      code: 'import numpy as np\nx = np.ones(300_000_000)\nprint(x.sum())',
+      evidence: {},
+      engine: native,
+    });
+    expect(big).toMatchObject({ status: 'over_memory', killedBy: null, returnCode: 1 });
+    expect(big.stderr).toMatch(/MemoryError: Unable to allocate 2\.2\d GiB/);
+    const loop = await runCalculation({ code: 'while True:\n    pass', evidence: {}, engine: native, limits: { cpuSeconds: 2 } });
+    expect(loop).toMatchObject({ status: 'timed_out', killedBy: 'cpu', returnCode: null });
+    expect(await runCalculation({ code: 'print(6 * 7)', evidence: {}, engine: native })).toMatchObject({ status: 'ok', stdout: '42\n' });
+  });
+
   it('takes the outcome from the exit status: a line on fd 3 or stdout cannot relabel an exception', async () => {
     const forged = `
 import os, sys
