@@ -474,7 +474,7 @@ if (sections.has('sandbox')) {
 /**
  * The agent's round trips through `wwref serve` over stdio with the SDK's client, on a fresh episode of
  * --condition (default nile): `observe` of one known mask (free: the lock, the log, the answer) and a
- * trivial `calculate` (reservation, sandbox, receipt).
+ * trivial `calculate_python` (reservation, sandbox, receipt), in the episode's default engine (native).
  */
 async function mcpRoundTrips(rounds: number, median: (xs: number[]) => number): Promise<void> {
   const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
@@ -500,10 +500,10 @@ async function mcpRoundTrips(rounds: number, median: (xs: number[]) => number): 
       return median(ms);
     };
     const observe = await timed('observe', { masks: [view.observations[0]!.mask] }, 50);
-    const calculate = await timed('calculate', { code: 'print(1)' }, rounds);
+    const calculate = await timed('calculate_python', { code: 'print(1)' }, rounds);
     console.log(
       `  over MCP (wwref serve, stdio, ${condition}): observe round trip ${observe.toFixed(1)} ms (median of 50), ` +
-        `calculate round trip (print(1)) ${(calculate / 1000).toFixed(2)} s (median of ${rounds})`,
+        `calculate_python round trip (print(1), native) ${(calculate / 1000).toFixed(2)} s (median of ${rounds})`,
     );
   } finally {
     await client.close();
