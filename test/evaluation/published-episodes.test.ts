@@ -71,7 +71,7 @@ describe.skipIf(SKIP !== null)(`published agent episodes replayed over MCP${SKIP
             const id = order[event.number - 1]!;
             const code = readFileSync(join(folder, 'calculations', id, 'code.py'), 'utf8');
             const published = readJson(join(folder, 'calculations', id, 'receipt.json'));
-            const r = (await client.callTool({ name: 'calculate_python', arguments: { code } })) as {
+            const r = (await client.callTool({ name: 'calculate_python', arguments: { code } })) as unknown as {
               structuredContent: { returncode: number; stdout: string; stderr: string };
             };
             expect(r.structuredContent.returncode, `call ${event.number}: ${r.structuredContent.stderr}`).toBe(published.returncode);
@@ -81,7 +81,7 @@ describe.skipIf(SKIP !== null)(`published agent episodes replayed over MCP${SKIP
           } else if (event.event === 'submit') {
             const meta = readJson(join(folder, 'submission_metadata.json'));
             expect(meta.kind).toBe('agent_selected_public_helper');
-            const r = (await client.callTool({ name: 'submit_diagnosis', arguments: { estimator: meta.estimator } })) as {
+            const r = (await client.callTool({ name: 'submit_diagnosis', arguments: { estimator: meta.estimator } })) as unknown as {
               structuredContent: { closed: boolean };
             };
             expect(r.structuredContent.closed).toBe(true);

@@ -312,6 +312,9 @@ probe('force a buffer', lambda: a.setsockopt(socket.SOL_SOCKET, 32, 1 << 26))
 probe('another option', lambda: a.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
 probe('sysinfo', lambda: sys_('sysinfo', 0))
 probe('flock', lambda: __import__('fcntl').flock(open(sys.executable, 'rb'), 2 | 4))
+probe('record lock', lambda: __import__('fcntl').lockf(open(sys.executable, 'rb'), 1 | 4))
+probe('lock test', lambda: __import__('fcntl').fcntl(open(sys.executable, 'rb'), 5, bytes(32)))
+probe('other fcntl', lambda: __import__('fcntl').fcntl(open(sys.executable, 'rb'), 1))
 probe('inotify', lambda: sys_('inotify_init1', 0))
 probe('loadavg', os.getloadavg)
 probe('proc', lambda: os.listdir('/proc'))
@@ -327,6 +330,9 @@ probe('proc', lambda: os.listdir('/proc'))
       expect(results.sysinfo).toMatch(/EPERM/);
       // the bound runtime is the host's files: no lock or watch on them (a channel between calls, the machine's program starts)
       expect(results.flock).toMatch(/^ERR:PermissionError/);
+    expect(results['record lock']).toMatch(/^ERR:PermissionError/);
+    expect(results['lock test']).toMatch(/^ERR:PermissionError/);
+    expect(results['other fcntl']).toBe('OK:1'); // F_GETFD: FD_CLOEXEC (Python opens files close-on-exec)
       expect(results.inotify).toMatch(/EPERM/);
       expect(results.loadavg).toMatch(/^ERR:OSError/);
       expect(results.proc).toMatch(/^ERR:FileNotFoundError/);

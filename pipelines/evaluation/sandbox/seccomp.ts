@@ -111,6 +111,7 @@ const SYSCALLS: Readonly<Record<string, readonly [number | null, number | null]>
   inotify_init: [253, null],
   inotify_init1: [294, 26],
   setsockopt: [54, 208],
+  fcntl: [72, 25],
   lookup_dcookie: [212, 18],
   nfsservctl: [180, 42],
   personality: [135, 92],
@@ -207,6 +208,9 @@ const SOL_SOCKET = 1;
 /** SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE: a Unix socket's buffer is kernel memory no limit counts. */
 const BUFFER_OPTIONS = [7, 8, 32, 33] as const;
 const DATA_ARG1_LOW = 24;
+const FCNTL_WHEN = 'record locks (F_GETLK, F_SETLK, F_SETLKW and their OFD forms), leases and directory notices (low 32 bits of argument 1)';
+/** F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE, F_NOTIFY. */
+const FCNTL_REFUSED = [5, 6, 7, 36, 37, 38, 1024, 1026] as const;
 const DATA_ARG2_LOW = 32;
 
 /** The filter's architecture for this Node process (process.arch), or null where no filter is written (then the caller refuses to make a sandbox and says why). */
@@ -237,6 +241,7 @@ export function refusedSyscalls(options: SeccompOptions): { name: string; errno:
     { name: 'socket', errno: 'EAFNOSUPPORT', when: SOCKET_WHEN },
     { name: 'socketpair', errno: 'EAFNOSUPPORT', when: SOCKET_WHEN },
     { name: 'setsockopt', errno: 'EPERM', when: SETSOCKOPT_WHEN },
+    { name: 'fcntl', errno: 'EPERM', when: FCNTL_WHEN },
   ];
 }
 
@@ -308,6 +313,15 @@ function program(options: SeccompOptions): Instruction[] {
     jeq(rcvforce, 0, 1),
     ret(RET_ERRNO | ERRNO.EPERM),
     ret(RET_ALLOW),
+  );
+  // fcntl: no record lock, lease or directory notice (the bound runtime files are the host's: a lock on
+  // one is a channel between calls at once, as flock's would be)
+  out.push(
+    jeq(number(options, 'fcntl'), 0, FCNTL_REFUSED.length + 3),
+    load(DATA_ARG1_LOW),
+    ...FCNTL_REFUSED.map((command, k) => jeq(command, FCNTL_REFUSED.length - k, 0)),
+    ret(RET_ALLOW),
+    ret(RET_ERRNO | ERRNO.EPERM),
   );
   out.push(ret(RET_ALLOW));
   return out;
