@@ -390,9 +390,11 @@ if (sections.has('cohort')) {
     const controls = read(join(out, 'c', 'controls', 'records.jsonl')).filter((r) => r.method === 'design_degree2');
     const equal = results.filter((r) => {
       const c = controls.find((x) => x.condition === r.condition && x.budget === r.budget);
+      // the agent record's observations are the ordered list; its score carries the control's fields and more
+      const bought = (r.observations as { mask: string; utility: number }[]).map((o) => [o.mask, o.utility]);
+      const score = Object.fromEntries(Object.keys(c?.score ?? {}).map((k) => [k, r.score[k]]));
       return (
-        c &&
-        JSON.stringify([r.observations, r.acquisition_order, r.score]) === JSON.stringify([c.observations, c.acquisition_order, c.score])
+        c && JSON.stringify([bought, score]) === JSON.stringify([c.acquisition_order.map((m: string) => [m, c.observations[m]]), c.score])
       );
     }).length;
     const agent = results.reduce((a, r) => a + r.process.wall_seconds, 0);
@@ -440,7 +442,8 @@ if (sections.has('sandbox')) {
     const observations = [...new Set(order)].map((k) => ({ mask: k.toString(2).padStart(6, '0'), utility: utility(k) }));
     const engines = [await calculationEngine(settings, 'native'), await calculationEngine(settings, 'pyodide')];
     const fit = {
-      native: 'from wwb_helpers import fit_surface\nr = fit_surface(observations, degree=2)\nprint(r["ridge_alpha"], r["observed_loo_mse"])',
+      native:
+        'from wwb_helpers import fit_surface\nr = fit_surface(observations, degree=2)\nprint(r["ridge_alpha"], r["observed_loo_mse"])',
       pyodide: 'import wwref_helpers as h\nr = h.ridge_pair(observations)\nprint(r["alpha"], r["observed_loo_mse"])',
     };
     for (const engine of engines) {

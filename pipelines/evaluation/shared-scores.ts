@@ -2,11 +2,12 @@
 // on exactly the agent's observations (main- and pair-effect ridge, the plain GP), so that what the agent
 // chose to buy and what it made of it can be told apart ("gains … over a GP fitted to the same
 // observations"). The estimators are the controls' (workflows/evaluation/), fitted by a controls'
-// worker; each table is scored by grade.
+// worker on the observations in acquisition order (an episode's receipt, a record's list: the same order
+// gives the same bits); each table is scored by grade, in the published agent-score form.
 import type { Surface } from '../analysis/effects.ts';
-import { BENCHMARK_FIELDS, differingFields, type RecordDifference, type SharedRequest } from '../analysis/grade-records.ts';
+import { type AgentScore, agentScore, differingFields, type RecordDifference, type SharedRequest } from '../analysis/grade-records.ts';
 import { isObject, type Json } from '../analysis/strict-json.ts';
-import { type GradeResult, gradeSurface } from '../analysis/grade.ts';
+import { gradeSurface } from '../analysis/grade.ts';
 import type { PythonWorker } from '../execution/python-worker.ts';
 import { type EstimatorName, fitEstimator } from './controls/worker.ts';
 
@@ -17,10 +18,10 @@ export const SHARED_FIELDS: Record<EstimatorName, string> = {
   gp: 'shared_gp_score',
 };
 
-export type SharedScore = Pick<GradeResult, (typeof BENCHMARK_FIELDS)[number]> & {
+export type SharedScore = {
   estimator: EstimatorName;
   parameters: Record<string, unknown>;
-};
+} & AgentScore;
 
 export interface SharedScores {
   shared_degree1_score: SharedScore;
@@ -28,12 +29,6 @@ export interface SharedScores {
   shared_gp_score: SharedScore;
   /** The agent's effect_recovery minus each shared estimator's (given the agent's own recovery). */
   recovery_gain_over_shared?: { degree1: number; degree2: number; gp: number };
-}
-
-/** grade's benchmark fields of one table, with the estimator's choices. */
-function benchmarkScore(score: GradeResult, estimator: EstimatorName, parameters: Record<string, unknown>): SharedScore {
-  const fields = Object.fromEntries(BENCHMARK_FIELDS.map((f) => [f, score[f]])) as Pick<GradeResult, (typeof BENCHMARK_FIELDS)[number]>;
-  return { estimator, parameters, ...fields };
 }
 
 /**
@@ -50,7 +45,7 @@ export async function sharedScores(
   for (const estimator of Object.keys(SHARED_FIELDS) as EstimatorName[]) {
     const fitted = await fitEstimator(worker, { width: surface.dimensions, estimator, observations });
     const graded = gradeSurface(surface, fitted.prediction, { observed: observations.map(([mask]) => mask) });
-    scores[estimator] = benchmarkScore(graded, estimator, fitted.parameters);
+    scores[estimator] = { estimator, parameters: fitted.parameters, ...agentScore(surface, graded) };
   }
   const result: SharedScores = {
     shared_degree1_score: scores.ridge_main,
@@ -75,8 +70,9 @@ export interface RecordShared extends SharedScores {
 
 /**
  * The shared-estimator scores of stored records (`grade --records`): refitted on each record's
- * observations, and compared with the ones it stores: a stored object field by field (the fields it
- * carries), a stored number with the refitted effect_recovery. Differences go to `differ`.
+ * observations in its order, and compared with the ones it stores: a stored object field by field (the
+ * fields it carries: a published agent record's, a cohort's, or its gains over them), a stored number
+ * with the refitted effect_recovery. Differences go to `differ`.
  */
 export async function sharedForRecords(
   worker: PythonWorker,
@@ -90,10 +86,14 @@ export async function sharedForRecords(
     const shared = await sharedScores(worker, surfaceOf(condition), request.observations, request.own_recovery);
     results.push({ record, line, condition, ...shared });
     for (const [key, stored] of Object.entries(request.stored)) {
-      const mine = shared[key as keyof SharedScores] as SharedScore;
+      const mine = shared[key as keyof SharedScores];
       const recomputed = JSON.parse(JSON.stringify(mine)) as { [key: string]: Json };
       const pairs: [string, Json | undefined, Json | undefined][] = isObject(stored)
-        ? Object.entries(stored).map(([field, value]) => [`${key}.${field}`, value, recomputed[field]])
+        ? Object.entries(stored).map(([field, value]) => [
+            `${key}.${field}`,
+            value,
+            Object.hasOwn(recomputed, field) ? recomputed[field] : undefined,
+          ])
         : [[`${key}`, stored, recomputed.effect_recovery]];
       for (const [field, value, other] of pairs)
         for (const d of differingFields(value, other, field)) differ({ record, line, condition, ...d });

@@ -15,6 +15,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { referenceSurface } from '../../pipelines/analysis/grade.ts';
+import { AGENT_SCORE_FIELDS } from '../../pipelines/analysis/grade-records.ts';
 import { plannedEpisodes } from '../../pipelines/evaluation/cohort/plan.ts';
 import { keepResults } from '../../pipelines/evaluation/cohort/results.ts';
 import { startEpisode } from '../../pipelines/evaluation/episode.ts';
@@ -36,6 +37,22 @@ const lines = (file: string) =>
     .split('\n')
     .filter(Boolean)
     .map((l) => JSON.parse(l) as Record<string, any>);
+/** The fields of a published agent record (results/agent_results.json), in its order. */
+const PUBLISHED_RECORD_FIELDS = [
+  'instance',
+  'family',
+  'budget',
+  'model',
+  'repeat',
+  'job_id',
+  'artifact_valid',
+  'observations',
+  'credits_spent',
+  'shared_degree1_score',
+  'shared_degree2_score',
+  'score',
+  'cohort',
+];
 const pidsIn = (file: string) => [...readFileSync(file, 'utf8').matchAll(/^(?:pid|child) (\d+)$/gm)].map((m) => Number(m[1]));
 
 describe('a cohort of the example agent', () => {
@@ -74,11 +91,23 @@ describe('a cohort of the example agent', () => {
       expect(r.artifact_valid, r.episode).toBe(true);
       expect(r.labels).toEqual({ agent: 'pair_ridge' });
       const control = controls.find((c) => c.method === 'design_degree2' && c.condition === r.condition && c.budget === r.budget)!;
-      // the same purchases in the same order, and the same table and score to the last bit
-      expect(r.acquisition_order, r.episode).toEqual(control.acquisition_order);
-      expect(r.observations).toEqual(control.observations);
-      expect(r.score).toEqual(control.score);
+      // the same purchases in the same order (the published list form), and the same table and score to the last bit
+      expect(
+        r.observations.map((o: { mask: string }) => o.mask),
+        r.episode,
+      ).toEqual(control.acquisition_order);
+      expect(r.acquisition_order).toEqual(control.acquisition_order);
+      expect(Object.fromEntries(r.observations.map((o: { mask: string; utility: number }) => [o.mask, o.utility]))).toEqual(
+        control.observations,
+      );
+      expect(Object.fromEntries(Object.keys(control.score).map((k) => [k, r.score[k]]))).toEqual(control.score);
       expect(r.credits_spent).toBe(r.budget);
+      // the published agent record's fields first, in its order; its score's fields all there
+      expect(Object.keys(r).slice(0, PUBLISHED_RECORD_FIELDS.length)).toEqual(PUBLISHED_RECORD_FIELDS);
+      expect([r.model, r.job_id, r.cohort]).toEqual(['pair_ridge', r.episode, 'pair']);
+      expect(Object.keys(r.score)).toEqual(expect.arrayContaining([...AGENT_SCORE_FIELDS]));
+      expect([r.score.effect_error, r.score.n_grid_cells, r.score.n_observed_cells]).toEqual([r.score.effect_mae / 2, 16, r.budget + 2]);
+      expect(Object.keys(r.score.per_support.task.base_effects)).toEqual(['A', 'B', 'C', 'D']);
       // the pair-effect ridge refitted on the agent's observations is its own table
       expect(r.shared_degree2_score.effect_recovery).toBe(r.effect_recovery);
       expect(r.recovery_gain_over_shared.degree2).toBe(0);
@@ -98,6 +127,11 @@ describe('a cohort of the example agent', () => {
         600,
       ]);
     }
+    // grade --records gives every field of every line again: scores, shared estimators refitted in acquisition order, gains
+    const regraded = await cliProcess(['grade', '--records', join(out, 'results.jsonl')], ROOT);
+    expect(regraded.stderr).toContain('12 record(s) scored, 12 stored score(s) compared: 0 difference(s)');
+    expect(regraded.code).toBe(0);
+    expect(JSON.parse(regraded.stdout).shared_scores).toHaveLength(12);
     const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
     expect(summary.cells).toHaveLength(6);
     for (const cell of summary.cells) {
@@ -160,7 +194,10 @@ describe('a faulty agent', () => {
     expect([...results.keys()].sort()).toEqual([0, 1, 2, 3, 4, 5]);
     const fault = (k: number) => results.get(k) as Record<string, any>;
     const [crash, hang, flood, child, quiet, submit] = [fault(0), fault(1), fault(2), fault(3), fault(4), fault(5)];
-    expect([crash, hang, flood, quiet].map((r) => [r.artifact_valid, r.effect_recovery, r.score])).toEqual(Array(4).fill([false, 0, null]));
+    // undelivered: the published form of the record's score
+    expect([crash, hang, flood, quiet].map((r) => [r.artifact_valid, r.effect_recovery, r.score])).toEqual(
+      Array(4).fill([false, 0, { effect_recovery: 0, strict_effect_reconstruction: false }]),
+    );
     expect(crash.undelivered_reason).toBe('the agent exited with status 1 without submitting');
     expect(crash.credits_spent).toBe(1); // what it bought before crashing is kept and refitted
     expect(crash.shared_gp_score.effect_recovery).toBeTypeOf('number');
@@ -186,19 +223,23 @@ describe('a faulty agent', () => {
     expect(runningPid(childPid!)).toBe(false);
     const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
     expect([summary.episodes, summary.delivered]).toEqual([6, 2]);
+    // delivered and undelivered lines alike are given again by grade --records, the shared estimators refitted
+    const regraded = await cliProcess(['grade', '--records', join(out, 'results.jsonl')], ROOT);
+    expect(regraded.stderr).toContain('6 record(s) scored, 6 stored score(s) compared: 0 difference(s)');
+    expect(regraded.code).toBe(0);
     expect(summary.cells[0].recovery_mean).toBeCloseTo((child.effect_recovery + submit.effect_recovery) / 6, 15);
 
     // a resumed run keeps only verified lines: an edited score, an observation or a second copy are left out
     const definition = JSON.parse(readFileSync(join(out, 'cohort.json'), 'utf8')).definition;
     const text = readFileSync(join(out, 'results.jsonl'), 'utf8').split('\n').filter(Boolean);
     const edited = join(dir, 'edited.jsonl');
-    const delivered = text.findIndex((l) => l.includes('"score":{"effect_mae":'));
+    const delivered = text.findIndex((l) => l.includes('"artifact_valid":true'));
     const others = text.filter((_, k) => k !== delivered);
     writeFileSync(
       edited,
       [
-        text[delivered]!.replace(/"score":\{"effect_mae":[^,]+/, '"score":{"effect_mae":0.5'),
-        others[0]!.replace(/"0001":[^,}]+/, '"0001":0.123'),
+        text[delivered]!.replace(/("score":\{[^{}]*"effect_mae":)[^,]+/, (_, head) => `${head}0.5`),
+        others[0]!.replace(/("observations":\[\{"mask":"0000","utility":)[^}]+/, (_, head) => `${head}0.123`),
         ...others.slice(1),
         others[1],
         '{"torn',

@@ -330,9 +330,9 @@ probe('proc', lambda: os.listdir('/proc'))
       expect(results.sysinfo).toMatch(/EPERM/);
       // the bound runtime is the host's files: no lock or watch on them (a channel between calls, the machine's program starts)
       expect(results.flock).toMatch(/^ERR:PermissionError/);
-    expect(results['record lock']).toMatch(/^ERR:PermissionError/);
-    expect(results['lock test']).toMatch(/^ERR:PermissionError/);
-    expect(results['other fcntl']).toBe('OK:1'); // F_GETFD: FD_CLOEXEC (Python opens files close-on-exec)
+      expect(results['record lock']).toMatch(/^ERR:PermissionError/);
+      expect(results['lock test']).toMatch(/^ERR:PermissionError/);
+      expect(results['other fcntl']).toBe('OK:1'); // F_GETFD: FD_CLOEXEC (Python opens files close-on-exec)
       expect(results.inotify).toMatch(/EPERM/);
       expect(results.loadavg).toMatch(/^ERR:OSError/);
       expect(results.proc).toMatch(/^ERR:FileNotFoundError/);

@@ -21,7 +21,8 @@ const task = await call('task');
 const width = task.dimensions;
 const mask = (k) => k.toString(2).padStart(width, '0');
 await call('observe', { masks: [mask(1)] });
-const submit = () => call('submit', { predictions: Object.fromEntries(Array.from({ length: 2 ** width }, (_, k) => [mask(k), 0.5])) });
+const submit = () =>
+  call('submit_diagnosis', { predictions_json: Object.fromEntries(Array.from({ length: 2 ** width }, (_, k) => [mask(k), 0.5])) });
 
 if (fault === 'crash') {
   process.stderr.write('fault-agent: crashing\n');

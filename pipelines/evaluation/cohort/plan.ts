@@ -50,7 +50,8 @@ export interface CohortCondition {
 
 /** What a cohort is: what resuming compares (cohort.json's `definition`). */
 export interface CohortDefinition {
-  cohort_version: 1;
+  /** 2: results lines in the published agent-record form (1: observations as an object, an undelivered score null). */
+  cohort_version: 2;
   agent: string;
   repeats: number;
   labels: Record<string, string>;
@@ -104,7 +105,7 @@ export function defineCohort(settings: Settings, request: CohortRequest): Cohort
     throw new UserError(`no references for ${missing.join(', ')} in ${store.dir}; run 'wwref rebuild', or pass --references DIR`);
   if (!chosen.length) throw new UserError(`no condition has references in ${store.dir}`);
   return {
-    cohort_version: 1,
+    cohort_version: 2,
     agent: request.agent,
     repeats: request.repeats,
     labels: checkLabels(request.labels),

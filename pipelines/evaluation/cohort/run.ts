@@ -38,7 +38,7 @@ import {
   type PlannedEpisode,
   plannedEpisodes,
 } from './plan.ts';
-import { keepResults, RESULTS_FILE, resultLine, UNUSABLE_RECEIPT, undeliveredReason } from './results.ts';
+import { keepResults, RESULTS_FILE, recordCohort, resultLine, UNUSABLE_RECEIPT, undeliveredReason } from './results.ts';
 import { sharedScores } from '../shared-scores.ts';
 
 export interface CohortOptions extends CohortRequest {
@@ -159,6 +159,8 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
       planned,
       labels: definition.labels,
       agent: definition.agent,
+      cohort: recordCohort(definition.labels, options.out),
+      surface,
       observations: anchors,
       undeliveredReason: `${UNUSABLE_RECEIPT}: ${error.message.slice(0, 300)}`,
       calculationCalls: 0,
@@ -202,6 +204,8 @@ async function closeAndScore(
     planned,
     labels: definition.labels,
     agent: definition.agent,
+    cohort: recordCohort(definition.labels, options.out),
+    surface: shared.surfaceOf(planned.condition.id),
     observations: status.observations.map((o) => [o.mask, o.utility] as const),
     score: score.delivered ? (score as GradeResult) : undefined,
     undeliveredReason: reason,

@@ -208,7 +208,8 @@ const SOL_SOCKET = 1;
 /** SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE: a Unix socket's buffer is kernel memory no limit counts. */
 const BUFFER_OPTIONS = [7, 8, 32, 33] as const;
 const DATA_ARG1_LOW = 24;
-const FCNTL_WHEN = 'record locks (F_GETLK, F_SETLK, F_SETLKW and their OFD forms), leases and directory notices (low 32 bits of argument 1)';
+const FCNTL_WHEN =
+  'record locks (F_GETLK, F_SETLK, F_SETLKW and their OFD forms), leases and directory notices (low 32 bits of argument 1)';
 /** F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE, F_NOTIFY. */
 const FCNTL_REFUSED = [5, 6, 7, 36, 37, 38, 1024, 1026] as const;
 const DATA_ARG2_LOW = 32;
