@@ -124,7 +124,7 @@ describe('a cohort of the example agent', () => {
         { agent: 'pair_ridge' },
         20,
         45,
-        600,
+        1800,
       ]);
     }
     // grade --records gives every field of every line again: scores, shared estimators refitted in acquisition order, gains

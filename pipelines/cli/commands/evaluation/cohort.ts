@@ -32,7 +32,7 @@ export default defineCommand({
       .option('repeats', { type: 'string', describe: 'episodes per (condition, budget) (default 1)' })
       .option('parallel', { type: 'string', describe: 'agents at once (default 1)' })
       .option('label', { type: 'string', array: true, describe: 'KEY=VALUE recorded with every episode (e.g. agent=pair_ridge)' })
-      .option('session-seconds', { type: 'string', describe: 'the deadline of each agent run, seconds (default 600)' })
+      .option('session-seconds', { type: 'string', describe: "the deadline of each agent run, seconds (default 1800, the benchmark's session)" })
       .option('calls', { type: 'string', describe: 'calculation calls allowed per episode (default 20)' })
       .option('call-seconds', { type: 'string', describe: 'wall seconds a calculation may run (default 45; 30 CPU seconds)' })
       .option('controls', {
@@ -47,8 +47,8 @@ export default defineCommand({
       throw new UserError(`--out ${argv.out} is inside the repository (${ROOT}); name a folder outside it, e.g. ~/cohorts/NAME`);
     const parallel = argv.parallel === undefined ? 1 : wholeNumber(argv.parallel, 'parallel');
     if (parallel < 1 || parallel > MAX_PARALLEL) throw new UserError(`--parallel takes a whole number from 1 to ${MAX_PARALLEL}`);
-    const seconds = argv.sessionSeconds === undefined ? 600 : Number(argv.sessionSeconds);
-    if (!/^\d+(\.\d+)?$/.test(String(argv.sessionSeconds ?? '600')) || !(seconds > 0))
+    const seconds = argv.sessionSeconds === undefined ? 1800 : Number(argv.sessionSeconds);
+    if (!/^\d+(\.\d+)?$/.test(String(argv.sessionSeconds ?? '1800')) || !(seconds > 0))
       throw new UserError(`--session-seconds takes a positive number of seconds, not '${argv.sessionSeconds}'`);
     const { parseLabels } = await import('../../../evaluation/labels.ts');
     const { runCohort } = await import('../../../evaluation/cohort/run.ts');
