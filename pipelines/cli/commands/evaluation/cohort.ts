@@ -32,7 +32,10 @@ export default defineCommand({
       .option('repeats', { type: 'string', describe: 'episodes per (condition, budget) (default 1)' })
       .option('parallel', { type: 'string', describe: 'agents at once (default 1)' })
       .option('label', { type: 'string', array: true, describe: 'KEY=VALUE recorded with every episode (e.g. agent=pair_ridge)' })
-      .option('session-seconds', { type: 'string', describe: "the deadline of each agent run, seconds (default 1800, the benchmark's session)" })
+      .option('session-seconds', {
+        type: 'string',
+        describe: "the deadline of each agent run, seconds (default 1800, the benchmark's session)",
+      })
       .option('calls', { type: 'string', describe: 'calculation calls allowed per episode (default 20)' })
       .option('call-seconds', { type: 'string', describe: 'wall seconds a calculation may run (default 45; 30 CPU seconds)' })
       .option('controls', {
