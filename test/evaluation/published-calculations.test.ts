@@ -14,7 +14,8 @@ import { runCalculation } from '../../pipelines/evaluation/sandbox/calculation.t
 import type { Engine } from '../../pipelines/evaluation/sandbox/engines.ts';
 import { sandboxAvailable } from '../../pipelines/evaluation/sandbox/isolation.ts';
 
-const EPISODES = join(ROOT, '..', 'shared', 'published', 'agent-episodes');
+// WWREF_AGENT_EPISODES names another folder of published episodes in the same layout (the public corpus has more)
+const EPISODES = process.env.WWREF_AGENT_EPISODES ?? join(ROOT, '..', 'shared', 'published', 'agent-episodes');
 const PYTHON = join(ROOT, '.venv', 'bin', 'python');
 const SKIP = !existsSync(EPISODES)
   ? `the published agent episodes are not beside the checkout (${EPISODES})`

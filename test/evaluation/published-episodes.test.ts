@@ -15,7 +15,8 @@ import { ROOT } from '../../pipelines/core/paths.ts';
 import { sandboxAvailable } from '../../pipelines/evaluation/sandbox/isolation.ts';
 import { BIN, cliInProcess } from '../support/cli.ts';
 
-const EPISODES = join(ROOT, '..', 'shared', 'published', 'agent-episodes');
+// WWREF_AGENT_EPISODES names another folder of published episodes in the same layout (the public corpus has more)
+const EPISODES = process.env.WWREF_AGENT_EPISODES ?? join(ROOT, '..', 'shared', 'published', 'agent-episodes');
 const SKIP = !existsSync(EPISODES)
   ? `the published agent episodes are not beside the checkout (${EPISODES})`
   : !sandboxAvailable().available
