@@ -69,6 +69,7 @@ export interface Tools {
   bash: string;
   unshare: string;
   mount: string;
+  mkdir: string;
   prlimit: string;
   bwrap: string;
   /** Present when we are root: the sandbox is then made by the unprivileged user `nobody`. */
@@ -121,15 +122,18 @@ export function sharedLibraries(files: string[]): string[] {
  * Run by bash inside the call's own user and mount namespace, before bubblewrap: closes every
  * descriptor but 0-3 (whatever the server inherited from its launcher must not reach the code), opens
  * the seccomp filter as fd 4 for bubblewrap, and mounts the call's scratch: a tmpfs of bounded bytes
- * and inodes, noexec, nosuid, nodev, seen by this namespace alone and gone with it.
- * Arguments: the mount program, the scratch's mount point, bytes and inodes, the filter file, then the command.
+ * and inodes, noexec, nosuid, nodev, seen by this namespace alone and gone with it, holding the working
+ * folder (`work`) and the other writable places (`tmp`) apart.
+ * Arguments: the mount program, the scratch's mount point, bytes and inodes, the filter file, the mkdir
+ * program, then the command.
  */
 const ENTER = [
   // biome-ignore lint/suspicious/noTemplateCurlyInString: a bash parameter expansion, not a template placeholder
   'for fd in /proc/self/fd/*; do n=${fd##*/}; if [ "$n" -gt 3 ]; then eval "exec $n>&-"; fi; done',
   'exec 4<"$5" || exit 125',
   '"$1" -t tmpfs -o "size=$3,nr_inodes=$4,mode=0700,noexec,nosuid,nodev" wwref-scratch "$2" || exit 125',
-  'shift 5',
+  '"$6" "$2/work" "$2/tmp" || exit 125',
+  'shift 6',
   'exec "$@"',
 ].join('\n');
 
@@ -232,8 +236,9 @@ export function sandboxArgv(tools: Tools, limits: CalculationLimits, command: Sa
     '--clearenv',
     '--hostname',
     'sandbox',
-    // the scratch first: a runtime bound under one of its places (a checkout under /tmp) stays visible
-    ...inner.scratch.flatMap((place) => ['--bind', tools.scratchMount, place]),
+    // the scratch first: a runtime bound under one of its places (a checkout under /tmp) stays visible,
+    // its mount points made in `tmp`, never in the working folder
+    ...inner.scratch.flatMap((place, k) => ['--bind', join(tools.scratchMount, k === 0 ? 'work' : 'tmp'), place]),
     ...inner.binds,
     '--chdir',
     inner.scratch[0]!,
@@ -246,7 +251,17 @@ export function sandboxArgv(tools: Tools, limits: CalculationLimits, command: Sa
     '--',
     ...inner.command,
   ];
-  return [...stage.step, ...drop, ...enter, ...bash, String(SCRATCH_INODES), tools.filter, ...kernelLimits(tools, limits, inner), ...bwrap];
+  return [
+    ...stage.step,
+    ...drop,
+    ...enter,
+    ...bash,
+    String(SCRATCH_INODES),
+    tools.filter,
+    tools.mkdir,
+    ...kernelLimits(tools, limits, inner),
+    ...bwrap,
+  ];
 }
 
 /**
@@ -282,6 +297,7 @@ function findTools(): Tools | string {
     ['unshare', 'unshare (util-linux) is not installed'],
     ['mount', 'mount (util-linux) is not installed'],
     ['bash', 'bash is not installed'],
+    ['mkdir', 'mkdir (coreutils) is not installed'],
   ] as const) {
     const path = which(name);
     if (!path) return hint;
@@ -301,6 +317,7 @@ function findTools(): Tools | string {
     bash: found.bash!,
     unshare: found.unshare!,
     mount: found.mount!,
+    mkdir: found.mkdir!,
     prlimit: found.prlimit!,
     bwrap: found.bwrap!,
     setpriv,
