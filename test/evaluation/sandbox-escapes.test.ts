@@ -18,6 +18,7 @@ import { type Receipt, runCalculation, verifyReceipt } from '../../pipelines/eva
 import { type Engine, type EngineName, pyodideEngine } from '../../pipelines/evaluation/sandbox/engines.ts';
 import {
   DEFAULT_LIMITS,
+  MAX_SIGNALS,
   MAX_TASKS,
   SCRATCH_INODES,
   sandboxArgv,
@@ -26,6 +27,7 @@ import {
   startSandbox,
 } from '../../pipelines/evaluation/sandbox/isolation.ts';
 import { seccompArch, syscallNumber } from '../../pipelines/evaluation/sandbox/seccomp.ts';
+import { parentOf } from '../support/processes.ts';
 
 const PYTHON = join(ROOT, '.venv', 'bin', 'python');
 const SKIP = !sandboxAvailable().available
@@ -38,6 +40,7 @@ const NR: Record<string, number> = Object.fromEntries(
   [
     'ptrace',
     'inotify_init1',
+    'io_setup',
     'fork',
     'vfork',
     'clone',
@@ -124,8 +127,15 @@ function outcomes(receipt: Receipt): Record<string, string> {
   return JSON.parse(receipt.stdout);
 }
 
-/** Processes of this machine running a sandbox's runner or probe, whose parent is gone or is this test. */
+/**
+ * Processes of this machine running a sandbox's runner or probe that this test process started, or left
+ * orphaned (their parent gone): other test files run calculations of their own at the same time.
+ */
 function sandboxesAlive(): number[] {
+  const ours = (pid: number) => {
+    for (let p: number | undefined = parentOf(pid); p !== undefined && p > 1; p = parentOf(p)) if (p === process.pid) return true;
+    return parentOf(pid) === 1;
+  };
   return readdirSync('/proc')
     .filter((p) => /^\d+$/.test(p))
     .filter((pid) => {
@@ -136,7 +146,8 @@ function sandboxesAlive(): number[] {
         return false;
       }
     })
-    .map(Number);
+    .map(Number)
+    .filter(ours);
 }
 
 let dir: string;
@@ -270,6 +281,36 @@ probe('queue limit', lambda: __import__('resource').getrlimit(__import__('resour
       expect(results['big file']).toMatch(/^ERR:.*(EFBIG|No space left|File too large)/);
       expect(results['queue limit']).toBe('OK:(0, 0)');
     }, 120_000);
+
+    it('holds no kernel memory or per-user count of the machine: no AIO, no datagram or socket but Unix stream pairs, nothing in flight, no pipe growth, its own share of queued signals', async () => {
+      const results = outcomes(
+        await run(
+          engine,
+          probes(`
+import array, fcntl, signal
+probe('io_setup', lambda: sys_('io_setup', 1, 0))
+probe('unix socket', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
+probe('datagram pair', lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM))
+a, b = socket.socketpair()
+probe('stream pair', lambda: a.send(b'x'))
+probe('fd in flight', lambda: a.sendmsg([b'f'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [b.fileno()]))]))
+probe('peer of stdout', lambda: socket.socket(fileno=os.dup(1)).getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+probe('peer pidfd', lambda: socket.socket(fileno=os.dup(1)).getsockopt(socket.SOL_SOCKET, 77))
+r, w = os.pipe()
+probe('pipe growth', lambda: fcntl.fcntl(w, 1031, 1 << 20))
+probe('evict a page', lambda: os.posix_fadvise(os.open(sys.executable, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED))
+probe('signals', lambda: __import__('resource').getrlimit(__import__('resource').RLIMIT_SIGPENDING))
+`),
+        ),
+      );
+      expect(results.io_setup).toMatch(/ENOSYS/);
+      expect(results['unix socket']).toMatch(/Errno 97\]/);
+      expect(results['datagram pair']).toMatch(/^ERR:PermissionError/);
+      expect(results['stream pair']).toBe('OK:1');
+      for (const name of ['fd in flight', 'peer of stdout', 'peer pidfd', 'pipe growth', 'evict a page'])
+        expect(results[name], name).toMatch(/^ERR:PermissionError/);
+      expect(results.signals).toBe(`OK:(${MAX_SIGNALS}, ${MAX_SIGNALS})`);
+    });
 
     it('starts a bounded number of threads (the task limit counts the sandbox alone)', async () => {
       const results = outcomes(
@@ -428,6 +469,13 @@ while True:
     const loop = await runCalculation({ code: 'while True:\n    pass', evidence: {}, engine: native, limits: { cpuSeconds: 2 } });
     expect(loop).toMatchObject({ status: 'timed_out', killedBy: 'cpu', returnCode: null });
     expect(await runCalculation({ code: 'print(6 * 7)', evidence: {}, engine: native })).toMatchObject({ status: 'ok', stdout: '42\n' });
+  });
+
+  it('takes no label or detail from what the code prints: a heap message, a "sandbox:" line', async () => {
+    const code =
+      'import sys\nprint("JavaScript heap out of memory", file=sys.stderr)\nprint("sandbox: all is well", file=sys.stderr)\nsys.exit(3)';
+    for (const engine of [native, undefined])
+      expect(await runCalculation({ code, evidence: {}, engine })).toMatchObject({ status: 'error', returnCode: 3, detail: null });
   });
 
   it('takes the outcome from the exit status: a line on fd 3 or stdout cannot relabel an exception', async () => {

@@ -42,11 +42,12 @@ function decode(bytes: Buffer): Instruction[] {
 }
 
 /** What the filter returns for one system call, run as the kernel runs it (the four instructions it uses). */
-function evaluate(bytes: Buffer, call: { arch: number; nr: number; arg0?: bigint }): number {
+function evaluate(bytes: Buffer, call: { arch: number; nr: number; arg0?: bigint; arg1?: bigint }): number {
   const data = Buffer.alloc(64);
   data.writeUInt32LE(call.nr >>> 0, 0);
   data.writeUInt32LE(call.arch >>> 0, 4);
   data.writeBigUInt64LE(BigInt.asUintN(64, call.arg0 ?? 0n), 16);
+  data.writeBigUInt64LE(BigInt.asUintN(64, call.arg1 ?? 0n), 24);
   const program = decode(bytes);
   let a = 0;
   for (let pc = 0; pc < program.length; ) {
@@ -103,7 +104,7 @@ describe('seccomp filter program', () => {
       }
       expect(names.includes('execve')).toBe(!options.allowExec);
       expect(names).toContain('execveat');
-      expect(refused.filter((r) => r.when).map((r) => r.name)).toEqual(['clone', 'socket', 'socketpair', 'setsockopt', 'fcntl']);
+      expect(refused.filter((r) => r.when).map((r) => r.name)).toEqual(['clone', 'socketpair', 'setsockopt', 'getsockopt', 'fcntl']);
     }
     const x64 = refusedSyscalls({ arch: 'x64', allowExec: true }).map((r) => r.name);
     const arm64 = refusedSyscalls({ arch: 'arm64', allowExec: true }).map((r) => r.name);
@@ -137,14 +138,15 @@ describe('seccomp filter program', () => {
       expect(call(nr('clone'), 0x11n)).toBe(RET.errno | ERRNO.EPERM!);
       expect(call(nr('clone'), BigInt(THREAD_FLAGS & ~CLONE_THREAD))).toBe(RET.errno | ERRNO.EPERM!);
       for (const flag of NAMESPACE_FLAGS) expect(call(nr('clone'), BigInt(THREAD_FLAGS | flag))).toBe(RET.errno | ERRNO.EPERM!);
-      // socket and socketpair: AF_UNIX only (inet, inet6, netlink, packet, vsock refused)
-      for (const name of ['socket', 'socketpair']) {
-        expect(call(nr(name), 1n)).toBe(RET.allow);
-        for (const domain of [0n, 2n, 10n, 16n, 17n, 40n, 0x100000002n, -1n])
-          expect(call(nr(name), domain)).toBe(RET.errno | ERRNO.EAFNOSUPPORT!);
-        // the kernel reads the domain as an int: high bits are no other family
-        expect(call(nr(name), 0x100000001n)).toBe(RET.allow);
-      }
+      // socket: none at all (a plain refusal above); socketpair: Unix stream pairs only
+      const pair = (domain: bigint, type: bigint) =>
+        evaluate(bytes, { arch: AUDIT_ARCH[arch], nr: nr('socketpair'), arg0: domain, arg1: type });
+      expect(pair(1n, 1n)).toBe(RET.allow);
+      expect(pair(1n, 0x80801n)).toBe(RET.allow); // SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC
+      for (const type of [2n, 3n, 5n, 0x80002n]) expect(pair(1n, type)).toBe(RET.errno | ERRNO.EPERM!); // datagram, raw, seqpacket
+      for (const domain of [0n, 2n, 10n, 16n, 17n, 40n, 0x100000002n, -1n]) expect(pair(domain, 1n)).toBe(RET.errno | ERRNO.EAFNOSUPPORT!);
+      // the kernel reads the domain as an int: high bits are no other family
+      expect(pair(0x100000001n, 1n)).toBe(RET.allow);
     }
   });
 });
@@ -263,8 +265,8 @@ describe.skipIf(SKIP !== null)(`seccomp filter under bubblewrap${SKIP ? ` (skipp
   const numbers = (names: string[]) => JSON.stringify(Object.fromEntries(names.map((name) => [name, syscallNumber(arch, name)!])));
 
   it('refuses every listed call with its errno, where the kernel alone answers otherwise', async () => {
-    // setsockopt and fcntl are refused for some options only: the escape suite makes those calls
-    const refused = refusedSyscalls({ arch, allowExec: true }).filter((r) => r.name !== 'setsockopt' && r.name !== 'fcntl');
+    // setsockopt, getsockopt and fcntl are refused for some options only: the escape suite makes those calls
+    const refused = refusedSyscalls({ arch, allowExec: true }).filter((r) => !['setsockopt', 'getsockopt', 'fcntl'].includes(r.name));
     const filtered = await sandboxedJson(PROBE, { filter: filter(true), args: [numbers(refused.map((r) => r.name))] });
     // every argument -1: clone's flags carry every namespace bit, socket's domain is no AF_UNIX
     expect(filtered).toEqual(Object.fromEntries(refused.map((r) => [r.name, r.errno])));
@@ -279,7 +281,7 @@ describe.skipIf(SKIP !== null)(`seccomp filter under bubblewrap${SKIP ? ` (skipp
     expect(exec.execve).toBe('EFAULT');
   });
 
-  it('stops processes but not threads; refuses network sockets but not Unix ones; ordinary work goes on', async () => {
+  it('stops processes but not threads; refuses every socket but Unix stream pairs; ordinary work goes on', async () => {
     const results = await sandboxedJson(
       attempts(`
 import hashlib, math, socket, subprocess, threading
@@ -309,6 +311,7 @@ attempt("inet6", lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM))
 attempt("netlink", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW))
 attempt("pair", pair)
 attempt("unix", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).fileno() > 0)
+attempt("datagram pair", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM))
 attempt("files", files)
 attempt("math", lambda: round(math.fsum(math.sin(i) ** 2 for i in range(10000)), 6))
 attempt("hash", lambda: hashlib.sha256(b"abc").hexdigest()[:8])
@@ -326,7 +329,8 @@ attempt("cpus", lambda: os.cpu_count() > 0)
       inet6: 'ERR:EAFNOSUPPORT',
       netlink: 'ERR:EAFNOSUPPORT',
       pair: 'OK:ping',
-      unix: 'OK:True',
+      unix: 'ERR:EAFNOSUPPORT',
+      'datagram pair': 'ERR:EPERM',
       files: 'OK:100000',
       math: `OK:${results.math!.slice(3)}`,
       hash: 'OK:ba7816bf',

@@ -39,6 +39,8 @@ export const SCRATCH_INODES = 4096;
 const MAX_FILES = 256;
 /** Tasks (threads: no process can be made) of the sandbox's user, counted in the sandbox's own namespaces. */
 export const MAX_TASKS = 256;
+/** Signals queued at once (POSIX timers included), counted in the sandbox's own namespaces like its tasks. */
+export const MAX_SIGNALS = 1024;
 /**
  * The kernel's limit on the interpreter's data (RLIMIT_DATA: its private writable memory) is the memory
  * limit and this much more: everything it can use lawfully stays under the limit; memory that only the
@@ -150,6 +152,8 @@ function kernelLimits(tools: Tools, limits: CalculationLimits, inner: SandboxedC
     `--fsize=${inner.fileBytes ?? SCRATCH_BYTES}`,
     `--nproc=${MAX_TASKS}`,
     '--msgqueue=0',
+    // queued signals (POSIX timers among them) are counted per user across every call: each call its own share
+    `--sigpending=${MAX_SIGNALS}`,
     '--',
   ];
 }

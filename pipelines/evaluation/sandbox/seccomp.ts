@@ -51,6 +51,9 @@ const CLONE_THREAD = 0x00010000;
 // CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
 const CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000;
 const AF_UNIX = 1;
+const SOCK_STREAM = 1;
+/** The type's own bits (SOCK_STREAM … SOCK_PACKET); SOCK_NONBLOCK and SOCK_CLOEXEC sit above them. */
+const SOCK_TYPE_BITS = 0xf;
 
 /**
  * Numbers of every call the filter names: [x86-64 (asm/unistd_64.h), arm64 (asm-generic/unistd.h)],
@@ -111,6 +114,18 @@ const SYSCALLS: Readonly<Record<string, readonly [number | null, number | null]>
   inotify_init: [253, null],
   inotify_init1: [294, 26],
   setsockopt: [54, 208],
+  getsockopt: [55, 209],
+  sendmsg: [46, 211],
+  sendmmsg: [307, 269],
+  io_setup: [206, 0],
+  io_destroy: [207, 1],
+  io_getevents: [208, 4],
+  io_submit: [209, 2],
+  io_cancel: [210, 3],
+  io_pgetevents: [333, 292],
+  fadvise64: [221, 223],
+  mincore: [27, 232],
+  readahead: [187, 213],
   fcntl: [72, 25],
   lookup_dcookie: [212, 18],
   nfsservctl: [180, 42],
@@ -174,6 +189,12 @@ const REFUSED: readonly string[] = [
   // the bound runtime files are the host's inodes: a lock or a watch on them would signal between
   // calls at once and count every program the machine starts
   ...['flock', 'inotify_init', 'inotify_init1'],
+  // the page cache of those files: evicting a page (fadvise) and seeing whether one is cached (mincore,
+  // readahead) made a channel between calls at once
+  ...['fadvise64', 'mincore', 'readahead'],
+  // descriptors in flight (SCM_RIGHTS) and datagram bursts held gigabytes of kernel memory outside every
+  // limit, and the in-flight count is the user's, shared by every call
+  ...['sendmsg', 'sendmmsg'],
   // the machine itself: kernel code, accounting, swap, power, clocks, the kernel log, quotas
   ...['kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'acct', 'swapon', 'swapoff'],
   ...['reboot', 'settimeofday', 'clock_settime', 'clock_adjtime', 'adjtimex', 'syslog', 'quotactl', 'quotactl_fd'],
@@ -199,10 +220,20 @@ const REFUSED: readonly string[] = [
  * system calls without io_uring; glibc from clone3, whose flags live in memory the filter cannot read,
  * to clone, whose flags it can.
  */
-const NOT_IMPLEMENTED: readonly string[] = ['io_uring_setup', 'io_uring_enter', 'io_uring_register', 'clone3'];
+const NOT_IMPLEMENTED: readonly string[] = [
+  ...['io_uring_setup', 'io_uring_enter', 'io_uring_register', 'clone3'],
+  // the kernel's AIO contexts: one call could take every event of the machine (fs.aio-max-nr)
+  ...['io_setup', 'io_destroy', 'io_getevents', 'io_submit', 'io_cancel', 'io_pgetevents'],
+];
+/** Refused as "address family not supported": no socket is made by `socket` (socketpair gives Unix stream pairs). */
+const NO_FAMILY: readonly string[] = ['socket'];
 
 const CLONE_WHEN = 'flags without CLONE_THREAD or with a namespace flag (low 32 bits of argument 0)';
-const SOCKET_WHEN = 'a domain other than AF_UNIX (low 32 bits of argument 0)';
+const SOCKET_WHEN =
+  'a domain other than AF_UNIX (EAFNOSUPPORT), or a type other than SOCK_STREAM (EPERM) (low 32 bits of argument 0, low 4 bits of argument 1)';
+const GETSOCKOPT_WHEN = 'SOL_SOCKET with SO_PEERCRED, SO_PEERSEC, SO_PEERGROUPS or SO_PEERPIDFD (low 32 bits of arguments 1 and 2)';
+/** SO_PEERCRED, SO_PEERSEC, SO_PEERGROUPS, SO_PEERPIDFD: the process at the other end of stdout is the host's supervisor. */
+const PEER_OPTIONS = [17, 31, 59, 77] as const;
 const SETSOCKOPT_WHEN = 'SOL_SOCKET with SO_SNDBUF, SO_RCVBUF or their FORCE forms (low 32 bits of arguments 1 and 2)';
 const SOL_SOCKET = 1;
 /** SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE: a Unix socket's buffer is kernel memory no limit counts. */
@@ -210,8 +241,8 @@ const BUFFER_OPTIONS = [7, 8, 32, 33] as const;
 const DATA_ARG1_LOW = 24;
 const FCNTL_WHEN =
   'record locks (F_GETLK, F_SETLK, F_SETLKW and their OFD forms), leases and directory notices (low 32 bits of argument 1)';
-/** F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE, F_NOTIFY. */
-const FCNTL_REFUSED = [5, 6, 7, 36, 37, 38, 1024, 1026] as const;
+/** F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE, F_NOTIFY, F_SETPIPE_SZ. */
+const FCNTL_REFUSED = [5, 6, 7, 36, 37, 38, 1024, 1026, 1031] as const;
 const DATA_ARG2_LOW = 32;
 
 /** The filter's architecture for this Node process (process.arch), or null where no filter is written (then the caller refuses to make a sandbox and says why). */
@@ -231,6 +262,7 @@ function plainRefusals(options: SeccompOptions): { name: string; errno: ErrnoNam
   return [
     ...refused.map((name) => ({ name, errno: 'EPERM' as const })),
     ...NOT_IMPLEMENTED.map((name) => ({ name, errno: 'ENOSYS' as const })),
+    ...NO_FAMILY.map((name) => ({ name, errno: 'EAFNOSUPPORT' as const })),
   ].filter(({ name }) => syscallNumber(options.arch, name) !== undefined);
 }
 
@@ -239,9 +271,9 @@ export function refusedSyscalls(options: SeccompOptions): { name: string; errno:
   return [
     ...plainRefusals(options),
     { name: 'clone', errno: 'EPERM', when: CLONE_WHEN },
-    { name: 'socket', errno: 'EAFNOSUPPORT', when: SOCKET_WHEN },
     { name: 'socketpair', errno: 'EAFNOSUPPORT', when: SOCKET_WHEN },
     { name: 'setsockopt', errno: 'EPERM', when: SETSOCKOPT_WHEN },
+    { name: 'getsockopt', errno: 'EPERM', when: GETSOCKOPT_WHEN },
     { name: 'fcntl', errno: 'EPERM', when: FCNTL_WHEN },
   ];
 }
@@ -262,6 +294,19 @@ function number(options: SeccompOptions, name: string): number {
   const nr = syscallNumber(options.arch, name);
   if (nr === undefined) throw new Error(`seccomp: ${name} has no number on ${options.arch}`);
   return nr;
+}
+
+/** A socket-option call (`nr`) refused (EPERM) at SOL_SOCKET for `refused` options, allowed otherwise. */
+function socketOptions(nr: number, refused: readonly number[]): Instruction[] {
+  return [
+    jeq(nr, 0, refused.length + 5),
+    load(DATA_ARG1_LOW),
+    jeq(SOL_SOCKET, 0, refused.length + 1),
+    load(DATA_ARG2_LOW),
+    ...refused.map((option, k) => jeq(option, refused.length - k, 0)),
+    ret(RET_ALLOW),
+    ret(RET_ERRNO | ERRNO.EPERM),
+  ];
 }
 
 /**
@@ -290,33 +335,25 @@ function program(options: SeccompOptions): Instruction[] {
     ret(RET_ALLOW),
     ret(RET_ERRNO | ERRNO.EPERM),
   );
-  // socket, socketpair: Unix sockets only. Network buffers are kernel memory; netlink, packet and
-  // vsock sockets reach the host. The domain is an int to the kernel: the low word is all of it.
+  // socketpair: Unix stream pairs only (socket is refused outright, with the plain refusals). Network
+  // buffers are kernel memory; netlink, packet and vsock sockets reach the host; datagram queues held
+  // gigabytes. The domain and type are ints to the kernel: the low word is all of them.
   out.push(
-    jeq(number(options, 'socket'), 1, 0),
-    jeq(number(options, 'socketpair'), 0, 4),
+    jeq(number(options, 'socketpair'), 0, 8),
     load(DATA_ARG0_LOW),
-    jeq(AF_UNIX, 0, 1),
-    ret(RET_ALLOW),
+    jeq(AF_UNIX, 1, 0),
     ret(RET_ERRNO | ERRNO.EAFNOSUPPORT),
-  );
-  // setsockopt: a socket's buffers stay at the kernel's default size (grown to megabytes each and
-  // passed around in flight, Unix sockets' buffers held gigabytes of kernel memory outside every limit)
-  const [sndbuf, rcvbuf, sndforce, rcvforce] = BUFFER_OPTIONS;
-  out.push(
-    jeq(number(options, 'setsockopt'), 0, 9),
     load(DATA_ARG1_LOW),
-    jeq(SOL_SOCKET, 0, 6),
-    load(DATA_ARG2_LOW),
-    jeq(sndbuf, 3, 0),
-    jeq(rcvbuf, 2, 0),
-    jeq(sndforce, 1, 0),
-    jeq(rcvforce, 0, 1),
-    ret(RET_ERRNO | ERRNO.EPERM),
+    jset(SOCK_STREAM, 0, 2),
+    jset(SOCK_TYPE_BITS & ~SOCK_STREAM, 1, 0),
     ret(RET_ALLOW),
+    ret(RET_ERRNO | ERRNO.EPERM),
   );
-  // fcntl: no record lock, lease or directory notice (the bound runtime files are the host's: a lock on
-  // one is a channel between calls at once, as flock's would be)
+  // setsockopt: a socket's buffers stay at the kernel's default size; getsockopt: nothing of the
+  // process at the other end (stdout's peer is the host's supervisor: its pid, a pidfd of it)
+  out.push(...socketOptions(number(options, 'setsockopt'), BUFFER_OPTIONS), ...socketOptions(number(options, 'getsockopt'), PEER_OPTIONS));
+  // fcntl: no record lock, lease, directory notice or pipe growth (the bound runtime files are the host's:
+  // a lock on one is a channel between calls at once; pipe pages are counted per user, across calls)
   out.push(
     jeq(number(options, 'fcntl'), 0, FCNTL_REFUSED.length + 3),
     load(DATA_ARG1_LOW),
