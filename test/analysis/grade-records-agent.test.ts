@@ -148,7 +148,23 @@ describe('the published agent records', () => {
   it.skipIf(!published)(
     'every field of every published agent record is regraded with 0 differences (scores, shared estimators, credits)',
     async () => {
-      const records = JSON.parse(readFileSync(published!, 'utf8')) as unknown[];
+      // conditions whose committed references are not the published ones (the manifest says so: their
+      // prepared inputs could not be recovered) are left out, and said
+      const manifest = JSON.parse(readFileSync(join(ROOT, 'outputs', 'references', 'manifest.json'), 'utf8')) as {
+        conditions: Record<string, { source: string; published?: { comparable?: boolean } }>;
+      };
+      const apart = new Set(
+        Object.values(manifest.conditions)
+          .filter((c) => c.published?.comparable === false)
+          .map((c) => c.source),
+      );
+      const all = JSON.parse(readFileSync(published!, 'utf8')) as { instance?: string }[];
+      const records = all.filter((r) => !apart.has(String(r.instance)));
+      if (records.length < all.length)
+        console.warn(
+          `${all.length - records.length} published agent record(s) of ${[...apart].join(', ')} left out: their references are not the published ones`,
+        );
+      expect(records.length).toBeGreaterThan(0);
       const file = writeLines('published.jsonl', records);
       const r = await cliProcess(['grade', '--records', file], ROOT);
       expect(r.stderr).toMatch(
