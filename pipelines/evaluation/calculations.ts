@@ -13,7 +13,7 @@ import type { Settings } from '../core/settings.ts';
 import type { Json } from '../analysis/strict-json.ts';
 import { act, commitReceipt, type EpisodeState, readEvents, requireOpen, sessionClock, view } from './episode.ts';
 import { CALCULATION_KIND, type Event } from './receipt.ts';
-import { taskView } from './task.ts';
+import { publicTask } from './task.ts';
 import { type Engine, type EngineName, NATIVE_MEMORY_BYTES } from './sandbox/engines.ts';
 
 /** Python source of one call: at most this many bytes (every call's code is kept in the events log). */
@@ -86,13 +86,13 @@ function calculationEvidence(settings: Settings, state: EpisodeState, at: string
   const episode = view(state, at);
   const clock = sessionClock(state, at);
   const round2 = (x: number) => Math.round(x * 100) / 100;
-  const {
-    budget: _b,
-    credits_remaining: _c,
-    closed: _d,
-    observations: _o,
-    ...task
-  } = taskView(settings, state.condition, state.references, state.reference.family, state.reference.source, episode);
+  const task = publicTask(settings, {
+    condition: state.condition,
+    references: state.references,
+    family: state.reference.family,
+    source: state.reference.source,
+    view: episode,
+  });
   return {
     observations: episode.observations,
     credits_remaining: episode.credits_remaining,

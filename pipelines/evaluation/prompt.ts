@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
 import { episodeContext, fixedAtStart } from './episode.ts';
-import { taskView } from './task.ts';
+import { publicTask } from './task.ts';
 import { ENVIRONMENT } from './tools.ts';
 
 const DEFAULT_TEMPLATE = `Predict the utility of every one of the {{configurations}} configurations of a deterministic CPU workflow. A configuration is a mask of {{dimensions}} characters 0/1, one per option {{letters}} from left to right; every mask is legal, and a utility lies in [0, 1]. Two anchors (all options off, all on) are measured for free; you may buy {{budget}} more distinct masks, and a mask you already have costs nothing again.
@@ -67,13 +67,7 @@ export const PROMPT_FACTS = [
 async function promptFacts(settings: Settings, folder: string): Promise<Record<(typeof PROMPT_FACTS)[number], string>> {
   const { limits, engine } = fixedAtStart(folder);
   const context = await episodeContext(settings, folder);
-  const {
-    budget: _b,
-    credits_remaining: _c,
-    closed: _d,
-    observations: _o,
-    ...task
-  } = taskView(settings, context.view.condition, context.references, context.family, context.source, context.view);
+  const task = publicTask(settings, { ...context, condition: context.view.condition });
   const d = context.view.dimensions;
   const session = limits.session_seconds;
   return {

@@ -89,6 +89,21 @@ export function taskView(
   };
 }
 
+/** The public task of an episode, without its purchases, credits and budget (what a calculation's `task` and the prompt show). */
+export function publicTask(
+  settings: Settings,
+  context: { condition: string; references: string; family: string; source: string; view: EpisodeView },
+): Omit<TaskView, 'budget' | 'credits_remaining' | 'closed' | 'observations'> {
+  const {
+    budget: _b,
+    credits_remaining: _c,
+    closed: _d,
+    observations: _o,
+    ...task
+  } = taskView(settings, context.condition, context.references, context.family, context.source, context.view);
+  return task;
+}
+
 /** `wwref task --condition C`: the public view from the reference folder of the settings. */
 export function conditionTask(settings: Settings, condition: string): TaskView {
   const store = new ReferenceStore(settings.paths.references, settings.paths);

@@ -27,7 +27,7 @@ import {
   startSandbox,
 } from '../../pipelines/evaluation/sandbox/isolation.ts';
 import { seccompArch, syscallNumber } from '../../pipelines/evaluation/sandbox/seccomp.ts';
-import { parentOf } from '../support/processes.ts';
+import { sandboxesAlive } from '../support/processes.ts';
 
 const PYTHON = join(ROOT, '.venv', 'bin', 'python');
 const SKIP = !sandboxAvailable().available
@@ -125,29 +125,6 @@ async function run(engine: EngineName, code: string, limits: Partial<typeof DEFA
 function outcomes(receipt: Receipt): Record<string, string> {
   expect(receipt.status, receipt.stderr).toBe('ok');
   return JSON.parse(receipt.stdout);
-}
-
-/**
- * Processes of this machine running a sandbox's runner or probe that this test process started, or left
- * orphaned (their parent gone): other test files run calculations of their own at the same time.
- */
-function sandboxesAlive(): number[] {
-  const ours = (pid: number) => {
-    for (let p: number | undefined = parentOf(pid); p !== undefined && p > 1; p = parentOf(p)) if (p === process.pid) return true;
-    return parentOf(pid) === 1;
-  };
-  return readdirSync('/proc')
-    .filter((p) => /^\d+$/.test(p))
-    .filter((pid) => {
-      try {
-        const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-        return cmd.includes('/sbx/runner.') || cmd.includes('wwref-escape-probe');
-      } catch {
-        return false;
-      }
-    })
-    .map(Number)
-    .filter(ours);
 }
 
 let dir: string;

@@ -21,7 +21,7 @@ import {
   startSandbox,
 } from '../../pipelines/evaluation/sandbox/isolation.ts';
 import { interpreterSnapshot } from '../../pipelines/evaluation/sandbox/snapshot.ts';
-import { parentOf } from '../support/processes.ts';
+import { sandboxesAlive } from '../support/processes.ts';
 
 const MIB = 1024 * 1024;
 const EVIDENCE = { task: { condition: 'wine', dimensions: 4 }, observations: [{ mask: '0000', utility: 0.5 }], credits: 3 };
@@ -67,28 +67,8 @@ function outcomes(receipt: Receipt): Record<string, string> {
   return JSON.parse(receipt.stdout);
 }
 
-/** Processes of this machine whose command line runs the sandbox's runner. */
-/**
- * Sandbox processes (bubblewrap and the runner inside it) started by this test process, or left
- * orphaned (their parent gone): other test files run calculations of their own at the same time.
- */
-function runnersAlive(): number[] {
-  const ours = (pid: number) => {
-    for (let p: number | undefined = parentOf(pid); p !== undefined && p > 1; p = parentOf(p)) if (p === process.pid) return true;
-    return parentOf(pid) === 1;
-  };
-  return readdirSync('/proc')
-    .filter((p) => /^\d+$/.test(p))
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('/sbx/runner.mjs');
-      } catch {
-        return false;
-      }
-    })
-    .map(Number)
-    .filter(ours);
-}
+/** This test's Pyodide sandboxes still running (test/support/processes.ts). */
+const runnersAlive = () => sandboxesAlive('/sbx/runner.mjs');
 
 const listen = (server: Server, ...args: unknown[]) =>
   new Promise<void>((resolve) => (server.listen as (...a: unknown[]) => void)(...args, () => resolve()));

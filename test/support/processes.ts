@@ -60,3 +60,26 @@ export function parentOf(pid: number): number | undefined {
   const fields = stat(pid);
   return fields === undefined ? undefined : Number(fields[1]);
 }
+
+/**
+ * Processes of this machine whose command line holds `marker` (a sandbox's runner) that this test
+ * process started, or that were left orphaned (their parent gone): other test files run sandboxes of
+ * their own at the same time.
+ */
+export function sandboxesAlive(marker = '/sbx/runner.'): number[] {
+  const ours = (pid: number) => {
+    for (let p: number | undefined = parentOf(pid); p !== undefined && p > 1; p = parentOf(p)) if (p === process.pid) return true;
+    return parentOf(pid) === 1;
+  };
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number)
+    .filter(ours);
+}
