@@ -41,6 +41,8 @@ const NR: Record<string, number> = Object.fromEntries(
     'ptrace',
     'inotify_init1',
     'io_setup',
+    'vmsplice',
+    'splice',
     'fork',
     'vfork',
     'clone',
@@ -276,6 +278,10 @@ probe('peer pidfd', lambda: socket.socket(fileno=os.dup(1)).getsockopt(socket.SO
 r, w = os.pipe()
 probe('pipe growth', lambda: fcntl.fcntl(w, 1031, 1 << 20))
 probe('evict a page', lambda: os.posix_fadvise(os.open(sys.executable, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED))
+probe('pin pages in a pipe', lambda: sys_('vmsplice', w, 0, 0, 0))
+probe('splice', lambda: sys_('splice', r, 0, w, 0, 1, 0))
+probe('pass pidfds', lambda: a.setsockopt(socket.SOL_SOCKET, 76, 1))
+probe('pass credentials', lambda: a.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1))
 probe('signals', lambda: __import__('resource').getrlimit(__import__('resource').RLIMIT_SIGPENDING))
 `),
         ),
@@ -284,7 +290,8 @@ probe('signals', lambda: __import__('resource').getrlimit(__import__('resource')
       expect(results['unix socket']).toMatch(/Errno 97\]/);
       expect(results['datagram pair']).toMatch(/^ERR:PermissionError/);
       expect(results['stream pair']).toBe('OK:1');
-      for (const name of ['fd in flight', 'peer of stdout', 'peer pidfd', 'pipe growth', 'evict a page'])
+      for (const name of ['pin pages in a pipe', 'splice']) expect(results[name], name).toMatch(/EPERM/);
+      for (const name of ['fd in flight', 'peer of stdout', 'peer pidfd', 'pipe growth', 'evict a page', 'pass pidfds', 'pass credentials'])
         expect(results[name], name).toMatch(/^ERR:PermissionError/);
       expect(results.signals).toBe(`OK:(${MAX_SIGNALS}, ${MAX_SIGNALS})`);
     });

@@ -188,6 +188,9 @@ print(list({str(i): i for i in range(5)}), id(object()) > 0)
     );
     expect(receipt).toMatchObject({ status: 'over_memory', killedBy: 'memory', returnCode: null });
     expect(runnersAlive()).toEqual([]);
+    // a heap message and an abort the code makes itself are its own error, not a memory label
+    const aborted = await calc('import sys, js\nprint("JavaScript heap out of memory", file=sys.stderr, flush=True)\njs.process.abort()');
+    expect(aborted).toMatchObject({ status: 'error', killedBy: null, returnCode: 134, detail: null });
   });
 
   it.each([

@@ -277,11 +277,7 @@ const lastLine = (bytes: Buffer) =>
     .at(-1) ?? '';
 
 /** The receipt's status and detail, from what the supervisor saw. */
-function outcome(
-  o: Observed,
-  limits: CalculationLimits,
-  engine: EngineName,
-): Pick<Receipt, 'status' | 'killedBy' | 'returnCode' | 'detail'> {
+function outcome(o: Observed, limits: CalculationLimits): Pick<Receipt, 'status' | 'killedBy' | 'returnCode' | 'detail'> {
   const { killedBy } = o;
   if (!o.ready && killedBy !== 'output')
     return {
@@ -310,13 +306,6 @@ function outcome(
   // Python's own MemoryError (numpy's _ArrayMemoryError is one) at the end of the traceback
   if (code === 1 && /^([\w.]+\.)?_?\w*MemoryError\b/.test(last))
     return { status: 'over_memory', killedBy: null, returnCode: 1, detail: 'Python ran out of memory (MemoryError)' };
-  // V8 aborts (SIGABRT) when its heap runs out: in Pyodide's node only, and only with that end
-  if (
-    engine === 'pyodide' &&
-    (code === 128 + 6 || o.exit.signal === 'SIGABRT') &&
-    /JavaScript heap out of memory|Reached heap limit/.test(o.err.toString('utf8'))
-  )
-    return { status: 'over_memory', killedBy: null, returnCode: code, detail: 'the JavaScript heap of the interpreter ran out' };
   // nothing the code printed becomes the receipt's detail: its stderr says what it says
   return { status: 'error', killedBy: null, returnCode: code, detail: null };
 }
@@ -337,7 +326,7 @@ export async function runCalculation(request: CalculationRequest): Promise<Recei
   const input = JSON.stringify({ code: code.toString('utf8'), evidence: evidence.toString('utf8') });
   const seen = await watch(tools, sandboxArgv(tools, limits, inner), input, limits);
   return {
-    ...outcome(seen, limits, engine.name),
+    ...outcome(seen, limits),
     stdout: seen.out.toString('utf8'),
     stderr: seen.err.toString('utf8'),
     stdoutTruncated: seen.stdoutTruncated,

@@ -126,6 +126,9 @@ const SYSCALLS: Readonly<Record<string, readonly [number | null, number | null]>
   fadvise64: [221, 223],
   mincore: [27, 232],
   readahead: [187, 213],
+  vmsplice: [278, 75],
+  splice: [275, 76],
+  tee: [276, 77],
   fcntl: [72, 25],
   lookup_dcookie: [212, 18],
   nfsservctl: [180, 42],
@@ -195,6 +198,9 @@ const REFUSED: readonly string[] = [
   // descriptors in flight (SCM_RIGHTS) and datagram bursts held gigabytes of kernel memory outside every
   // limit, and the in-flight count is the user's, shared by every call
   ...['sendmsg', 'sendmmsg'],
+  // pages given to a pipe stay pinned after they are unmapped (a transparent huge page whole): 2.2 GB
+  // held by a call limited to 2 GiB, its resident memory 18 MiB
+  ...['vmsplice', 'splice', 'tee'],
   // the machine itself: kernel code, accounting, swap, power, clocks, the kernel log, quotas
   ...['kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'acct', 'swapon', 'swapoff'],
   ...['reboot', 'settimeofday', 'clock_settime', 'clock_adjtime', 'adjtimex', 'syslog', 'quotactl', 'quotactl_fd'],
@@ -234,10 +240,14 @@ const SOCKET_WHEN =
 const GETSOCKOPT_WHEN = 'SOL_SOCKET with SO_PEERCRED, SO_PEERSEC, SO_PEERGROUPS or SO_PEERPIDFD (low 32 bits of arguments 1 and 2)';
 /** SO_PEERCRED, SO_PEERSEC, SO_PEERGROUPS, SO_PEERPIDFD: the process at the other end of stdout is the host's supervisor. */
 const PEER_OPTIONS = [17, 31, 59, 77] as const;
-const SETSOCKOPT_WHEN = 'SOL_SOCKET with SO_SNDBUF, SO_RCVBUF or their FORCE forms (low 32 bits of arguments 1 and 2)';
+const SETSOCKOPT_WHEN =
+  'SOL_SOCKET with SO_SNDBUF, SO_RCVBUF or their FORCE forms, SO_PASSCRED or SO_PASSPIDFD (low 32 bits of arguments 1 and 2)';
 const SOL_SOCKET = 1;
-/** SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE: a Unix socket's buffer is kernel memory no limit counts. */
-const BUFFER_OPTIONS = [7, 8, 32, 33] as const;
+/**
+ * SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE (a Unix socket's buffer is kernel memory no limit
+ * counts), SO_PASSCRED, SO_PASSPIDFD (the credentials and a pidfd of whatever writes to the socket next).
+ */
+const BUFFER_OPTIONS = [7, 8, 32, 33, 16, 76] as const;
 const DATA_ARG1_LOW = 24;
 const FCNTL_WHEN =
   'record locks (F_GETLK, F_SETLK, F_SETLKW and their OFD forms), leases and directory notices (low 32 bits of argument 1)';
