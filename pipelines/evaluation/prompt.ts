@@ -3,7 +3,7 @@
 // the calculation environment and helpers, how to submit, the free observations, the task) in the
 // project's own words. A template of one's own (`wwref serve --prompt FILE`) replaces the text: it names
 // the facts as {{placeholders}}, and a placeholder that is not one of them is refused.
-import { readFileSync } from 'node:fs';
+import { readBoundedText } from '../analysis/strict-json.ts';
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
 import { episodeContext, fixedAtStart } from './episode.ts';
@@ -36,12 +36,8 @@ const PLACEHOLDER = /\{\{([^{}]*)\}\}/g;
 
 /** A template's text, checked: its placeholders must be the prompt's facts (one-line refusal otherwise). */
 export function readPromptTemplate(path: string, known: readonly string[] = PROMPT_FACTS): string {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (error) {
-    throw new UserError(`--prompt ${path} cannot be read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
-  }
+  // the project's bounded reader: a regular file of at most 1 MiB of UTF-8 (a FIFO or a device is refused, never waited on)
+  const text = readBoundedText(path, '--prompt', 1 << 20);
   const unknown = [...text.matchAll(PLACEHOLDER)].map((m) => m[1]!).filter((name) => !known.includes(name));
   if (unknown.length)
     throw new UserError(`--prompt ${path} names {{${unknown[0]}}}, which is not one of ${known.map((k) => `{{${k}}}`).join(', ')}`);

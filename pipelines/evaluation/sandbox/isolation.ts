@@ -158,8 +158,16 @@ function kernelLimits(tools: Tools, limits: CalculationLimits, inner: SandboxedC
   ];
 }
 
+/** `reachable`'s answers: the bound files are the runtimes', asked again at every call. */
+const reachableSeen = new Map<string, boolean>();
+
 /** Whether every user may reach `path` (search its folders, read it): `nobody` makes the sandbox when we are root. */
 function reachable(path: string): boolean {
+  if (!reachableSeen.has(path)) reachableSeen.set(path, reachableNow(path));
+  return reachableSeen.get(path)!;
+}
+
+function reachableNow(path: string): boolean {
   const parts = path.split('/').filter(Boolean);
   for (let i = 0; i <= parts.length; i++) {
     const place = `/${parts.slice(0, i).join('/')}`;
