@@ -74,13 +74,13 @@ function quantile(sorted: readonly number[], q: number): number {
 }
 
 /** A source's family and its mean over its repeats: what a family-macro average needs of it. */
-interface SourceMean {
+export interface SourceMean {
   family: string;
   mean: number;
 }
 
 /** Each source's family and mean of `value` over its items (the first two steps of family-macro). */
-function sourceMeans<T extends { family: string; instance: string }>(
+export function sourceMeans<T extends { family: string; instance: string }>(
   items: readonly T[],
   value: (item: T) => number,
 ): Map<string, SourceMean> {
@@ -93,7 +93,7 @@ function sourceMeans<T extends { family: string; instance: string }>(
  * The family-macro average of the drawn sources (a source drawn twice counts as two sources of its
  * family): the means of the sources within a family, then the families with equal weight.
  */
-function macroOfDraw(means: ReadonlyMap<string, SourceMean>, draw: readonly string[]): number {
+export function macroOfDraw(means: ReadonlyMap<string, SourceMean>, draw: readonly string[]): number {
   const families = new Map<string, number[]>();
   for (const source of draw) {
     const s = means.get(source);
