@@ -61,17 +61,19 @@ export async function writeSummaries(
 
 /**
  * The recovery figure (workflows/evaluation/figure.py): family-macro recovery against budget, one line
- * per `method` of `cells`, one panel per track; written into `out` as `<name>.svg` and `.png`.
+ * per `method` of `cells` (with `low`/`high`: its interval as a band), one panel per track; written into
+ * `out` as `<name>.svg` and `.png`. `style`: each method's colour, and a dodge keeping equal lines apart.
  */
 export function drawRecoveryFigure(
   settings: Settings,
   out: string,
   cells: readonly { track: string; method: string; budget: number; recovery: number }[],
   name = 'controls-recovery',
+  style: { colours?: Record<string, string>; dodge?: boolean } = {},
 ): string[] {
   const child = runPython(settings, [FIGURE_SCRIPT], {
     env: { MPLBACKEND: 'Agg', MPLCONFIGDIR: join(settings.paths.cache, 'matplotlib') },
-    input: JSON.stringify({ out, cells, name }),
+    input: JSON.stringify({ out, cells, name, ...style }),
     reject: false,
   });
   if (child.exitCode !== 0) {
