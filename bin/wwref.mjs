@@ -15,6 +15,11 @@ import { loadBundle } from '../scripts/code-cache.mjs';
 // bundle has a code cache of its own, on Node 20 too (scripts/code-cache.mjs).
 module.enableCompileCache?.();
 
+// A reader of stdout or stderr that has gone (EPIPE: `wwref … | head`) fails a write with an 'error'
+// event, which unheard ends the process with a stack trace: heard from the start here (the notice below
+// is written before the command line runs); cliProcess tells the status from the stream (errored).
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+
 async function entry() {
   if (process.env.WWREF_FROM_SOURCES === '1') return undefined;
   const built = builtEntry(resolve(dirname(fileURLToPath(import.meta.url)), '..'));

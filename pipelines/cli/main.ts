@@ -187,11 +187,47 @@ export async function runCli(args: string[], env: NodeJS.ProcessEnv = process.en
   }
 }
 
-/** `node bin/wwref.mjs ...`: runs the command line and exits with its status. */
+/** The status of a process whose output's reader went away, as of one a SIGPIPE ended (128 + 13). */
+export const READER_GONE = 141;
+
+/**
+ * Watches stdout or stderr for the loss of its reader (EPIPE: `wwref … | head`): without a listener
+ * the error would end the process with a stack trace. Once the reader is gone the rest of the output is
+ * dropped (writes to a failed stream are discarded) and the command finishes its work, so nothing it
+ * writes to files is left half done. Returns whether the reader has gone.
+ */
+function watchReader(stream: NodeJS.WriteStream): () => boolean {
+  let gone = false;
+  stream.on('error', () => {
+    gone = true; // EPIPE, or any failure of the pipe or file behind it: the output cannot be delivered
+  });
+  // a write that failed just before exit is known to the stream before its 'error' event is emitted
+  return () => gone || (stream.errored ?? null) !== null;
+}
+
+/**
+ * Resolves once everything written to `stream` so far has been handed to the system: Node writes to a
+ * pipe asynchronously once the pipe is full, and process.exit drops what is still queued (a slow
+ * reader got 170 kB of 236 kB). Writes complete in order, so an empty write's callback comes last.
+ */
+function drained(stream: NodeJS.WriteStream): Promise<void> {
+  if (stream.destroyed || stream.writableLength === 0) return Promise.resolve();
+  return new Promise((done) => stream.write('', () => done()));
+}
+
+/**
+ * `node bin/wwref.mjs ...`: runs the command line and exits with its status once stdout and stderr
+ * are delivered; READER_GONE when a reader went away before (and the command had succeeded).
+ */
 export async function cliProcess(): Promise<never> {
   // zod checks the same rules either way; by default it compiles a parser of its own for each object
   // schema on first use (new Function), which a process that parses a few plans and a manifest once
   // pays for and never gets back: some 20 ms of `wwref list` or `episode status` (scripts/bench.ts)
   z.config({ jitless: true });
-  process.exit(await runCli(hideBin(process.argv)));
+  const stdoutGone = watchReader(process.stdout);
+  const stderrGone = watchReader(process.stderr);
+  const code = await runCli(hideBin(process.argv));
+  await drained(process.stdout);
+  await drained(process.stderr);
+  process.exit(code === 0 && (stdoutGone() || stderrGone()) ? READER_GONE : code);
 }
