@@ -11,7 +11,7 @@ import * as z from 'zod';
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
 import type { Json } from '../analysis/strict-json.ts';
-import { act, commitReceipt, type EpisodeState, readEvents, requireOpen, sessionClock, view } from './episode.ts';
+import { act, commitReceipt, type EpisodeState, readLogged, requireOpen, sessionClock, view } from './episode.ts';
 import { CALCULATION_KIND, type Event } from './receipt.ts';
 import { publicTask } from './task.ts';
 import { type Engine, type EngineName, NATIVE_MEMORY_BYTES } from './sandbox/engines.ts';
@@ -80,7 +80,8 @@ export async function calculationEngine(settings: Settings, name: EngineName = '
 /**
  * What a call's code sees, in the benchmark's form (../shared/spec/agent-protocol.md): the observations
  * in acquisition order (the anchors, then each batch's new masks), credits, closed, the calls left after
- * this one, the session's seconds (2 decimals), the public task; and `call`, this call's number.
+ * this one, the session's seconds (2 decimals), the public task; and wwref's `call`, this call's number,
+ * and `episode`, the episode's id (its receipt's evidence hash then binds the call to this episode).
  */
 function calculationEvidence(settings: Settings, state: EpisodeState, at: string, call: number): Record<string, Json> {
   const episode = view(state, at);
@@ -102,6 +103,7 @@ function calculationEvidence(settings: Settings, state: EpisodeState, at: string
     session_seconds_remaining: clock.seconds_left === null ? null : round2(clock.seconds_left),
     task: task as unknown as Json,
     call,
+    ...(state.episode && { episode: state.episode.id }),
   };
 }
 
@@ -131,7 +133,7 @@ async function calculateNow(settings: Settings, dir: string, code: string): Prom
     const limits = { wallSeconds, cpuSeconds: state.limits.cpu_seconds, ...(native && { memoryBytes: NATIVE_MEMORY_BYTES }) };
     return {
       state: next,
-      event: { call, code, evidence, evidence_sha256: sha256(evidence), limits },
+      event: { call, ...(state.episode && { episode_id: state.episode.id }), code, evidence, evidence_sha256: sha256(evidence), limits },
       receipts: 1,
       result: {
         call,
@@ -226,7 +228,7 @@ function evidenceFacts(before: Event[]): { observations: { mask: string; utility
  */
 function evidenceDifferences(
   evidence: string,
-  facts: { observations: { mask: string; utility: number }[]; credits_remaining: number | null; call: number },
+  facts: { observations: { mask: string; utility: number }[]; credits_remaining: number | null; call: number; episode?: string },
 ): string[] {
   let parsed: Record<string, Json>;
   try {
@@ -243,17 +245,21 @@ function evidenceDifferences(
   if (parsed.credits_remaining !== facts.credits_remaining)
     differ.push(`the reserved evidence's credits (${String(parsed.credits_remaining)}) are not the episode's at the reservation`);
   if (parsed.call !== facts.call) differ.push(`the reserved evidence names call ${String(parsed.call)}`);
+  if (parsed.episode !== facts.episode)
+    differ.push(`the reserved evidence names episode ${String(parsed.episode).slice(0, 40)}, not this one (${String(facts.episode)})`);
   return differ;
 }
 
 /**
  * Re-runs every recorded calculation of the episode in the sandbox and compares each receipt byte for
  * byte (sandbox/calculation.ts `verifyReceipt`); the reservation's code and evidence are the inputs,
- * and their hashes must be the receipt's.
+ * and their hashes must be the receipt's. The log is first read as every action reads it (refused, one
+ * line, when the rules could not have produced it: a receipt before its reservation, a call of another
+ * episode), so a call is never said to replay in a log `status` refuses.
  */
 export async function verifyEpisode(settings: Settings, dir: string): Promise<EpisodeVerification> {
   const { verifyReceipt } = await import('./sandbox/calculation.ts');
-  const events = readEvents(dir);
+  const { state, events } = readLogged(dir);
   const calls: CallVerification[] = [];
   const reservations = events.filter((e) => e.kind === 'action' && e.action === 'calculate' && e.outcome === 'ok');
   for (const event of reservations) {
@@ -270,7 +276,7 @@ export async function verifyEpisode(settings: Settings, dir: string): Promise<Ep
     if (sha256(code) !== reservation.data.code_sha256) differences.push('the reserved code is not the code its sha256 names');
     if (sha256(evidence) !== reservation.data.evidence_sha256)
       differences.push('the reserved evidence is not the evidence its sha256 names');
-    differences.push(...evidenceDifferences(evidence, { ...facts, call }));
+    differences.push(...evidenceDifferences(evidence, { ...facts, call, ...(state.episode && { episode: state.episode.id }) }));
     const receipt = StoredReceipt.safeParse(answer.receipt);
     if (!receipt.success) {
       calls.push({

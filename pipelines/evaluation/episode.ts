@@ -8,8 +8,19 @@
 export { EVENTS_FILE } from './receipt.ts';
 export type { EpisodeContext, StartOptions } from './episode/actions.ts';
 export { endEpisode, episodeContext, episodeStatus, observe, startEpisode, startLimits, submitPrediction } from './episode/actions.ts';
-export { act, commitReceipt, episodeReferences, fixedAtStart, readEpisode, readEvents, STATE_FILE, type Step } from './episode/log.ts';
+export {
+  act,
+  commitReceipt,
+  episodeClosed,
+  episodeReferences,
+  fixedAtStart,
+  readEpisode,
+  readLogged,
+  STATE_FILE,
+  type Step,
+  whileServed,
+} from './episode/log.ts';
 export { type EpisodeScore, type ScoreOptions, scoreEpisode, type UndeliveredScore } from './episode/score.ts';
-export type { EpisodeLimits, EpisodeState, EpisodeView, ObserveResult, SessionClock } from './episode/state.ts';
+export type { EpisodeIdentity, EpisodeLimits, EpisodeState, EpisodeView, ObserveResult, SessionClock } from './episode/state.ts';
 export { DEFAULT_EPISODE_LIMITS, MAX_BATCH, MAX_CALLS, MAX_OPTIONS } from './episode/state.ts';
 export { requireOpen, sessionClock, tableSha256, view } from './episode/state.ts';

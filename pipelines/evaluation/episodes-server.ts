@@ -3,12 +3,15 @@
 // episode's own bearer token, so an agent given one endpoint can act on no other episode. Episodes are
 // added and removed while the server runs (a cohort adds each before its agent starts and removes it
 // when the agent has ended: a process the agent left behind reaches nothing). An unknown episode and
-// a wrong token are answered alike (401), so the server tells no one which episodes exist.
+// a wrong token are answered alike (401), so the server tells no one which episodes exist. Removing an
+// episode stops admitting its requests, refuses the actions of those already admitted that have not
+// committed, and waits for what is running (a calculation's receipt): once `remove` resolves, nothing
+// more is written to the episode's log from this server.
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { resolve } from 'node:path';
 import type { Settings } from '../core/settings.ts';
-import { admitRequest, answerFailure, answerMcp, episodeServer, listen, reply, tokenMatches, urlOf } from './server.ts';
+import { admitRequest, answerFailure, answerMcp, episodeServer, listen, reply, type Served, tokenMatches, urlOf } from './server.ts';
 
 /** An episode id: a path segment of letters, digits, `.`, `_` and `-`. */
 export const EPISODE_ID = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$/;
@@ -22,8 +25,22 @@ export interface EpisodeEndpoint {
   token: string;
 }
 
+/** An episode being served: its folder, its token, and its calls (stopped by `controller`, awaited by `remove`). */
+interface Entry {
+  dir: string;
+  expected: Buffer;
+  controller: AbortController;
+  running: Set<Promise<unknown>>;
+}
+
+/** Stops admitting `entry`'s calls and waits for those running (they settle however they end). */
+async function stopServing(entry: Entry): Promise<void> {
+  entry.controller.abort();
+  while (entry.running.size) await Promise.allSettled([...entry.running]);
+}
+
 export class EpisodesServer {
-  private readonly episodes = new Map<string, { dir: string; expected: Buffer }>();
+  private readonly episodes = new Map<string, Entry>();
 
   constructor(
     private readonly http: Server,
@@ -35,23 +52,44 @@ export class EpisodesServer {
   add(id: string, dir: string): EpisodeEndpoint {
     if (!EPISODE_ID.test(id)) throw new Error(`not an episode id: ${JSON.stringify(id)}`);
     const token = randomBytes(32).toString('base64url');
-    this.episodes.set(id, { dir: resolve(dir), expected: Buffer.from(`Bearer ${token}`) });
+    this.episodes.get(id)?.controller.abort(); // the earlier one's calls commit nothing more
+    this.episodes.set(id, {
+      dir: resolve(dir),
+      expected: Buffer.from(`Bearer ${token}`),
+      controller: new AbortController(),
+      running: new Set(),
+    });
     return { id, url: urlOf(this.host, this.port, `/episodes/${id}/mcp`), token };
   }
 
-  /** Stops serving the episode: its token no longer opens anything. */
-  remove(id: string): void {
+  /**
+   * Stops serving the episode: its token no longer opens anything at once, the actions of requests
+   * already admitted are refused before they commit, and the promise resolves when every call of the
+   * episode has ended (a calculation running ends within its wall limit, its receipt written).
+   */
+  remove(id: string): Promise<void> {
+    const entry = this.episodes.get(id);
     this.episodes.delete(id);
+    return entry ? stopServing(entry) : Promise.resolve();
   }
 
-  /** The episode a request may act on, or undefined (answered 401 by the caller). */
-  episodeFor(id: string, authorised: (expected: Buffer) => boolean): string | undefined {
-    const episode = this.episodes.get(id);
-    return episode && authorised(episode.expected) ? episode.dir : undefined;
+  /** The episode a request may act on (its folder and how its calls are served), or undefined (answered 401 by the caller). */
+  episodeFor(id: string, authorised: (expected: Buffer) => boolean): { dir: string; served: Served } | undefined {
+    const entry = this.episodes.get(id);
+    if (!entry || !authorised(entry.expected)) return undefined;
+    const track = (running: Promise<unknown>) => {
+      entry.running.add(running);
+      const done = () => entry.running.delete(running);
+      running.then(done, done);
+    };
+    return { dir: entry.dir, served: { signal: entry.controller.signal, track } };
   }
 
+  /** Stops serving every episode (waiting for their calls, as `remove`), then closes the port. */
   async close(): Promise<void> {
+    const entries = [...this.episodes.values()];
     this.episodes.clear();
+    await Promise.all(entries.map(stopServing));
     this.http.closeAllConnections();
     await new Promise<void>((done) => this.http.close(() => done()));
   }
@@ -65,9 +103,9 @@ export async function serveEpisodes(settings: Settings, options: { host: string;
       if (!served || !admitRequest(req, res, options.host, served.port)) return;
       const id = ROUTE.exec(new URL(req.url ?? '/', 'http://x').pathname)?.[1];
       if (id === undefined) return reply(res, 404, 'the MCP endpoints are /episodes/<id>/mcp');
-      const dir = served.episodeFor(id, (expected) => tokenMatches(req, expected));
-      if (dir === undefined) return reply(res, 401, "this episode's bearer token is required");
-      await answerMcp(req, res, () => episodeServer(settings, dir));
+      const episode = served.episodeFor(id, (expected) => tokenMatches(req, expected));
+      if (episode === undefined) return reply(res, 401, "this episode's bearer token is required");
+      await answerMcp(req, res, () => episodeServer(settings, episode.dir, { served: episode.served }));
     } catch (error) {
       answerFailure(res, error);
     }

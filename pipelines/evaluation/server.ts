@@ -17,7 +17,7 @@ import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
 import { type Json, parseStrictJson } from '../analysis/strict-json.ts';
-import { fixedAtStart } from './episode.ts';
+import { fixedAtStart, whileServed } from './episode.ts';
 import { closeEstimatorWorker } from './estimator-submission.ts';
 import { episodePrompt } from './prompt.ts';
 import { sandboxAvailable } from './sandbox/isolation.ts';
@@ -40,15 +40,34 @@ function hostPaths(paths: string[]): string[] {
   return [...new Set([...paths, ...real])].filter((p) => p.length > 1).sort((a, b) => b.length - a.length);
 }
 
+/**
+ * An episode served among others (episodes-server.ts): once `signal` is aborted its tools and prompt
+ * are refused and its actions commit nothing more; `track` is given every call that runs, so that the
+ * server can wait for them.
+ */
+export interface Served {
+  signal: AbortSignal;
+  track: (running: Promise<unknown>) => void;
+}
+
+/** `body` run as a call of a served episode (refused, one line, once the episode is no longer served). */
+function servedCall<T>(served: Served | undefined, body: () => Promise<T>): Promise<T> {
+  if (!served) return body();
+  if (served.signal.aborted) return Promise.reject(new UserError('this episode is no longer served (its agent has ended)'));
+  const running = whileServed(served.signal, body);
+  served.track(running);
+  return running;
+}
+
 /** The episode's MCP server: its tools (tools.ts) and its prompt (prompt.ts), with host paths masked in every refusal. */
-export function episodeServer(settings: Settings, dir: string, options: { prompt?: string } = {}): McpServer {
+export function episodeServer(settings: Settings, dir: string, options: { prompt?: string; served?: Served } = {}): McpServer {
   const folder = resolve(dir);
   const { references, engine } = fixedAtStart(folder);
   const hidden = hostPaths([folder, references, ...Object.values(settings.paths)]);
   const masked = (message: string) => hidden.reduce((m, path) => m.replaceAll(path, '<host folder>'), message);
   const tool = async (body: () => Promise<object>): Promise<ToolResult> => {
     try {
-      const result = (await body()) as Record<string, unknown>;
+      const result = (await servedCall(options.served, body)) as Record<string, unknown>;
       return { content: [{ type: 'text', text: JSON.stringify(result) }], structuredContent: result };
     } catch (error) {
       const message = error instanceof UserError ? masked(error.message) : 'internal error of the evaluator';
@@ -78,7 +97,7 @@ export function episodeServer(settings: Settings, dir: string, options: { prompt
     },
     async () => {
       try {
-        const text = await episodePrompt(settings, folder, options.prompt);
+        const text = await servedCall(options.served, () => episodePrompt(settings, folder, options.prompt));
         return { messages: [{ role: 'user', content: { type: 'text', text } }] };
       } catch (error) {
         throw new Error(error instanceof UserError ? masked(error.message) : 'internal error of the evaluator');
@@ -181,7 +200,7 @@ class StrictStdioTransport implements Transport {
     try {
       json = parseStrictJson(line, 'the message');
     } catch (error) {
-      this.refuse(-32700, (error as Error).message);
+      process.stdout.write(`${JSON.stringify(refusalOf(line, (error as Error).message))}\n`);
       return;
     }
     const message = JSONRPCMessageSchema.safeParse(json);
@@ -240,6 +259,28 @@ export interface HttpOptions {
   token?: string;
   /** A template replacing the prompt's text (prompt.ts). */
   prompt?: string;
+}
+
+/**
+ * The answer to a message that is not strict JSON (NaN, 1e999, a key twice, …): when the lenient parser
+ * still reads a request's id, an answer to that request, so that the client is not left waiting — to a
+ * tool call a tool error, the one line where an agent looks; else a parse error without an id.
+ */
+export function refusalOf(text: string, message: string): { jsonrpc: '2.0'; id: string | number | null; [key: string]: unknown } {
+  let loose: unknown;
+  try {
+    loose = JSON.parse(text);
+  } catch {
+    loose = undefined;
+  }
+  const request = loose !== null && typeof loose === 'object' && !Array.isArray(loose) ? (loose as Record<string, unknown>) : {};
+  const id = request.id;
+  if ((typeof id === 'string' && id.length <= 200) || (typeof id === 'number' && Number.isSafeInteger(id))) {
+    if (request.method === 'tools/call')
+      return { jsonrpc: '2.0', id, result: { isError: true, content: [{ type: 'text', text: message }] } };
+    return { jsonrpc: '2.0', id, error: { code: -32700, message } };
+  }
+  return { jsonrpc: '2.0', id: null, error: { code: -32700, message } };
 }
 
 export function reply(res: ServerResponse, status: number, message: string): void {
@@ -329,9 +370,8 @@ export async function answerMcp(req: IncomingMessage, res: ServerResponse, serve
   try {
     body = parseStrictJson(text, 'the request');
   } catch (error) {
-    res
-      .writeHead(400, { 'content-type': 'application/json' })
-      .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32700, message: (error as Error).message }, id: null }));
+    const answer = refusalOf(text, (error as Error).message);
+    res.writeHead(answer.id === null ? 400 : 200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
     return;
   }
   const server = serverFor();

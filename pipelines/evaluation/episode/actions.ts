@@ -8,7 +8,8 @@
 // more credits than remain is refused whole, spending nothing; a submission closes the episode, and
 // only a closed episode is scored. The reference's identity (its table's sha256, plan, source,
 // family, width) is fixed at the start and checked at every action.
-import { join, resolve } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { basename, join, resolve } from 'node:path';
 import { UserError } from '../../core/errors.ts';
 import { makeDirs } from '../../core/fsutil.ts';
 import { lstatOrNothing } from '../../core/containment.ts';
@@ -123,8 +124,11 @@ export async function startEpisode(settings: Settings, options: StartOptions): P
       const at = now();
       const anchors = [allMasks(d)[0]!, allMasks(d).at(-1)!];
       const utilities = anchors.map((mask) => surface.utilities[maskIndex(mask, d)]!);
+      // who the episode is: every reservation and receipt names its id, and the log its folder's name (state.ts)
+      const episode = { id: randomBytes(16).toString('hex'), name: basename(folder) };
       const state: EpisodeState = {
-        episode_version: 3,
+        episode_version: 4,
+        episode,
         condition: options.condition,
         dimensions: d,
         budget: options.budget,
@@ -144,6 +148,7 @@ export async function startEpisode(settings: Settings, options: StartOptions): P
         kind: 'action',
         at,
         action: 'start',
+        episode,
         condition: options.condition,
         budget: options.budget,
         references,

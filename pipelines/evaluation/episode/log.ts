@@ -2,7 +2,7 @@
 // (`underLock`), one action run under them (`act`: the state derived and checked, a commit appended,
 // a refusal noted), the room the log keeps for receipts and the close, the copy `episode.json`
 // reconciled with the log and rewritten, a calculation's receipt committed (`commitReceipt`), and the
-// reads that need no lock (`readEpisode`, `readEvents`, `fixedAtStart`).
+// reads that need no lock (`readEpisode`, `readLogged`, `fixedAtStart`).
 //
 // One commit per action: the receipt `events.jsonl` (receipt.ts) is the episode's write-ahead log and
 // its state is derived from it, so the state and the receipt never disagree: an action that changes
@@ -13,6 +13,7 @@
 // difference (an edit) refuses every action. Actions run one at a time: in order within this
 // process (a queue per episode), under the folder's lock across processes. A refused action changes
 // no state and is a UserError (exit 2), recorded as a note of the log.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { closeSync, constants, openSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { UserError } from '../../core/errors.ts';
@@ -49,7 +50,8 @@ function readSnapshot(dir: string): EpisodeState | undefined {
   const path = join(dir, STATE_FILE);
   if (!lstatOrNothing(path)) return undefined;
   const json = readStrictJsonFile(path, 'episode state', STATE_MAX_BYTES);
-  if (isObject(json) && json.episode_version === 2) return undefined; // a copy of an earlier version: rewritten from the log
+  // a copy of an earlier version: rewritten from the log
+  if (isObject(json) && (json.episode_version === 2 || json.episode_version === 3)) return undefined;
   const parsed = EpisodeState.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -109,6 +111,19 @@ function queued<T>(folder: string, body: () => Promise<T>): Promise<T> {
   };
   mine.then(done, done);
   return mine;
+}
+
+/**
+ * The signal of the server request an action runs for (set by `whileServed`): once it is aborted (the
+ * episode removed from a server, its agent gone) the action is refused before it reads or writes the
+ * log, with no note, so nothing is added to the log after the removal. A calculation's receipt still
+ * answers a call reserved before it (the server waits for it).
+ */
+const serving = new AsyncLocalStorage<AbortSignal>();
+
+/** Runs `body` (a tool call of a served episode) so that every action in it is refused once `signal` is aborted. */
+export function whileServed<T>(signal: AbortSignal, body: () => Promise<T>): Promise<T> {
+  return serving.run(signal, body);
 }
 
 /** Actions whose outcome changes the state when they succeed (the others are notes). */
@@ -180,6 +195,8 @@ export async function act<T>(
   const folder = resolve(dir);
   if (!lstatOrNothing(folder)?.isDirectory()) throw new UserError(`episode folder ${dir} does not exist`);
   return underLock(folder, (log) => {
+    // checked under the lock, with no wait before the commit below: an abort cannot fall in between
+    if (serving.getStore()?.aborted) throw new UserError('this episode is no longer served (its agent has ended): nothing was done');
     const derived = derive(log, folder);
     reconcile(folder, derived);
     const { state } = derived;
@@ -238,6 +255,20 @@ export async function act<T>(
   });
 }
 
+/**
+ * Whether the copy of the state says the episode is closed: for a poll while an agent runs (a cohort's),
+ * so it never throws, never waits (a FIFO or link planted there is not opened through: false) and reads
+ * at most the copy's bound. The copy may lag behind the log: the log is the record.
+ */
+export function episodeClosed(dir: string): boolean {
+  try {
+    const json = readStrictJsonFile(join(resolve(dir), STATE_FILE), 'episode state', STATE_MAX_BYTES);
+    return isObject(json) && json.closed === true;
+  } catch {
+    return false;
+  }
+}
+
 /** The state as the log records it, read without the lock (the log is only appended to; a torn line is ignored). */
 export function readEpisode(dir: string): EpisodeState {
   const folder = resolve(dir);
@@ -249,11 +280,12 @@ export function readEpisode(dir: string): EpisodeState {
   }
 }
 
-/** The episode's events as the log holds them (read without the lock). */
-export function readEvents(dir: string): Event[] {
-  const log = openLog(resolve(dir), false);
+/** The state and the events of one reading of the log (without the lock): a log the rules could not produce is refused. */
+export function readLogged(dir: string): { state: EpisodeState; events: Event[] } {
+  const folder = resolve(dir);
+  const log = openLog(folder, false);
   try {
-    return log.lines.map((l) => l.event);
+    return { state: derive(log, folder).state, events: log.lines.map((l) => l.event) };
   } finally {
     closeLog(log);
   }
@@ -269,7 +301,7 @@ export function commitReceipt(dir: string, call: number, receipt: Record<string,
     const { state } = derive(log, folder);
     const answered = log.lines.some((l) => l.event.kind === CALCULATION_KIND && l.event.call === call);
     if (call > state.calls_used || answered) throw new UserError(`calculation call ${call} is not reserved or already has its receipt`);
-    appendEvent(log, { kind: CALCULATION_KIND, at: now(), call, receipt });
+    appendEvent(log, { kind: CALCULATION_KIND, at: now(), call, ...(state.episode && { episode_id: state.episode.id }), receipt });
   });
 }
 

@@ -5,13 +5,14 @@
 // (`impossibility`); and the prediction table's sha256 the submit event records. Pure functions of
 // the log and the state: no locking, no writing (`log.ts`).
 import { createHash } from 'node:crypto';
+import { basename } from 'node:path';
 import * as z from 'zod';
 import { UserError } from '../../core/errors.ts';
 import { OPTION_LETTERS } from '../../catalog/families.ts';
 import { allMasks, maskIndex } from '../../catalog/masks.ts';
 import { predictionFromJson } from '../../analysis/grade.ts';
 import { isObject, type Json } from '../../analysis/strict-json.ts';
-import { CALCULATION_KIND, EVENTS_FILE, type Log } from '../receipt.ts';
+import { CALCULATION_KIND, type Event, EVENTS_FILE, type Log } from '../receipt.ts';
 
 /** The widest condition has this many options. */
 export const MAX_OPTIONS = OPTION_LETTERS.length;
@@ -57,8 +58,18 @@ export const MAX_CALLS = 50;
 /** A submission by an estimator the evaluator fitted: its name and the parameters it chose. */
 const FittedBy = z.strictObject({ name: z.string(), parameters: z.record(z.string(), z.json()) });
 
+/**
+ * Who an episode is: a random id drawn at its start (every reservation and receipt names it, and the
+ * evidence of each call holds it, so a call copied from another episode's log is refused) and the
+ * name of the folder it was started in (a log copied into another episode's folder is refused). Null
+ * in episodes started before there were ids: read as they are, without these checks.
+ */
+const Who = z.strictObject({ id: z.string().regex(/^[0-9a-f]{32}$/), name: z.string().min(1) });
+export type EpisodeIdentity = z.infer<typeof Who>;
+
 export const EpisodeState = z.strictObject({
-  episode_version: z.literal(3),
+  episode_version: z.literal(4),
+  episode: Who.nullable(),
   condition: z.string(),
   dimensions: z.number().int(),
   budget: z.number().int().nonnegative(),
@@ -155,19 +166,10 @@ export function tableSha256(table: Record<string, number>, dimensions: number): 
 const strings = (value: Json | undefined): value is string[] => Array.isArray(value) && value.every((v) => typeof v === 'string');
 const numbers = (value: Json | undefined): value is number[] => Array.isArray(value) && value.every((v) => typeof v === 'number');
 
-/**
- * The state the log's actions produce, and every state before it (a copy of the state may lag behind
- * when writing it failed). Refused when the log holds no start, or an action the rules could not
- * have produced from the state before it (checked again as a whole by `impossibility`).
- */
-export function derive(log: Log, dir: string): { state: EpisodeState; earlier: EpisodeState[] } {
-  const numbered = log.lines.map((l, k) => ({ event: l.event, line: k + 1 }));
-  const actions = numbered.filter((l) => l.event.kind === 'action');
-  const first = actions[0];
-  if (first?.event.action !== 'start')
-    throw new UserError(`${dir} holds no episode (${EVENTS_FILE} records no start); start one with 'wwref episode start'`);
-  const bad = (line: number, why: string) => new UserError(`events log ${log.path}, line ${line}: ${why}`);
-  const start = first.event;
+type Bad = (line: number, why: string) => UserError;
+
+/** The state a start event makes (its episode's identity checked against the folder it is read in). */
+function startState(start: Event, line: number, bad: Bad, dir: string): EpisodeState {
   const identity = Identity.safeParse(start.reference);
   if (
     !identity.success ||
@@ -180,14 +182,24 @@ export function derive(log: Log, dir: string): { state: EpisodeState; earlier: E
     start.masks.length !== 2 ||
     start.utilities.length !== 2
   )
-    throw bad(first.line, 'a start without its condition, budget, reference folder, identity or anchors');
+    throw bad(line, 'a start without its condition, budget, reference folder, identity or anchors');
   const at = start.at;
-  // labels and limits came with version 3; a start without them has none and the defaults
+  // labels and limits came with version 3, the episode's identity with version 4; a start without them has none and the defaults
   const labels = z.record(z.string(), z.string()).safeParse(start.labels ?? {});
   const limits = Limits.safeParse(start.limits ?? DEFAULT_EPISODE_LIMITS);
-  if (!labels.success || !limits.success) throw bad(first.line, 'a start with malformed labels or limits');
-  let state: EpisodeState = {
-    episode_version: 3,
+  const who = Who.nullable().safeParse(start.episode ?? null);
+  if (!labels.success || !limits.success) throw bad(line, 'a start with malformed labels or limits');
+  if (!who.success) throw bad(line, "a start with a malformed episode identity (its id and its folder's name)");
+  if (who.data && who.data.name !== basename(dir))
+    throw bad(
+      line,
+      `the log of episode '${who.data.name}' (started in a folder of that name), not of this folder '${basename(dir)}': ` +
+        "another episode's log copied here, or a folder renamed after its start (give it back its name)",
+    );
+  const utilities = start.utilities;
+  return {
+    episode_version: 4,
+    episode: who.data,
     condition: start.condition,
     dimensions: identity.data.dimensions,
     budget: start.budget,
@@ -196,72 +208,106 @@ export function derive(log: Log, dir: string): { state: EpisodeState; earlier: E
     started_at: at,
     labels: labels.data,
     limits: limits.data,
-    observations: start.masks.map((mask, k) => ({ mask, utility: (start.utilities as number[])[k]!, paid: false, at })),
+    observations: start.masks.map((mask, k) => ({ mask, utility: utilities[k]!, paid: false, at })),
     credits_remaining: start.budget,
     calls_used: 0,
     closed: false,
     submission: null,
     ended: null,
   };
-  let previous: EpisodeState | undefined;
+}
+
+/** Refuses a line that names another episode than `state`'s (a line of an episode with an id must name it). */
+function requireSameEpisode(state: EpisodeState, event: Event, line: number, bad: Bad, what: string): void {
+  if (state.episode && event.episode_id !== state.episode.id)
+    throw bad(
+      line,
+      `${what} of ${typeof event.episode_id === 'string' ? `episode ${event.episode_id.slice(0, 40)}` : 'no episode'}, ` +
+        `not of this one (${state.episode.id}): copied from another episode's log`,
+    );
+}
+
+/** The state after commit `event` of the log (undefined: the event changes no state). */
+function applyCommit(state: EpisodeState, event: Event, line: number, bad: Bad): EpisodeState | undefined {
+  const when = String(event.at);
+  if (event.action === 'start') throw bad(line, 'a second start');
+  if (event.action === 'observe' && Array.isArray(event.new_masks) && event.new_masks.length) {
+    const masks = event.new_masks;
+    const utilities = event.utilities;
+    if (!strings(masks) || !numbers(utilities) || utilities.length !== masks.length)
+      throw bad(line, 'a purchase without a utility for each new mask');
+    if (state.closed) throw bad(line, 'a purchase after the submission');
+    if (masks.length > state.credits_remaining)
+      throw bad(line, `${masks.length} purchase(s) with ${state.credits_remaining} credit(s) left`);
+    return {
+      ...state,
+      observations: [...state.observations, ...masks.map((mask, k) => ({ mask, utility: utilities[k]!, paid: true, at: when }))],
+      credits_remaining: state.credits_remaining - masks.length,
+    };
+  }
+  if (event.action === 'submit') {
+    const table = event.prediction_table;
+    if (!isObject(table) || !Object.values(table).every((v) => typeof v === 'number') || typeof event.table_sha256 !== 'string')
+      throw bad(line, 'a submission without its prediction_table and table_sha256');
+    if (state.closed) throw bad(line, 'a submission in a closed episode');
+    const numeric = table as Record<string, number>;
+    if (tableSha256(numeric, state.dimensions) !== event.table_sha256)
+      throw bad(line, `the submitted table's sha256 is not ${event.table_sha256}, the one recorded at submission`);
+    const fitted = FittedBy.nullable().safeParse(event.estimator ?? null);
+    if (!fitted.success) throw bad(line, 'a submission with a malformed estimator');
+    return { ...state, closed: true, submission: { at: when, prediction_table: numeric, estimator: fitted.data } };
+  }
+  if (event.action === 'calculate') {
+    if (event.call !== state.calls_used + 1) throw bad(line, `calculation call ${event.call} where call ${state.calls_used + 1} was next`);
+    requireSameEpisode(state, event, line, bad, `calculation call ${event.call}, reserved by the log`);
+    if (state.closed) throw bad(line, 'a calculation reserved in a closed episode');
+    if (state.calls_used >= state.limits.calls) throw bad(line, `a calculation past the limit of ${state.limits.calls} calls`);
+    return { ...state, calls_used: state.calls_used + 1 };
+  }
+  if (event.action === 'end') {
+    if (typeof event.reason !== 'string') throw bad(line, 'an end without its reason');
+    if (state.closed) throw bad(line, 'an end of a closed episode');
+    return { ...state, closed: true, ended: { at: when, reason: event.reason } };
+  }
+  return undefined;
+}
+
+/**
+ * The state the log's actions produce, and every state before it (a copy of the state may lag behind
+ * when writing it failed). Refused when the log holds no start, a line the rules could not have
+ * produced from the state before it (checked again as a whole by `impossibility`): a receipt before
+ * its reservation, a line of another episode, or a log started in a folder of another name.
+ */
+export function derive(log: Log, dir: string): { state: EpisodeState; earlier: EpisodeState[] } {
+  const numbered = log.lines.map((l, k) => ({ event: l.event, line: k + 1 }));
+  const first = numbered.find((l) => l.event.kind === 'action');
+  if (first?.event.action !== 'start')
+    throw new UserError(`${dir} holds no episode (${EVENTS_FILE} records no start); start one with 'wwref episode start'`);
+  const bad: Bad = (line, why) => new UserError(`events log ${log.path}, line ${line}: ${why}`);
+  let state = startState(first.event, first.line, bad, dir);
   const earlier: EpisodeState[] = [];
-  for (const { event, line } of actions.slice(1)) {
-    if (event.outcome !== 'ok') continue;
-    const when = String(event.at);
-    if (event.action === 'start') throw bad(line, 'a second start');
-    if (event.action === 'observe' && Array.isArray(event.new_masks) && event.new_masks.length) {
-      const masks = event.new_masks;
-      const utilities = event.utilities;
-      if (!strings(masks) || !numbers(utilities) || utilities.length !== masks.length)
-        throw bad(line, 'a purchase without a utility for each new mask');
-      if (state.closed) throw bad(line, 'a purchase after the submission');
-      if (masks.length > state.credits_remaining)
-        throw bad(line, `${masks.length} purchase(s) with ${state.credits_remaining} credit(s) left`);
-      previous = state;
-      state = {
-        ...state,
-        observations: [...state.observations, ...masks.map((mask, k) => ({ mask, utility: utilities[k]!, paid: true, at: when }))],
-        credits_remaining: state.credits_remaining - masks.length,
-      };
-    } else if (event.action === 'submit') {
-      const table = event.prediction_table;
-      if (!isObject(table) || !Object.values(table).every((v) => typeof v === 'number') || typeof event.table_sha256 !== 'string')
-        throw bad(line, 'a submission without its prediction_table and table_sha256');
-      if (state.closed) throw bad(line, 'a submission in a closed episode');
-      const numeric = table as Record<string, number>;
-      if (tableSha256(numeric, state.dimensions) !== event.table_sha256)
-        throw bad(line, `the submitted table's sha256 is not ${event.table_sha256}, the one recorded at submission`);
-      const fitted = FittedBy.nullable().safeParse(event.estimator ?? null);
-      if (!fitted.success) throw bad(line, 'a submission with a malformed estimator');
-      previous = state;
-      state = { ...state, closed: true, submission: { at: when, prediction_table: numeric, estimator: fitted.data } };
-    } else if (event.action === 'calculate') {
-      if (event.call !== state.calls_used + 1)
-        throw bad(line, `calculation call ${event.call} where call ${state.calls_used + 1} was next`);
-      if (state.closed) throw bad(line, 'a calculation reserved in a closed episode');
-      if (state.calls_used >= state.limits.calls) throw bad(line, `a calculation past the limit of ${state.limits.calls} calls`);
-      previous = state;
-      state = { ...state, calls_used: state.calls_used + 1 };
-    } else if (event.action === 'end') {
-      if (typeof event.reason !== 'string') throw bad(line, 'an end without its reason');
-      if (state.closed) throw bad(line, 'an end of a closed episode');
-      previous = state;
-      state = { ...state, closed: true, ended: { at: when, reason: event.reason } };
-    } else continue;
-    earlier.push(previous!);
-    if (event.credits_before !== previous!.credits_remaining || event.credits_after !== state.credits_remaining)
+  // a receipt answers a call reserved before it, once (calls reserved but never answered were cut short by a kill)
+  const answered = new Set<number>();
+  for (const { event, line } of numbered) {
+    if (line === first.line) continue;
+    if (event.kind === CALCULATION_KIND) {
+      const call = event.call;
+      if (typeof call !== 'number' || !Number.isInteger(call) || call < 1 || call > state.calls_used || answered.has(call))
+        throw bad(line, `a calculation receipt for call ${String(call)}, which is not a call reserved before it without a receipt`);
+      requireSameEpisode(state, event, line, bad, `the receipt of calculation call ${call}`);
+      answered.add(call);
+      continue;
+    }
+    if (event.kind !== 'action' || event.outcome !== 'ok') continue;
+    const next = applyCommit(state, event, line, bad);
+    if (!next) continue;
+    if (event.credits_before !== state.credits_remaining || event.credits_after !== next.credits_remaining)
       throw bad(
         line,
-        `credits ${event.credits_before} -> ${event.credits_after}, where the actions before it give ${previous!.credits_remaining} -> ${state.credits_remaining}`,
+        `credits ${event.credits_before} -> ${event.credits_after}, where the actions before it give ${state.credits_remaining} -> ${next.credits_remaining}`,
       );
-  }
-  // a receipt answers a reserved call, once (calls reserved but never answered were cut short by a kill)
-  const answered = new Set<number>();
-  for (const { event, line } of numbered.filter((l) => l.event.kind === CALCULATION_KIND)) {
-    const call = event.call;
-    if (typeof call !== 'number' || !Number.isInteger(call) || call < 1 || call > state.calls_used || answered.has(call))
-      throw bad(line, `a calculation receipt for call ${String(call)}, which is not a reserved call without a receipt`);
-    answered.add(call);
+    earlier.push(state);
+    state = next;
   }
   const impossible = impossibility(state);
   if (impossible) throw new UserError(`the events log ${log.path} records an episode the rules could not produce: ${impossible}`);
