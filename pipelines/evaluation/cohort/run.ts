@@ -140,7 +140,7 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
       },
     });
   } finally {
-    server.remove(planned.id);
+    await server.remove(planned.id); // nothing more is written to its log once this resolves (episodes-server.ts)
     if (kill) shared.kills.delete(kill);
   }
   if (outcome.stopped === 'stopped' || shared.stopped()) return undefined;
