@@ -11,7 +11,7 @@ import * as z from 'zod';
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
 import type { Json } from '../analysis/strict-json.ts';
-import { act, commitReceipt, type EpisodeState, readLogged, requireOpen, sessionClock, view } from './episode.ts';
+import { act, commitReceipt, type EpisodeState, readChecked, requireOpen, sessionClock, view } from './episode.ts';
 import { CALCULATION_KIND, type Event } from './receipt.ts';
 import { publicTask } from './task.ts';
 import { type Engine, type EngineName, NATIVE_MEMORY_BYTES } from './sandbox/engines.ts';
@@ -253,13 +253,14 @@ function evidenceDifferences(
 /**
  * Re-runs every recorded calculation of the episode in the sandbox and compares each receipt byte for
  * byte (sandbox/calculation.ts `verifyReceipt`); the reservation's code and evidence are the inputs,
- * and their hashes must be the receipt's. The log is first read as every action reads it (refused, one
- * line, when the rules could not have produced it: a receipt before its reservation, a call of another
- * episode), so a call is never said to replay in a log `status` refuses.
+ * and their hashes must be the receipt's. The log is first read and checked as every action reads it
+ * (refused, one line, when the rules could not have produced it: a receipt before its reservation, a
+ * call of another episode, a utility that is not the reference's), so no call is said to replay in a
+ * log `status` refuses.
  */
 export async function verifyEpisode(settings: Settings, dir: string): Promise<EpisodeVerification> {
   const { verifyReceipt } = await import('./sandbox/calculation.ts');
-  const { state, events } = readLogged(dir);
+  const { state, events } = readChecked(settings, dir);
   const calls: CallVerification[] = [];
   const reservations = events.filter((e) => e.kind === 'action' && e.action === 'calculate' && e.outcome === 'ok');
   for (const event of reservations) {

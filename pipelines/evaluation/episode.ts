@@ -14,6 +14,7 @@ export {
   episodeClosed,
   episodeReferences,
   fixedAtStart,
+  readChecked,
   readEpisode,
   readLogged,
   STATE_FILE,

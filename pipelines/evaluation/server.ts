@@ -275,7 +275,9 @@ export function refusalOf(text: string, message: string): { jsonrpc: '2.0'; id: 
   }
   const request = loose !== null && typeof loose === 'object' && !Array.isArray(loose) ? (loose as Record<string, unknown>) : {};
   const id = request.id;
-  if ((typeof id === 'string' && id.length <= 200) || (typeof id === 'number' && Number.isSafeInteger(id))) {
+  // an id written twice is no id to answer under (JSON.parse keeps the last; a client may wait for the first)
+  const once = text.split(/"(?:id|\\u0069d|i\\u0064|\\u0069\\u0064)"\s*:/i).length === 2;
+  if (once && ((typeof id === 'string' && id.length <= 200) || (typeof id === 'number' && Number.isSafeInteger(id)))) {
     if (request.method === 'tools/call')
       return { jsonrpc: '2.0', id, result: { isError: true, content: [{ type: 'text', text: message }] } };
     return { jsonrpc: '2.0', id, error: { code: -32700, message } };

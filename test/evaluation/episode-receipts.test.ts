@@ -3,6 +3,7 @@
 // copied into another episode's folder. `verify` never says "replayed" of a call in a log the rules
 // could not produce; `status` and `score` refuse a log that names another episode. Real sandbox, real
 // files, the command line in process.
+import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -106,6 +107,19 @@ describe.skipIf(!sandboxAvailable().available)('receipts bound to their place an
     writeLog(ep, [JSON.stringify(first), ...text.slice(1)]);
     for (const action of ['status', 'verify'])
       refused(await run([action, '--episode', ep]), /line 2: credits 2 -> 2, where the actions before it give 14 -> 14/);
+    // an anchor's utility rewritten in the start and in the evidence, with its hashes: not the reference's
+    const edited = JSON.parse(text[0]!);
+    edited.utilities[0] = 0.9;
+    const reservation = JSON.parse(text[reservationAt(text)]!);
+    const evidence = JSON.parse(reservation.evidence);
+    evidence.observations[0].utility = 0.9;
+    reservation.evidence = JSON.stringify(evidence);
+    reservation.evidence_sha256 = createHash('sha256').update(reservation.evidence).digest('hex');
+    const receipt = JSON.parse(text[receiptAt(text)]!);
+    receipt.receipt.evidenceSha256 = reservation.evidence_sha256;
+    writeLog(ep, [JSON.stringify(edited), JSON.stringify(reservation), JSON.stringify(receipt)]);
+    for (const action of ['status', 'verify'])
+      refused(await run([action, '--episode', ep]), /the rules could not produce: the observed utility of 0000 is not the reference's/);
   });
 
   it("an events log copied into another episode's folder, or a folder renamed: status and score refuse it, naming both", async () => {

@@ -9,13 +9,16 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../../pipelines/core/paths.ts';
 import { loadSettings } from '../../pipelines/core/settings.ts';
 import { startEpisode } from '../../pipelines/evaluation/episode.ts';
 import { type EpisodesServer, serveEpisodes } from '../../pipelines/evaluation/episodes-server.ts';
 import { closeEstimatorWorker } from '../../pipelines/evaluation/estimator-submission.ts';
 import { sandboxAvailable } from '../../pipelines/evaluation/sandbox/isolation.ts';
 import { lockFolder } from '../../pipelines/references/lock.ts';
+import { BIN } from '../support/cli.ts';
 import { descendants } from '../support/processes.ts';
 import { maskOf, writeSurfaceCatalog } from '../support/fixtures.ts';
 
@@ -172,5 +175,38 @@ describe('non-finite numbers from an agent', () => {
     const taken = await callTool(client, 'submit_diagnosis', { predictions_json: table('0.25') });
     expect(taken.isError).toBeUndefined();
     await client.close();
+  });
+});
+
+describe('non-finite numbers over stdio', () => {
+  it('a tool call with 1e999 is answered under its own id with a one-line tool error; NaN with a parse error; the next call is served', async () => {
+    const { ep } = await served();
+    const table = (bad: string) => `{${Array.from({ length: 16 }, (_, k) => `"${maskOf(k, 4)}": ${k === 5 ? bad : 0.5}`).join(', ')}}`;
+    const submit = (id: number, bad: string) =>
+      `{"jsonrpc": "2.0", "id": ${id}, "method": "tools/call", "params": {"name": "submit_diagnosis", "arguments": {"predictions_json": ${table(bad)}}}}`;
+    const lines = [
+      '{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}',
+      '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+      submit(2, '1e999'),
+      submit(3, 'NaN'),
+      '{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "status", "arguments": {}}}',
+    ];
+    const r = await execa('node', [BIN, 'serve', '--episode', ep], {
+      cwd: ROOT,
+      input: `${lines.join('\n')}\n`,
+      reject: false,
+      timeout: 60_000,
+    });
+    const answers = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    const byId = (id: number | null) => answers.find((a) => a.id === id);
+    expect(byId(2)).toMatchObject({
+      result: { isError: true, content: [{ text: expect.stringMatching(/1e999 is beyond the range of a float64/) }] },
+    });
+    expect(byId(null)).toMatchObject({ error: { code: -32700, message: expect.stringMatching(/NaN is not a JSON number/) } });
+    expect(byId(4)?.result?.structuredContent?.closed).toBe(false);
+    expect(r.stderr).not.toMatch(/internal error|\n\s+at /); // no stack trace (a stale build's notice aside)
   });
 });

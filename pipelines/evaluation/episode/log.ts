@@ -256,6 +256,17 @@ export async function act<T>(
 }
 
 /**
+ * What `readLogged` reads, checked as every action checks it: the reference's identity and the observed
+ * utilities (the log `status` accepts, the copy of the state aside).
+ */
+export function readChecked(settings: Settings, dir: string): { state: EpisodeState; events: Event[] } {
+  const read = readLogged(dir);
+  const { surface } = referenceOf(settings, read.state.references, read.state.condition, read.state.reference);
+  checkObservedValues(read.state, surface, resolve(dir));
+  return read;
+}
+
+/**
  * Whether the copy of the state says the episode is closed: for a poll while an agent runs (a cohort's),
  * so it never throws, never waits (a FIFO or link planted there is not opened through: false) and reads
  * at most the copy's bound. The copy may lag behind the log: the log is the record.
