@@ -328,8 +328,13 @@ export function differingFields(
   return sameValue(stored, recomputed) ? [] : [{ field: path, stored, recomputed }];
 }
 
-/** The width of a prediction table's masks or of observations (their first key or item), to tell an instance's 4- and 6-option conditions apart. */
-function maskWidth(value: Json | undefined): number | undefined {
+/**
+ * The width of a prediction table's masks or of observations (their first key or item), to tell an
+ * instance's 4- and 6-option conditions apart; an item of an array without a "mask" string is refused, named.
+ */
+function maskWidth(value: Json | undefined, what: string): number | undefined {
+  if (Array.isArray(value) && isObject(value[0]) && typeof value[0].mask !== 'string')
+    throw new UserError(`${what}: item 0 has no "mask" string (an item is {"mask": …, "utility": …})`);
   const first = Array.isArray(value)
     ? isObject(value[0])
       ? value[0].mask
@@ -361,7 +366,7 @@ function recordCondition(json: { [key: string]: Json }, store: ReferenceStore, w
   }
   if (typeof json.instance !== 'string') throw new UserError(`${where}: needs a "condition" or an "instance" string`);
   const instance = json.instance;
-  const width = maskWidth(predictionTable(json)) ?? maskWidth(json.observations);
+  const width = maskWidth(predictionTable(json), `${where}: prediction_table`) ?? maskWidth(json.observations, `${where}: observations`);
   const matches = Object.entries(manifest.conditions).filter(
     ([, e]) => e.source === instance && (width === undefined || e.dimensions === width),
   );

@@ -5,7 +5,14 @@
 // worker on the observations in acquisition order (an episode's receipt, a record's list: the same order
 // gives the same bits); each table is scored by grade, in the published agent-score form.
 import type { Surface } from '../analysis/effects.ts';
-import { type AgentScore, agentScore, differingFields, type RecordDifference, type SharedRequest } from '../analysis/grade-records.ts';
+import {
+  type AgentScore,
+  agentScore,
+  differingFields,
+  type RecordDifference,
+  SHARED_GAIN_KEY,
+  type SharedRequest,
+} from '../analysis/grade-records.ts';
 import { isObject, type Json } from '../analysis/strict-json.ts';
 import { gradeSurface } from '../analysis/grade.ts';
 import type { PythonWorker } from '../execution/python-worker.ts';
@@ -69,6 +76,26 @@ export interface RecordShared extends SharedScores {
 }
 
 /**
+ * How a stored shared-score field differs from the refitted one. The gains are wwref's own form: all
+ * three, nothing else. A shared score object carries the fields of its form (a published agent record's
+ * may be fewer than wwref's), but always the effect_recovery a summary reads, and, in wwref's form
+ * (naming its `estimator`), every field; a stored number is the refitted effect_recovery.
+ */
+function storedDifferences(key: string, stored: Json, recomputed: Json) {
+  if (key === SHARED_GAIN_KEY || !isObject(recomputed)) return differingFields(stored, recomputed, key);
+  if (!isObject(stored)) return differingFields(stored, recomputed.effect_recovery, key);
+  const required = Object.hasOwn(stored, 'estimator') ? Object.keys(recomputed) : ['effect_recovery'];
+  const fields = [...new Set([...Object.keys(stored), ...required])];
+  return fields.flatMap((field) =>
+    differingFields(
+      Object.hasOwn(stored, field) ? stored[field] : undefined,
+      Object.hasOwn(recomputed, field) ? recomputed[field] : undefined,
+      `${key}.${field}`,
+    ),
+  );
+}
+
+/**
  * The shared-estimator scores of stored records (`grade --records`): refitted on each record's
  * observations in its order, and compared with the ones it stores: a stored object field by field (the
  * fields it carries: a published agent record's, a cohort's, or its gains over them), a stored number
@@ -87,16 +114,8 @@ export async function sharedForRecords(
     results.push({ record, line, condition, ...shared });
     for (const [key, stored] of Object.entries(request.stored)) {
       const mine = shared[key as keyof SharedScores];
-      const recomputed = JSON.parse(JSON.stringify(mine)) as { [key: string]: Json };
-      const pairs: [string, Json | undefined, Json | undefined][] = isObject(stored)
-        ? Object.entries(stored).map(([field, value]) => [
-            `${key}.${field}`,
-            value,
-            Object.hasOwn(recomputed, field) ? recomputed[field] : undefined,
-          ])
-        : [[`${key}`, stored, recomputed.effect_recovery]];
-      for (const [field, value, other] of pairs)
-        for (const d of differingFields(value, other, field)) differ({ record, line, condition, ...d });
+      const recomputed = JSON.parse(JSON.stringify(mine ?? null)) as Json;
+      for (const d of storedDifferences(key, stored, recomputed)) differ({ record, line, condition, ...d });
     }
   }
   return results;

@@ -172,7 +172,7 @@ describe('the published grid', () => {
     },
   );
 
-  it('controls summary refuses a run folder as --out, and a record given twice', async () => {
+  it('controls summary refuses a run folder as --out; a record given twice is counted once, and its cell says so', async () => {
     const intoRun = await wwref('controls', 'summary', '--records', join(out, 'records.jsonl'), '--out', out);
     expect(intoRun.code).toBe(2);
     expect(intoRun.stderr).toMatch(/is a controls run's folder, whose summary belongs to its records/);
@@ -184,10 +184,23 @@ describe('the published grid', () => {
       join(out, 'records.jsonl'),
       '--out',
       join(dir, 'twice'),
+      '--workers',
+      '2',
     );
-    expect(twice.code).toBe(2);
-    expect(twice.stderr).toMatch(/appears twice: .*records\.jsonl line \d+ and .*records\.jsonl line \d+/);
-    expect(existsSync(join(dir, 'twice'))).toBe(false);
+    expect(twice.code, twice.stderr).toBe(0);
+    const records = lines(join(out, 'records.jsonl')).length;
+    expect(twice.stdout).toContain(`${records} records summarised, each recomputed on the references (${records} second copies left out)`);
+    const cells = json(join(dir, 'twice', 'summary.json')).cells as Cell[];
+    const own = json(join(out, 'summary.json')).cells as Cell[];
+    // the same numbers as the run's, each cell naming the copies it left out
+    expect(cells.map(({ left_out: _l, ...c }) => c)).toEqual(own.map(({ left_out: _l, ...c }) => c));
+    for (const cell of cells) {
+      expect((cell.left_out as unknown[]).length, `${cell.condition} ${cell.method} ${cell.budget}`).toBe(cell.records);
+      expect(cell.left_out).toContainEqual({
+        record: expect.stringMatching(/records\.jsonl line \d+$/),
+        why: expect.stringMatching(/^a second copy of .*records\.jsonl line \d+$/),
+      });
+    }
   });
 
   it('controls summary of the records reproduces the run summary', async () => {

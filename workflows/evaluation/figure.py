@@ -84,9 +84,13 @@ def main() -> None:
         final = out / f"{name}.{kind}"
         partial = out / f".{name}.{kind}.{os.getpid()}.partial"
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(buffer.getvalue())
-        os.replace(partial, final)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(buffer.getvalue())
+            os.replace(partial, final)
+        except BaseException:
+            partial.unlink(missing_ok=True)  # a full disk leaves no half-written file behind
+            raise
     print(json.dumps([f"{name}.svg", f"{name}.png"]))
 
 

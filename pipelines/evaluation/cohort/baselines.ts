@@ -1,6 +1,7 @@
 // The numerical controls beside a cohort: the control records of exactly the cohort's conditions and
 // budgets, either read from a finished `wwref controls run` folder (--controls DIR: its records.jsonl,
-// which must hold every cell, on the same references) or computed by the controls job into
+// which must hold every cell, on the cohort's references, each record recomputed and used only as
+// recomputation gives it, verify.ts) or computed by the controls job into
 // OUT/controls/ (one run per set of budgets: conditions of different tracks have different default
 // budgets), which resumes like any controls run.
 import { existsSync } from 'node:fs';
@@ -11,6 +12,7 @@ import { loadCatalog } from '../../references/store.ts';
 import { catalogLookup, runControls } from '../controls/job.ts';
 import { readControlRecords, type StoredRecord } from '../controls/records.ts';
 import { RECORDS_FILE } from '../controls/resume.ts';
+import { verifyControlRecords } from '../controls/verify.ts';
 import type { CohortDefinition } from './plan.ts';
 
 export const CONTROLS_FOLDER = 'controls';
@@ -32,19 +34,30 @@ export async function cohortControls(
   if (options.controls !== undefined) {
     const file = join(options.controls, RECORDS_FILE);
     if (!existsSync(file)) throw new UserError(`--controls ${options.controls} holds no ${RECORDS_FILE} (a finished 'wwref controls run')`);
-    const records = readControlRecords(file, catalogLookup(loadCatalog(settings))).filter(inCells);
-    const other = records.find((r) => {
-      const reference = (r as { reference?: { table_sha256?: string } }).reference;
-      return reference !== undefined && reference.table_sha256 !== wanted.get(r.condition)!.reference.table_sha256;
+    const read = readControlRecords(file, catalogLookup(loadCatalog(settings))).filter(inCells);
+    const other = read.find((r) => {
+      const reference = (r as { reference?: { table_sha256?: unknown } }).reference;
+      return reference?.table_sha256 !== wanted.get(r.condition)!.reference.table_sha256;
     });
     if (other)
-      throw new UserError(`--controls ${options.controls}: the controls of ${other.condition} were computed on another reference table`);
-    const missing = uncovered(definition, records);
+      throw new UserError(
+        `--controls ${options.controls}: ${other.read_from}: the control of ${other.condition} names reference table ` +
+          `${String((other as { reference?: { table_sha256?: unknown } }).reference?.table_sha256 ?? 'none').slice(0, 12)}, the cohort's is ` +
+          `${wanted.get(other.condition)!.reference.table_sha256.slice(0, 12)}`,
+      );
+    const missing = uncovered(definition, read);
     if (missing.length)
       throw new UserError(
         `--controls ${options.controls} has no controls for ${missing.slice(0, 4).join(', ')}${missing.length > 4 ? ', …' : ''}; run them, or leave out --controls`,
       );
-    return records;
+    // used only as recomputation on the references gives them: an edited score, a forged table, a second copy are refused
+    const verified = await verifyControlRecords(settings, read, {
+      workers: options.workers,
+      requireReference: true,
+      duplicates: 'refuse',
+      log: options.log,
+    });
+    return verified.records;
   }
   const groups = new Map<string, string[]>();
   for (const c of definition.conditions) groups.set(c.budgets.join('-'), [...(groups.get(c.budgets.join('-')) ?? []), c.id]);

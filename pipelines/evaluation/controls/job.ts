@@ -4,25 +4,34 @@
 // here each table is scored by grade and written as a record. Records are appended task by task to
 // OUT/records.jsonl.partial, so an interrupted run keeps them and the same command resumes; the
 // complete file is renamed to OUT/records.jsonl only when every task is in it, then the summaries
-// are written (each file atomically).
-import { existsSync, readdirSync, readFileSync, renameSync } from 'node:fs';
+// are written (each file atomically). What an earlier run left is kept only when recomputation gives
+// it to the letter (the purchases are deterministic and the fits bit-identical: recomputing is cheap),
+// and a failed append (a full disk) is cut back, so the resume file never holds half a record.
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  ftruncateSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+} from 'node:fs';
 import { join } from 'node:path';
-import { Interrupted, UserError } from '../../core/errors.ts';
+import { UserError } from '../../core/errors.ts';
 import { appendNoFollow, writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
 import { digest, sha256Hex } from '../../core/hashing.ts';
 import { ROOT } from '../../core/paths.ts';
-import { Progress } from '../../core/progress.ts';
 import type { Settings } from '../../core/settings.ts';
 import { Catalog, type CatalogCondition } from '../../catalog/catalog.ts';
-import type { PythonWorker } from '../../execution/python-worker.ts';
-import { computeControl, startControlsWorker } from './worker.ts';
-import { loadCatalog, ReferenceStore } from '../../references/store.ts';
-import { referenceSurface } from '../../analysis/grade.ts';
-import { gradeSurface } from '../../analysis/grade.ts';
-import type { Surface } from '../../analysis/effects.ts';
+import { loadCatalog } from '../../references/store.ts';
+import { computeTasks, type PoolOptions, type Prepared, prepareConditions } from './compute.ts';
 import { type ControlTask, type MethodName, planGrid, taskKey, trackOf } from './grid.ts';
-import { checkDistinct, type ConditionLookup, type RecordContext, readControlRecords, recordLine } from './records.ts';
-import { checkRunFolder, keptRecords, PARTIAL_FILE, RECORDS_FILE, RUN_FILE, type RunIdentity } from './resume.ts';
+import { checkDistinct, type ConditionLookup, readControlRecords } from './records.ts';
+import { checkRunFolder, type KeptRecords, keptRecords, PARTIAL_FILE, RECORDS_FILE, RUN_FILE, type RunIdentity } from './resume.ts';
 import { lockFolder } from '../../references/lock.ts';
 import { writeSummaries, type SummaryFiles } from './outputs.ts';
 
@@ -60,40 +69,6 @@ export function controlsCodeSha256(): string {
     .filter((f) => f.endsWith('.py'))
     .sort();
   return digest(Object.fromEntries(files.map((f) => [`workflows/evaluation/${f}`, sha256Hex(readFileSync(join(folder, f)))])));
-}
-
-interface Prepared {
-  condition: CatalogCondition;
-  surface: Surface;
-  context: Omit<RecordContext, 'method' | 'seed'>;
-}
-
-/** The named conditions, or by default every condition with references (that `admit` admits). */
-function prepareConditions(settings: Settings, catalog: Catalog, ids: readonly string[], admit: (id: string) => boolean): Prepared[] {
-  const store = new ReferenceStore(settings.paths.references, settings.paths);
-  const entries = store.requireManifest().conditions;
-  const has = (id: string) => Object.hasOwn(entries, id);
-  const chosen = ids.length ? catalog.selectConditions(ids) : catalog.selectConditions().filter((c) => has(c.id) && admit(c.id));
-  const missing = chosen.filter((c) => !has(c.id)).map((c) => c.id);
-  if (missing.length)
-    throw new UserError(
-      `no references for ${missing.join(', ')} in ${store.dir}; run 'wwref rebuild' (or 'wwref add-source'), or pass --references DIR`,
-    );
-  if (!chosen.length) throw new UserError(`no condition has references in ${store.dir}`);
-  return chosen.map((condition) => {
-    const entry = entries[condition.id]!;
-    return {
-      condition,
-      surface: referenceSurface(settings, condition.id, store.dir),
-      context: {
-        condition: condition.id,
-        instance: condition.source,
-        family: condition.family,
-        track: trackOf(condition),
-        reference: { table_sha256: entry.table_sha256, plan_sha256: entry.plan_sha256 },
-      },
-    };
-  });
 }
 
 /** A relative cost, to start the longest tasks first. */
@@ -152,25 +127,36 @@ export async function runControls(settings: Settings, options: ControlsOptions):
   // one run writes a folder at a time; a second one is refused at once rather than mixed in
   const release = await lockFolder(out, 0);
   let reused = 0;
+  const pool = (kept: string): PoolOptions => ({ workers: options.workers, quiet: options.quiet, log: options.log, kept });
+  const surfaceOf = (c: string) => ({ surface: byId.get(c)!.surface, reference: byId.get(c)!.context.reference });
   try {
     const earlier = checkRunFolder(out, identity);
     writeJsonAtomic(join(out, RUN_FILE), { identity, grid: options.grid ?? 'custom', tasks: grid.tasks.length, skipped: grid.skipped });
     const total = grid.tasks.reduce((n, t) => n + t.budgets.length, 0);
     if (earlier && existsSync(recordsFile)) {
       reused = grid.tasks.length;
-      const complete = keptRecords(recordsFile, grid.tasks, (c) => ({
-        surface: byId.get(c)!.surface,
-        reference: byId.get(c)!.context.reference,
-      }));
+      const complete = await recomputedAlike(
+        settings,
+        keptRecords(recordsFile, grid.tasks, surfaceOf),
+        grid.tasks,
+        byId,
+        pool('nothing was changed'),
+      );
       if (complete.lines.length !== total)
         throw new UserError(
           `${recordsFile} is not this run's complete set of records (it was changed); name another --out, or remove that folder`,
         );
     } else {
-      // a resumed run keeps whole, verified tasks only: the partial file is rewritten without anything else
-      const kept = keptRecords(partial, grid.tasks, (c) => ({ surface: byId.get(c)!.surface, reference: byId.get(c)!.context.reference }));
+      // a resumed run keeps whole tasks that recomputation gives to the letter: the partial file is rewritten without anything else
+      const kept = await recomputedAlike(
+        settings,
+        keptRecords(partial, grid.tasks, surfaceOf),
+        grid.tasks,
+        byId,
+        pool(`nothing was changed in ${partial}`),
+      );
       reused = kept.done.size;
-      writeFileAtomic(partial, kept.lines.map((l) => `${l}\n`).join(''));
+      if (existsSync(partial) || kept.lines.length) writeFileAtomic(partial, kept.lines.map((l) => `${l}\n`).join(''));
       const todo = grid.tasks
         .filter((t) => !kept.done.has(taskKey(t)))
         .sort((a, b) => cost(b, byId.get(b.condition)!.surface.dimensions) - cost(a, byId.get(a.condition)!.surface.dimensions));
@@ -180,7 +166,9 @@ export async function runControls(settings: Settings, options: ControlsOptions):
           `controls: resuming: ${reused} of ${grid.tasks.length} task(s) kept from ${partial}${dropped ? `; line(s) left out: ${dropped}` : ''}`,
         );
       }
-      await computeTasks(settings, todo, byId, partial, options);
+      const hint = `the finished tasks are kept in ${partial}; run the same command to resume`;
+      // one write per task: whole tasks only (a failed write is cut back)
+      await computeTasks(settings, todo, byId, pool(hint), (_task, lines) => appendWhole(partial, lines.map((l) => `${l}\n`).join('')));
       const written = readFileSync(partial, 'utf8').split('\n').filter(Boolean).length;
       if (written !== total) throw new Error(`controls: ${partial} holds ${written} records, the grid has ${total}`);
       renameSync(partial, recordsFile);
@@ -189,7 +177,7 @@ export async function runControls(settings: Settings, options: ControlsOptions):
     release();
   }
 
-  const records = readControlRecords(recordsFile); // our own records name condition and track
+  const records = readControlRecords(recordsFile); // our own records, computed or recomputed above
   checkDistinct(records);
   const files = await writeSummaries(
     settings,
@@ -209,75 +197,65 @@ export async function runControls(settings: Settings, options: ControlsOptions):
   };
 }
 
-async function computeTasks(
+/** The kept tasks whose every line recomputation gives to the letter (a reordered purchase, a forged table: left out, counted). */
+async function recomputedAlike(
   settings: Settings,
+  kept: KeptRecords,
   tasks: readonly ControlTask[],
   byId: ReadonlyMap<string, Prepared>,
-  partial: string,
-  options: ControlsOptions,
-): Promise<void> {
-  if (!tasks.length) return;
-  const count = Math.max(1, Math.min(options.workers, tasks.length));
-  const progress = new Progress(
-    'controls',
-    tasks.reduce((n, t) => n + t.budgets.length, 0),
-    { quiet: options.quiet, workers: count },
-  );
-  for (const task of tasks) progress.expect(task.condition, task.budgets.length);
-  const workers: PythonWorker[] = [];
-  let stopped: NodeJS.Signals | undefined;
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (stopped) return;
-    stopped = signal;
-    options.log(`\n${signal === 'SIGINT' ? 'interrupted' : `stopped by ${signal}`}: stopping the workers…`);
-    for (const w of workers) w.kill();
-  };
-  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-  for (const signal of signals) process.on(signal, onSignal);
-  const interrupted = () =>
-    new Interrupted(
-      stopped!,
-      `${stopped === 'SIGINT' ? 'interrupted' : `stopped by ${stopped}`}: the finished tasks are kept in ${partial}; run the same command to resume`,
-    );
+  pool: PoolOptions,
+): Promise<KeptRecords> {
+  const candidates = tasks.filter((t) => kept.done.has(taskKey(t)));
+  const alike: KeptRecords = { lines: [], done: new Set(), dropped: new Map(kept.dropped) };
+  const byTask = new Map<string, string[]>();
+  await computeTasks(settings, candidates, byId, { ...pool, quiet: true }, (task, lines) => byTask.set(taskKey(task), lines));
+  let at = 0;
+  for (const task of candidates) {
+    // keptRecords lists a kept task's lines together, its budgets in the grid's order
+    const stored = kept.lines.slice(at, at + task.budgets.length);
+    at += task.budgets.length;
+    const again = byTask.get(taskKey(task))!;
+    const differing = stored.filter((line, k) => line !== again[k]).length;
+    if (differing) {
+      const why = 'purchases, a table or fields that recomputation does not give';
+      alike.dropped.set(why, (alike.dropped.get(why) ?? 0) + differing);
+      continue;
+    }
+    alike.done.add(taskKey(task));
+    alike.lines.push(...stored);
+  }
+  return alike;
+}
+
+/** Appends `text` whole, or not at all: a failed write (a full disk in mid-line) is cut back to what the file held. */
+function appendWhole(file: string, text: string): void {
+  let before: number | null | undefined; // its size; null: not a regular file; undefined: absent
   try {
-    const started = await Promise.allSettled(Array.from({ length: count }, () => startControlsWorker(settings)));
-    for (const s of started) if (s.status === 'fulfilled') workers.push(s.value);
-    const failed = started.find((s) => s.status === 'rejected');
-    // a worker that a signal stopped while it started is no set-up problem
-    if (stopped) throw interrupted();
-    if (failed) throw failed.reason;
-    let next = 0;
-    const loop = async (worker: PythonWorker) => {
-      while (!stopped && next < tasks.length) {
-        const task = tasks[next++]!;
-        const { condition, surface, context } = byId.get(task.condition)!;
-        const answer = await computeControl(worker, {
-          width: surface.dimensions,
-          utilities: surface.utilities,
-          method: task.method,
-          budgets: task.budgets,
-          seed: task.seed ?? 0,
-          equivalences: condition.condition.equivalences.map((e) => ({ option: e.option, inactive_when: e.inactive_when })),
-        });
-        const lines = answer.map((result) => {
-          const score = gradeSurface(surface, result.prediction, { observed: result.observations.map(([mask]) => mask) });
-          return recordLine({ ...context, method: task.method, seed: task.seed }, result, score);
-        });
-        if (lines.length !== task.budgets.length)
-          throw new Error(`controls: the worker returned ${lines.length} budgets for ${taskKey(task)}`);
-        // one write per task: a crash leaves whole tasks and at most one torn line, which a resumed run drops
-        appendNoFollow(partial, lines.map((l) => `${l}\n`).join(''));
-        for (const _ of lines) progress.tick(task.condition, true);
-      }
-    };
-    await Promise.all(workers.map(loop)).catch((error: unknown) => {
-      if (stopped) return;
-      throw error;
-    });
-    if (stopped) throw interrupted();
-  } finally {
-    progress.stop();
-    for (const signal of signals) process.removeListener(signal, onSignal);
-    await Promise.all(workers.map((w) => w.close()));
+    const stats = lstatSync(file);
+    before = stats.isFile() ? stats.size : null;
+  } catch {
+    before = undefined;
+  }
+  try {
+    appendNoFollow(file, text);
+  } catch (error) {
+    if (before !== null) cutBack(file, before ?? 0, before === undefined);
+    throw error;
+  }
+}
+
+/** `file` (a regular file, never through a link) cut back to `size` bytes, or removed when `remove`; best effort. */
+function cutBack(file: string, size: number, remove: boolean): void {
+  try {
+    const fd = openSync(file, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      if (!fstatSync(fd).isFile()) return;
+      ftruncateSync(fd, size);
+    } finally {
+      closeSync(fd);
+    }
+    if (remove) rmSync(file, { force: true });
+  } catch {
+    // not cut back: a resumed run drops a torn line anyway
   }
 }

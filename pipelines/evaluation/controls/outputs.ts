@@ -8,7 +8,7 @@ import { ROOT } from '../../core/paths.ts';
 import type { Settings } from '../../core/settings.ts';
 import { runPython } from '../../execution/launcher.ts';
 import type { StoredRecord } from './records.ts';
-import { cellsCsv, macroCells, summaryCells } from './summary.ts';
+import { cellsCsv, type LeftOut, macroCells, summaryCells } from './summary.ts';
 
 export interface SummaryFiles {
   summary: string;
@@ -43,8 +43,9 @@ export async function writeSummaries(
   records: readonly StoredRecord[],
   meta: Record<string, unknown>,
   figures = true,
+  leftOut: ReadonlyMap<string, readonly LeftOut[]> = new Map(),
 ): Promise<SummaryFiles> {
-  const cells = summaryCells(records);
+  const cells = summaryCells(records, leftOut);
   const macro = macroCells(records);
   const files: SummaryFiles = {
     summary: join(out, 'summary.json'),
@@ -53,7 +54,9 @@ export async function writeSummaries(
     figures: [],
   };
   writeJsonAtomic(files.summary, { ...meta, records: records.length, cells, family_macro: macro });
-  writeFileAtomic(files.summary_csv, cellsCsv(cells));
+  // a left-out record in CSV: "where: why", several separated by "; "
+  const rows = cells.map((c) => ({ ...c, left_out: c.left_out.map((l) => `${l.record}: ${l.why}`).join('; ') }));
+  writeFileAtomic(files.summary_csv, cellsCsv(rows));
   writeFileAtomic(files.macro_csv, cellsCsv(macro));
   if (figures) files.figures = drawRecoveryFigure(settings, out, macro);
   return files;

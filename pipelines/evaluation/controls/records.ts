@@ -6,7 +6,7 @@ import * as z from 'zod';
 import { UserError } from '../../core/errors.ts';
 import { BENCHMARK_FIELDS } from '../../analysis/grade-records.ts';
 import type { GradeResult } from '../../analysis/grade.ts';
-import { isObject, parseStrictJson, readBoundedText } from '../../analysis/strict-json.ts';
+import { isObject, type Json, parseStrictJson, readBoundedText } from '../../analysis/strict-json.ts';
 import { maskOrdered, Ordered, orderedJson } from '../ordered-json.ts';
 import { METHODS, type Track, TRACK_BUDGETS } from './grid.ts';
 
@@ -101,6 +101,10 @@ export type ConditionLookup = (instance: string, width: number | undefined) => {
 /** Largest records file a summary reads (the published grid's records take about 25 MB). */
 export const MAX_RECORDS_FILE_BYTES = 256 << 20;
 
+/** Each record's line as it was read (its observations' key order is the order they were bought in). */
+const lineTexts = new WeakMap<StoredRecord, string>();
+export const recordText = (record: StoredRecord): string | undefined => lineTexts.get(record);
+
 /** Every record of a records file, each line checked (and completed by `lookup`); a malformed line is a UserError naming it. */
 export function readControlRecords(file: string, lookup?: ConditionLookup): StoredRecord[] {
   const text = readBoundedText(file, 'control records file', MAX_RECORDS_FILE_BYTES);
@@ -108,48 +112,69 @@ export function readControlRecords(file: string, lookup?: ConditionLookup): Stor
   text.split('\n').forEach((line, k) => {
     if (line.trim() === '') return;
     const where = `control records file ${file}, line ${k + 1}`;
+    // strict: NaN, Infinity and numbers beyond float64 are refused here, naming the line
     const json = parseStrictJson(line, where);
     if (!isObject(json)) throw new UserError(`${where}: expected a record object`);
-    const parsed = StoredFields.safeParse(json);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
-      throw new UserError(`${where}: ${issue.path.join('.') || 'record'}: ${issue.message}`);
-    }
-    const record = parsed.data;
-    const observations = isObject(json.observations) ? Object.keys(json.observations) : [];
-    const width = observations[0]?.length;
-    if (!width || observations.some((m) => !/^[01]+$/.test(m) || m.length !== width))
-      throw new UserError(`${where}: "observations" must map masks of one width to utilities`);
-    if (!(METHODS as readonly string[]).includes(record.method))
-      throw new UserError(`${where}: unknown method '${record.method}' (methods: ${METHODS.join(', ')})`);
-    if (record.budget > 2 ** width - 2)
-      throw new UserError(`${where}: budget ${record.budget} is more than a ${width}-option condition has masks beyond the anchors`);
-    if (record.track !== undefined && !Object.hasOwn(TRACK_BUDGETS, record.track))
-      throw new UserError(`${where}: unknown track '${record.track}' (tracks: ${Object.keys(TRACK_BUDGETS).join(', ')})`);
-    const found =
-      record.condition !== undefined && record.track !== undefined ? undefined : lookup?.(record.condition ?? record.instance, width);
-    const condition = record.condition ?? found?.id;
-    const track = record.track ?? found?.track;
-    if (condition === undefined || track === undefined)
-      throw new UserError(
-        `${where}: '${record.condition ?? record.instance}' has no condition of ${width} options in the catalog; give the record a "condition" and a "track"`,
-      );
-    records.push({ ...record, condition, track, read_from: `${file} line ${k + 1}` });
+    const record = checkedRecord(json, where, lookup);
+    const stored: StoredRecord = { ...record, read_from: `${file} line ${k + 1}` };
+    lineTexts.set(stored, line);
+    records.push(stored);
   });
   if (!records.length) throw new UserError(`control records file ${file} holds no record`);
   return records;
 }
 
-/** Refuses (UserError) two records of the same condition, method, seed and budget: a summary counts each once. */
+/** A record's fields checked, its condition and track completed (see StoredFields). */
+function checkedRecord(json: { [key: string]: Json }, where: string, lookup?: ConditionLookup) {
+  const parsed = StoredFields.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new UserError(`${where}: ${issue.path.join('.') || 'record'}: ${issue.message}`);
+  }
+  const record = parsed.data;
+  const observations = isObject(json.observations) ? Object.keys(json.observations) : [];
+  const width = observations[0]?.length;
+  if (!width || observations.some((m) => !/^[01]+$/.test(m) || m.length !== width))
+    throw new UserError(`${where}: "observations" must map masks of one width to utilities`);
+  if (!(METHODS as readonly string[]).includes(record.method))
+    throw new UserError(`${where}: unknown method '${record.method}' (methods: ${METHODS.join(', ')})`);
+  if (record.method === 'random_degree2' && record.seed === undefined)
+    throw new UserError(`${where}: a random_degree2 record names its "seed"`);
+  if (record.budget > 2 ** width - 2)
+    throw new UserError(`${where}: budget ${record.budget} is more than a ${width}-option condition has masks beyond the anchors`);
+  if (record.track !== undefined && !Object.hasOwn(TRACK_BUDGETS, record.track))
+    throw new UserError(`${where}: unknown track '${record.track}' (tracks: ${Object.keys(TRACK_BUDGETS).join(', ')})`);
+  const found =
+    record.condition !== undefined && record.track !== undefined ? undefined : lookup?.(record.condition ?? record.instance, width);
+  const condition = record.condition ?? found?.id;
+  const track = record.track ?? found?.track;
+  if (condition === undefined || track === undefined)
+    throw new UserError(
+      `${where}: '${record.condition ?? record.instance}' has no condition of ${width} options in the catalog; give the record a "condition" and a "track"`,
+    );
+  return { ...record, condition, track };
+}
+
+/**
+ * What makes a record one cell's entry: condition, method, budget and, for the random design only, the
+ * seed (a deterministic method buys the same whatever seed a record names).
+ */
+export function recordIdentity(r: { condition: string; method: string; seed?: number; budget: number }): string {
+  return JSON.stringify([r.condition, r.method, r.method === 'random_degree2' ? (r.seed ?? null) : null, r.budget]);
+}
+
+/** What a record says of itself in a message: condition, method, seed, budget. */
+export function recordName(r: { condition: string; method: string; seed?: number; budget: number }): string {
+  return `${r.condition} ${r.method}${r.method === 'random_degree2' ? ` seed ${r.seed}` : ''} at budget ${r.budget}`;
+}
+
+/** Refuses (UserError) two records of one cell entry (recordIdentity): a summary counts each once. */
 export function checkDistinct(records: readonly StoredRecord[]): void {
   const seen = new Map<string, string>();
   for (const r of records) {
-    const key = JSON.stringify([r.condition, r.method, r.seed ?? null, r.budget, (r as { repeat?: unknown }).repeat ?? null]);
+    const key = recordIdentity(r);
     const first = seen.get(key);
-    if (first)
-      throw new UserError(
-        `the record of ${r.condition} ${r.method}${r.seed === undefined ? '' : ` seed ${r.seed}`} at budget ${r.budget} appears twice: ${first} and ${r.read_from}`,
-      );
+    if (first) throw new UserError(`the record of ${recordName(r)} appears twice: ${first} and ${r.read_from}`);
     seen.set(key, r.read_from);
   }
 }

@@ -3,13 +3,14 @@
 // profile. Nothing in `records.jsonl.partial` is taken as written: a line is kept only when it is a
 // whole record of a task of this grid, for one of its budgets, once, naming this reference, with
 // observations that are the reference's utilities in the episode's rules and a score that grade gives
-// again to the letter; a task is kept only when every one of its budgets is.
+// again to the letter; a task is kept only when every one of its budgets is. These are the cheap checks:
+// the run (job.ts) then recomputes the kept tasks and keeps only lines that recomputation gives.
 import { existsSync, readdirSync } from 'node:fs';
 import { readRegularFile } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 import { canonicalJson } from '../../core/hashing.ts';
 import { BENCHMARK_FIELDS } from '../../analysis/grade-records.ts';
-import { isObject, type Json } from '../../analysis/strict-json.ts';
+import { isObject, type Json, parseStrictJson } from '../../analysis/strict-json.ts';
 import { gradeSurface, predictionFromJson } from '../../analysis/grade.ts';
 import type { Surface } from '../../analysis/effects.ts';
 import { LOCK_FILE } from '../../references/lock.ts';
@@ -127,13 +128,16 @@ export function keptRecords(
   const drop = (why: string) => kept.dropped.set(why, (kept.dropped.get(why) ?? 0) + 1);
   const wanted = new Map(tasks.map((t) => [taskKey(t), t]));
   const byTask = new Map<string, Map<number, string>>();
-  for (const line of readRegularFile(partial, 'control records file', MAX_RECORDS_FILE_BYTES).toString('utf8').split('\n')) {
+  const lines = readRegularFile(partial, 'control records file', MAX_RECORDS_FILE_BYTES).toString('utf8').split('\n');
+  for (const [k, line] of lines.entries()) {
     if (line.trim() === '') continue;
     let record: Json;
     try {
-      record = JSON.parse(line) as Json;
-    } catch {
-      drop('not a whole JSON line');
+      // strict: a NaN, an Infinity or a number beyond float64 is no record (never a crash further on)
+      record = parseStrictJson(line, `line ${k + 1}`);
+    } catch (error) {
+      if (!(error instanceof UserError)) throw error;
+      drop(`a line that is not whole, strict JSON (line ${k + 1})`);
       continue;
     }
     if (!isObject(record)) {

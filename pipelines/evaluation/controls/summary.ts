@@ -2,8 +2,15 @@
 // method, budget) with the published cell's fields, and the family-macro average per (track, method,
 // budget): records averaged within a source (the random design's seeds), sources within a family,
 // then families with equal weight.
+import { UserError } from '../../core/errors.ts';
 import { csvFloat, csvQuote } from '../../core/tabular.ts';
-import type { StoredRecord } from './records.ts';
+import { recordIdentity, type StoredRecord } from './records.ts';
+
+/** A record left out of a cell, and why (verify.ts). */
+export interface LeftOut {
+  record: string;
+  why: string;
+}
 
 export interface SummaryCell {
   condition: string;
@@ -20,6 +27,8 @@ export interface SummaryCell {
   support_regret: number;
   exact_count: number;
   strict_count: number;
+  /** Records of this cell read but not counted (a second copy of one), each with why. */
+  left_out: LeftOut[];
 }
 
 export interface MacroCell {
@@ -59,9 +68,30 @@ export function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<s
 
 const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
-/** One cell per (condition, method, budget), ordered by condition, budget and method. */
-export function summaryCells(records: readonly StoredRecord[]): SummaryCell[] {
+/** The reference table a record names (undefined: none, as the benchmark's records). */
+const tableOf = (r: StoredRecord) => (r as { reference?: { table_sha256?: unknown } }).reference?.table_sha256;
+
+/** Refuses (UserError) a cell whose records name two reference tables: numbers of two tables never make one mean. */
+function checkOneReference(group: readonly StoredRecord[]): void {
+  const first = group.find((r) => tableOf(r) !== undefined);
+  const other = first && group.find((r) => tableOf(r) !== undefined && tableOf(r) !== tableOf(first));
+  if (first && other)
+    throw new UserError(
+      `the records of ${first.condition} ${first.method} at budget ${first.budget} name two reference tables: ` +
+        `${String(tableOf(first)).slice(0, 12)} (${first.read_from}) and ${String(tableOf(other)).slice(0, 12)} (${other.read_from}); a cell is of one table`,
+    );
+}
+
+/**
+ * One cell per (condition, method, budget), ordered by condition, budget and method; `leftOut` (by
+ * recordIdentity) says which records of a cell were read and not counted, and why.
+ */
+export function summaryCells(
+  records: readonly StoredRecord[],
+  leftOut: ReadonlyMap<string, readonly LeftOut[]> = new Map(),
+): SummaryCell[] {
   const cells = [...groupBy(records, (r) => JSON.stringify([r.condition, r.method, r.budget])).values()].map((group): SummaryCell => {
+    checkOneReference(group);
     const { condition, method, budget } = group[0]!;
     const recovery = group.map((r) => r.score.effect_recovery);
     return {
@@ -78,6 +108,7 @@ export function summaryCells(records: readonly StoredRecord[]): SummaryCell[] {
       support_regret: mean(group.map((r) => r.score.support_regret)),
       exact_count: group.filter((r) => r.score.exact_optimal_choice).length,
       strict_count: group.filter((r) => r.score.strict_effect_reconstruction).length,
+      left_out: group.flatMap((r) => leftOut.get(recordIdentity(r)) ?? []),
     };
   });
   return cells.sort((a, b) => byName(a.condition, b.condition) || a.budget - b.budget || byName(a.method, b.method));
@@ -95,6 +126,7 @@ export function familyMacro<T extends { family: string; instance: string }>(reco
 export function macroCells(records: readonly StoredRecord[]): MacroCell[] {
   const cells = [...groupBy(records, (r) => JSON.stringify([r.track, r.method, r.budget])).values()].map((group): MacroCell => {
     const { track, method, budget } = group[0]!;
+    for (const cell of groupBy(group, (r) => r.condition).values()) checkOneReference(cell);
     return {
       track,
       method,

@@ -46,19 +46,37 @@ export default defineCommand({
       const files = list(argv.records, 'records');
       if (!files.length) throw new UserError('controls summary needs --records FILE…');
       const { readControlRecords } = await import('../../../evaluation/controls/records.ts');
-      const { writeSummaries } = await import('../../../evaluation/controls/outputs.ts');
+      const { checkSummaryFolder, writeSummaries } = await import('../../../evaluation/controls/outputs.ts');
+      const { verifyControlRecords } = await import('../../../evaluation/controls/verify.ts');
       const { catalogLookup } = await import('../../../evaluation/controls/job.ts');
       const { loadCatalog } = await import('../../../references/store.ts');
       const { makeDirs } = await import('../../../core/fsutil.ts');
-      const { checkSummaryFolder } = await import('../../../evaluation/controls/outputs.ts');
-      const { checkDistinct } = await import('../../../evaluation/controls/records.ts');
       checkSummaryFolder(folder);
       const lookup = catalogLookup(loadCatalog(settings));
-      const records = files.flatMap((f) => readControlRecords(f, lookup));
-      checkDistinct(records);
+      const read = files.flatMap((f) => readControlRecords(f, lookup));
+      // every record recomputed on the references before a number of it is used
+      const verified = await verifyControlRecords(settings, read, {
+        workers: argv.workers,
+        requireReference: false,
+        log: (line) => process.stderr.write(`${line}\n`),
+      });
+      const left = [...verified.left_out.values()].flat();
+      for (const l of left.slice(0, 5)) process.stderr.write(`controls summary: ${l.record} left out: ${l.why}\n`);
+      if (left.length > 5)
+        process.stderr.write(`controls summary: … and ${left.length - 5} more second copies left out (summary.json lists them by cell)\n`);
       makeDirs(folder);
-      const written = await writeSummaries(settings, folder, records, { records_files: files });
-      out(`${plural(records.length, 'record')} summarised: ${written.summary}, ${written.summary_csv}, ${written.macro_csv}`);
+      const written = await writeSummaries(
+        settings,
+        folder,
+        verified.records,
+        { records_files: files, references: verified.references, records_read: read.length, left_out: left },
+        true,
+        verified.left_out,
+      );
+      out(
+        `${plural(verified.records.length, 'record')} summarised, each recomputed on the references${left.length ? ` (${left.length} second cop${left.length === 1 ? 'y' : 'ies'} left out)` : ''}: ` +
+          `${written.summary}, ${written.summary_csv}, ${written.macro_csv}`,
+      );
       if (written.figures.length) out(`figure: ${written.figures.join(', ')}`);
       return 0;
     }
