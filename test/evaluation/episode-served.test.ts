@@ -13,7 +13,8 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
 import { loadSettings } from '../../pipelines/core/settings.ts';
-import { startEpisode } from '../../pipelines/evaluation/episode.ts';
+import { startControlsWorker } from '../../pipelines/evaluation/controls/worker.ts';
+import { scoreEpisode, startEpisode } from '../../pipelines/evaluation/episode.ts';
 import { type EpisodesServer, serveEpisodes } from '../../pipelines/evaluation/episodes-server.ts';
 import { closeEstimatorWorker } from '../../pipelines/evaluation/estimator-submission.ts';
 import { sandboxAvailable } from '../../pipelines/evaluation/sandbox/isolation.ts';
@@ -126,6 +127,23 @@ describe('the estimator worker killed', () => {
       await next.client.close();
     }
     await first.client.close();
+  });
+});
+
+describe("a score given a controls' worker that died", () => {
+  it('fits the shared estimators on a worker of its own, once: the same scores as on a live one', async () => {
+    const { ep, client } = await served();
+    await callTool(client, 'observe', { masks: ['0110', '1000'] });
+    await callTool(client, 'submit_diagnosis', { estimator: 'ridge_main' });
+    await client.close();
+    const worker = await startControlsWorker(settings);
+    const live = await scoreEpisode(settings, ep, { worker });
+    worker.kill();
+    await until(() => !worker.alive, 10);
+    const after = await scoreEpisode(settings, ep, { worker });
+    const shared = (s: Record<string, unknown>) => [s.shared_degree1_score, s.shared_degree2_score, s.shared_gp_score];
+    expect(shared(live).map((v) => typeof (v as { effect_recovery?: unknown })?.effect_recovery)).toEqual(['number', 'number', 'number']);
+    expect(shared(after)).toEqual(shared(live));
   });
 });
 

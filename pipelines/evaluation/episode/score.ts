@@ -2,7 +2,8 @@
 // observation replacing its cell) or, ended without one or past its deadline, the benchmark's
 // undelivered zeros; with what the score says of the delivery (budget, purchases, calls, labels, the
 // estimator) and, unless asked not to, the shared-estimator scores of its observations
-// (`../shared-scores.ts`, in a controls' worker).
+// (`../shared-scores.ts`, in a controls' worker: the caller's, or one of its own when it has none or
+// it died).
 import { UserError } from '../../core/errors.ts';
 import type { Settings } from '../../core/settings.ts';
 import { allMasks } from '../../catalog/masks.ts';
@@ -94,10 +95,24 @@ export async function scoreEpisode(settings: Settings, dir: string, options: Sco
   if (options.shared === false) return score;
   const { sharedScores } = await import('../shared-scores.ts');
   const { startControlsWorker } = await import('../controls/worker.ts');
-  const worker = options.worker ?? (await startControlsWorker(settings));
+  const { WorkerCrash } = await import('../../execution/executor.ts');
+  const fit = async (worker: PythonWorker) => ({ ...score, ...(await sharedScores(worker, surface, observations, score.effect_recovery)) });
+  // the caller's worker, while it lives; one that died (killed, crashed) is replaced for this score by a
+  // worker of its own, once: a dead worker never makes the scores after it internal errors
+  if (options.worker?.alive)
+    try {
+      return await fit(options.worker);
+    } catch (error) {
+      if (!(error instanceof WorkerCrash)) throw error;
+    }
+  const worker = await startControlsWorker(settings);
   try {
-    return { ...score, ...(await sharedScores(worker, surface, observations, score.effect_recovery)) };
+    return await fit(worker);
+  } catch (error) {
+    if (error instanceof WorkerCrash)
+      throw new UserError(`the shared-estimator scores could not be fitted: the controls' worker ended (${error.message.split('\n')[0]})`);
+    throw error;
   } finally {
-    if (!options.worker) await worker.close();
+    await worker.close();
   }
 }
