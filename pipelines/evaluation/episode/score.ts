@@ -96,18 +96,18 @@ export async function scoreEpisode(settings: Settings, dir: string, options: Sco
   const { sharedScores } = await import('../shared-scores.ts');
   const { startControlsWorker } = await import('../controls/worker.ts');
   const { WorkerCrash } = await import('../../execution/executor.ts');
-  const fit = async (worker: PythonWorker) => ({ ...score, ...(await sharedScores(worker, surface, observations, score.effect_recovery)) });
+  const withShared = async (worker: PythonWorker) => ({ ...score, ...(await sharedScores(worker, surface, observations, score.effect_recovery)) });
   // the caller's worker, while it lives; one that died (killed, crashed) is replaced for this score by a
   // worker of its own, once: a dead worker never makes the scores after it internal errors
   if (options.worker?.alive)
     try {
-      return await fit(options.worker);
+      return await withShared(options.worker);
     } catch (error) {
       if (!(error instanceof WorkerCrash)) throw error;
     }
   const worker = await startControlsWorker(settings);
   try {
-    return await fit(worker);
+    return await withShared(worker);
   } catch (error) {
     if (error instanceof WorkerCrash)
       throw new UserError(`the shared-estimator scores could not be fitted: the controls' worker ended (${error.message.split('\n')[0]})`);
