@@ -41,7 +41,7 @@ import { checkBareValues, checkWorkers } from './options.ts';
 // options need (cli/*.ts, core/errors.ts, node:*), and its run() loads the work it does with
 // `await import(...)` (jobs, the store and Apache Arrow, the Python launcher, the MCP SDK). A command
 // then starts without loading any other's modules; test/cli/startup.test.ts checks it on the build.
-const COMMANDS: Command[] = [
+export const COMMANDS: Command[] = [
   list,
   acquire,
   prepare,
@@ -109,7 +109,7 @@ async function main(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
     .usage('$0 <command> [options]\n\nNative-execution reference pipeline for the WhatWorkedBench catalog.')
     .middleware((argv) => {
       checkBareValues(args);
-      checkWorkers(argv.workers, argv.workersMax);
+      checkWorkers(argv);
       ({ settings, target } = settingsFor(
         argv,
         COMMANDS.find((c) => commandName(c) === argv._[0]),

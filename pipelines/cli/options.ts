@@ -54,14 +54,22 @@ export function withTables<T>(y: Argv<T>) {
   );
 }
 
+/**
+ * --workers and --workers-max, read as the strings written (yargs' number type would take 0x2, 1e0, +2
+ * or '' for 2, 1, 2 and 0): checkWorkers turns them into numbers, decimal digits only, before any
+ * command runs (a coerce function's refusal would reach the user as yargs' error, with a stack).
+ */
 export function withWorkers<T>(y: Argv<T>, byDefault = availableParallelism()) {
   return y
     .option('workers', {
-      type: 'number',
-      default: byDefault,
+      type: 'string',
+      default: String(byDefault),
       describe: 'Python worker processes, one computation thread each (at most the number of cores, unless --workers-max)',
     })
-    .option('workers-max', { type: 'number', describe: `allow up to this many workers (at most ${WORKERS_CEILING})` });
+    .option('workers-max', {
+      type: 'string',
+      describe: `allow up to this many workers (at most ${WORKERS_CEILING})`,
+    }) as unknown as Argv<T & { workers: number; workersMax: number | undefined; 'workers-max': number | undefined }>;
 }
 
 /** --runtime: the named Python runtime of wwref.config.json that executes records (default `pinned`). */
@@ -103,13 +111,17 @@ export function checkBareValues(args: readonly string[]): void {
   });
 }
 
-/** --workers within 1..--workers-max (default the cores of this machine). */
-export function checkWorkers(workers: unknown, workersMax: unknown): void {
-  if (workers === undefined) return;
-  const n = workers as number;
-  const max = (workersMax as number | undefined) ?? availableParallelism();
-  if (!Number.isInteger(max) || max < 1 || max > WORKERS_CEILING)
-    throw new UserError(`--workers-max takes a whole number from 1 to ${WORKERS_CEILING}`);
-  if (!Number.isInteger(n) || n < 1) throw new UserError('--workers takes a whole number of at least 1');
+/**
+ * --workers within 1..--workers-max (default the cores of this machine), each written in decimal
+ * digits: `argv`'s strings replaced by their numbers (the commands read numbers).
+ */
+export function checkWorkers(argv: Record<string, unknown>): void {
+  if (argv.workers === undefined) return;
+  const n = wholeNumber(argv.workers, 'workers');
+  const given = argv.workersMax === undefined ? undefined : wholeNumber(argv.workersMax, 'workers-max');
+  const max = given ?? availableParallelism();
+  if (max < 1 || max > WORKERS_CEILING) throw new UserError(`--workers-max takes a whole number from 1 to ${WORKERS_CEILING}, not ${max}`);
+  if (n < 1) throw new UserError(`--workers takes a whole number of at least 1, not ${n}`);
   if (n > max) throw new UserError(`--workers ${n} is more than ${max} (the cores of this machine); pass --workers-max ${n} to allow it`);
+  Object.assign(argv, { workers: n, ...(given !== undefined && { workersMax: given, 'workers-max': given }) });
 }

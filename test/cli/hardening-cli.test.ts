@@ -1,7 +1,7 @@
 // The command line's one error path (pipelines/cli/main.ts): every bad flag value, unwritable or
 // protected output path and corrupt input is exit 2 with one line on stderr naming the problem, never
 // a stack trace, and nothing is written where it must not be:
-// - --workers 0, -1, abc, 1.5, 100000 (more than the cores without --workers-max), --workers-max out of range;
+// - --workers 0, -1, abc, 1.5, 0x2, 1e0, +2, 100000 (more than the cores without --workers-max), --workers-max out of range;
 // - an output path inside the references folder (relative, with '..', through a symbolic link), for
 //   replay --report, export --out (csv and wwb), plan-schema --out, report --out and effects --out;
 // - an output path that cannot be written: a read-only folder, a folder where a file is expected, a
@@ -84,14 +84,20 @@ function listing(dir: string): string[] {
 }
 
 describe('--workers and --workers-max', () => {
-  it('--workers 0, -1, abc, 1.5, empty, and 100000 without --workers-max are refused before anything runs', async () => {
-    const whole = /^wwref: --workers takes a whole number of at least 1$/;
+  it('--workers 0, -1, abc, 1.5, empty, 0x2, 1e0, +2, and 100000 without --workers-max are refused before anything runs', async () => {
+    // each refusal names the option and what it got
+    const digits = (value: string) =>
+      new RegExp(`^wwref: --workers takes one whole number written in decimal digits, not '${value.replace(/[.+]/g, '\\$&')}'$`);
     const values: [string, RegExp][] = [
-      ['0', whole],
-      ['-1', whole],
-      ['abc', whole],
-      ['1.5', whole],
-      ['', whole],
+      ['0', /^wwref: --workers takes a whole number of at least 1, not 0$/],
+      ['-1', digits('-1')],
+      ['abc', digits('abc')],
+      ['1.5', digits('1.5')],
+      ['', digits('')],
+      // a number parser reads these as 2, 1 and 2
+      ['0x2', digits('0x2')],
+      ['1e0', digits('1e0')],
+      ['+2', digits('+2')],
       ['100000', /^wwref: --workers 100000 is more than \d+ \(the cores of this machine\); pass --workers-max 100000 to allow it$/],
     ];
     await refusedAll(
@@ -103,12 +109,17 @@ describe('--workers and --workers-max', () => {
     expect(existsSync(join(ws.cache, 'journal', 'nile.jsonl'))).toBe(false); // nothing ran
   });
 
-  it('--workers-max outside 1..256 is refused; within it, a larger --workers passes the check', async () => {
-    const range = /^wwref: --workers-max takes a whole number from 1 to 256$/;
+  it('--workers-max outside 1..256 or not in decimal digits is refused; within it, a larger --workers passes the check', async () => {
     await refusedAll([
-      ...['0', '257', '1e9', 'x'].map((max): [string[], RegExp] => [
-        ['rebuild', '--condition', 'nile', '--workers', '3', '--workers-max', max],
-        range,
+      ...[
+        ['0', /^wwref: --workers-max takes a whole number from 1 to 256, not 0$/],
+        ['257', /^wwref: --workers-max takes a whole number from 1 to 256, not 257$/],
+        ['1e9', /^wwref: --workers-max takes one whole number written in decimal digits, not '1e9'$/],
+        ['0x4', /^wwref: --workers-max takes one whole number written in decimal digits, not '0x4'$/],
+        ['x', /^wwref: --workers-max takes one whole number written in decimal digits, not 'x'$/],
+      ].map(([max, expected]): [string[], RegExp] => [
+        ['rebuild', '--condition', 'nile', '--workers', '3', '--workers-max', max as string],
+        expected as RegExp,
       ]),
       // validation passed: the unknown condition is what stops the run
       [['rebuild', '--condition', 'no_such_condition', '--workers', '3', '--workers-max', '3'], /unknown condition 'no_such_condition'/],

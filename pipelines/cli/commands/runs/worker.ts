@@ -1,6 +1,6 @@
 import { UserError } from '../../../core/errors.ts';
 import { defineCommand } from '../../command.ts';
-import { WORKERS_CEILING, withRuntime } from '../../options.ts';
+import { WORKERS_CEILING, wholeNumber, withRuntime } from '../../options.ts';
 
 export default defineCommand({
   command: 'worker',
@@ -8,7 +8,7 @@ export default defineCommand({
   builder: (y) =>
     withRuntime(y)
       .option('scheduler', { type: 'string', describe: 'Dask scheduler address, e.g. tcp://10.0.0.5:8786' })
-      .option('nworkers', { type: 'number', default: 1, describe: 'worker processes on this machine' })
+      .option('nworkers', { type: 'string', default: '1', describe: 'worker processes on this machine' })
       .option('host', { type: 'string', describe: 'interface to listen on (default 127.0.0.1 for a local scheduler, else chosen by Dask)' })
       .option('print-env', {
         type: 'boolean',
@@ -23,15 +23,16 @@ export default defineCommand({
       return 0;
     }
     if (!argv.scheduler) throw new UserError('wwref worker needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)');
-    if (!Number.isInteger(argv.nworkers) || argv.nworkers < 1 || argv.nworkers > WORKERS_CEILING)
-      throw new UserError(`--nworkers takes a whole number from 1 to ${WORKERS_CEILING}`);
+    const nworkers = wholeNumber(argv.nworkers, 'nworkers'); // decimal digits: not 0x2, 1e0 or +2
+    if (nworkers < 1 || nworkers > WORKERS_CEILING)
+      throw new UserError(`--nworkers takes a whole number from 1 to ${WORKERS_CEILING}, not ${nworkers}`);
     if (!/^(tcp|tls|ucx|inproc):\/\/\S+$/.test(argv.scheduler))
       throw new UserError(`--scheduler ${argv.scheduler} is not a Dask address (e.g. tcp://10.0.0.5:8786)`);
     out(
-      `starting ${argv.nworkers} Dask worker process(es) for ${argv.scheduler} ` +
+      `starting ${nworkers} Dask worker process(es) for ${argv.scheduler} ` +
         `(numerical profile ${settings.profile.name}, one thread each); Ctrl-C stops them`,
     );
-    const workers = startWorkers(settings, { scheduler: argv.scheduler, nworkers: argv.nworkers, host: argv.host, inherit: true });
+    const workers = startWorkers(settings, { scheduler: argv.scheduler, nworkers, host: argv.host, inherit: true });
     const stop = () => void workers.stop();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
