@@ -71,12 +71,25 @@ function readAll(fd: number, size: number): Buffer {
 }
 
 /**
- * Opens the log of episode folder `dir`: refused when it is missing (no episode), not a regular file
+ * Refuses an episode folder that is not a folder of its own: missing, or a symbolic link (an agent's
+ * link to another folder would put an episode's files, or another episode's log, there), or a file.
+ */
+export function requireEpisodeFolder(dir: string): void {
+  const stats = lstatOrNothing(dir);
+  if (!stats) throw new UserError(`episode folder ${dir} does not exist`);
+  if (stats.isSymbolicLink())
+    throw new UserError(`episode folder ${dir} is a symbolic link; an episode is read and written only in a folder of its own`);
+  if (!stats.isDirectory()) throw new UserError(`episode folder ${dir} is not a folder`);
+}
+
+/**
+ * Opens the log of episode folder `dir` (refused unless a folder of its own, as requireEpisodeFolder says): refused when it is missing (no episode), not a regular file
  * (a link, FIFO or device is never opened through), a file of several hard links, over EVENTS_MAX_BYTES, or holds a complete line
  * that is not an event. With `repair` (under the lock), a torn last line is cut off on disk; without
  * it, it is only ignored.
  */
 export function openLog(dir: string, repair: boolean): Log {
+  requireEpisodeFolder(dir);
   const path = join(dir, EVENTS_FILE);
   const stats = lstatOrNothing(path);
   if (!stats) throw new UserError(`${dir} holds no episode (no ${EVENTS_FILE}); start one with 'wwref episode start'`);

@@ -2,15 +2,17 @@
 // the state (`episode.json`), at the folder's lock, or at the events log. Nothing may block on them or
 // follow them: every action answers at once with one line (CLI: exit 2; served: a tool error), nothing
 // is written through a link, and `episodeClosed` (what a cohort polls while its agent runs) never waits.
+// A link in place of an episode's folder (the next one of a cohort, or a finished one) is never followed.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
-import { episodeClosed } from '../../pipelines/evaluation/episode.ts';
+import { loadSettings } from '../../pipelines/core/settings.ts';
+import { episodeClosed, readEpisode, startEpisode } from '../../pipelines/evaluation/episode.ts';
 import { BIN, cliInProcess } from '../support/cli.ts';
 import { writeSurfaceCatalog } from '../support/fixtures.ts';
 
@@ -71,6 +73,30 @@ describe('files planted in an episode folder', () => {
     );
     expect(episodeClosed(ep)).toBe(false);
     expect(JSON.parse(readFileSync(elsewhere, 'utf8')).closed).toBe(true);
+  });
+
+  it("a link planted where the next episode's folder goes, or in place of a finished one: never written or read through", async () => {
+    const target = join(dir, 'target');
+    mkdirSync(target);
+    const next = join(dir, `ep${++count}`);
+    symlinkSync(target, next);
+    oneLine(
+      await run(['start', '--episode', next, '--condition', 'toy', '--budget', '2', '--references', refs]),
+      /episode folder .* is a symbolic link; an episode is read and written only in a folder of its own/,
+    );
+    await expect(startEpisode(loadSettings({}, process.env), { dir: next, condition: 'toy', budget: 2, references: refs })).rejects.toThrow(
+      /is a symbolic link/,
+    );
+    expect(readdirSync(target)).toEqual([]);
+    // a finished episode's folder replaced by a link to a copy of it: every read refuses it
+    const ep = await start();
+    expect((await run(['end', '--episode', ep, '--reason', 'done'])).code).toBe(0);
+    const copy = join(dir, 'copy');
+    cpSync(ep, copy, { recursive: true });
+    rmSync(ep, { recursive: true });
+    symlinkSync(copy, ep);
+    for (const action of ['status', 'score', 'verify']) oneLine(await run([action, '--episode', ep]), /is a symbolic link/);
+    expect(() => readEpisode(ep)).toThrow(/is a symbolic link/);
   });
 
   it('a FIFO at the lock or at the events log: refused at once in one line, served or not', async () => {

@@ -141,7 +141,8 @@ describe("a score given a controls' worker that died", () => {
     worker.kill();
     await until(() => !worker.alive, 10);
     const after = await scoreEpisode(settings, ep, { worker });
-    const shared = (s: Record<string, unknown>) => [s.shared_degree1_score, s.shared_degree2_score, s.shared_gp_score];
+    const shared = (s: object) =>
+      ['shared_degree1_score', 'shared_degree2_score', 'shared_gp_score'].map((k) => (s as Record<string, unknown>)[k]);
     expect(shared(live).map((v) => typeof (v as { effect_recovery?: unknown })?.effect_recovery)).toEqual(['number', 'number', 'number']);
     expect(shared(after)).toEqual(shared(live));
   });

@@ -17,7 +17,7 @@ import type { Settings } from '../../core/settings.ts';
 import { allMasks, maskIndex } from '../../catalog/masks.ts';
 import type { Json } from '../../analysis/strict-json.ts';
 import { checkLabels } from '../labels.ts';
-import { appendEvent, capReason, closeLog, EVENTS_FILE, type Log, openLog } from '../receipt.ts';
+import { appendEvent, capReason, closeLog, EVENTS_FILE, type Log, openLog, requireEpisodeFolder } from '../receipt.ts';
 import { act, STATE_FILE, underLock, writeSnapshot } from './log.ts';
 import { referenceOf } from './reference.ts';
 import {
@@ -115,8 +115,11 @@ export async function startEpisode(settings: Settings, options: StartOptions): P
     if (lines || lstatOrNothing(join(folder, STATE_FILE)))
       throw new UserError(`${options.dir} already holds an episode (${lines ? EVENTS_FILE : STATE_FILE}); use another folder`);
   };
+  // a link or file where the folder goes (an agent's, in a cohort's folder) is never written through
+  if (lstatOrNothing(folder)) requireEpisodeFolder(folder);
   taken();
   makeDirs(folder);
+  requireEpisodeFolder(folder);
   return underLock(
     folder,
     (log) => {

@@ -36,6 +36,7 @@ import {
   type Log,
   openLog,
   RECEIPT_ROOM_BYTES,
+  requireEpisodeFolder,
 } from '../receipt.ts';
 import { checkObservedValues, referenceOf } from './reference.ts';
 import { derive, type EpisodeLimits, EpisodeState, now } from './state.ts';
@@ -193,7 +194,7 @@ export async function act<T>(
   body: (state: EpisodeState, surface: Surface, at: string) => Step<T>,
 ): Promise<T> {
   const folder = resolve(dir);
-  if (!lstatOrNothing(folder)?.isDirectory()) throw new UserError(`episode folder ${dir} does not exist`);
+  requireEpisodeFolder(folder);
   return underLock(folder, (log) => {
     // checked under the lock, with no wait before the commit below: an abort cannot fall in between
     if (serving.getStore()?.aborted) throw new UserError('this episode is no longer served (its agent has ended): nothing was done');
