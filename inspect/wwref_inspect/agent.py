@@ -102,7 +102,6 @@ def episode_agent(
         await wwref(*start_arguments(state, episode, {**limits, "references": references, "engine": engine}))
         state.store.set(EPISODE_KEY, str(episode))
         state.metadata[EPISODE_KEY] = str(episode)
-        state.messages = await episode_prompt(episode)
 
         async def go_on(agent_state: AgentState) -> bool | str:
             if closed(episode):
@@ -113,6 +112,7 @@ def episode_agent(
         server = mcp_server_stdio(name="wwref", command=command, args=args, cwd=ROOT, env=server_environment())
         agent = react(prompt=None, tools=[server], submit=False, on_continue=go_on)
         try:
+            state.messages = await episode_prompt(episode)
             agent_state, limit = await run(agent, state.messages, limits=[time_limit(session_seconds), message_limit(max_messages)])
         except Exception as error:  # the model, its provider or the served episode failed: scored undelivered, the eval goes on
             state.store.set(STOPPED_KEY, f"the agent stopped on an error: {type(error).__name__}: {str(error)[:300]}")

@@ -12,7 +12,7 @@ import { execa } from 'execa';
 import * as z from 'zod';
 import { readRegularFile } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
-import { makeDirs, writeJsonAtomic } from '../../core/fsutil.ts';
+import { makeDirs, writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
 import { canonicalJson, sha256Hex } from '../../core/hashing.ts';
 import { ROOT } from '../../core/paths.ts';
 import type { Settings } from '../../core/settings.ts';
@@ -21,12 +21,12 @@ import { type GradeResult, referenceSurface } from '../../analysis/grade.ts';
 import { lockFolder, LOCK_FILE } from '../../references/lock.ts';
 import { startControlsWorker } from '../controls/worker.ts';
 import { endEpisode, episodeStatus, readEpisode, scoreEpisode } from '../episode.ts';
-import { type SharedScores, sharedScores } from '../shared-scores.ts';
+import type { SharedScores } from '../shared-scores.ts';
 import type { AgentOutcome } from './agent.ts';
 import { cohortControls } from './baselines.ts';
 import { type CohortFiles, writeCohortSummaries } from './outputs.ts';
 import { claimCohortFolder, type CohortDefinition, defineCohort, EPISODES_FOLDER, type PlannedEpisode, plannedEpisodes } from './plan.ts';
-import { earlierResults, RESULTS_FILE, recordCohort, resultLine, StoredResult, writeResults } from './results.ts';
+import { keepResults, RESULTS_FILE, recordCohort, resultLine } from './results.ts';
 
 /** What the import writes beside the cohort's files: where its episodes came from. */
 export const INSPECT_FILE = 'inspect.json';
@@ -193,6 +193,13 @@ function openReason(sample: InspectSample): string {
   return 'the sample ended without a submission';
 }
 
+/** Whether the sample was stopped by time: Inspect's time limits, or the session the task gives its agent. */
+function pastDeadline(sample: InspectSample): boolean {
+  const stopped = sample.store?.[STOPPED_KEY];
+  if (typeof stopped === 'string' && stopped.startsWith("no submission within the session's")) return true;
+  return sample.limit?.type === 'time' || sample.limit?.type === 'working';
+}
+
 /** The first field where the log's score of a sample differs from the receipt's (undefined: none). */
 function scoreDifference(logged: Record<string, unknown>, score: Record<string, unknown>): string | undefined {
   const keys = new Set([...Object.keys(logged).filter((k) => k !== 'episode'), ...Object.keys(score)]);
@@ -208,7 +215,7 @@ export async function importInspectLog(settings: Settings, options: ImportOption
   const worker = startControlsWorker(settings);
   worker.catch(() => undefined);
   try {
-    claimCohortFolder(out, definition, process.cwd(), options.log);
+    claimCohortFolder(out, definition);
     const planned = plannedEpisodes(definition);
     const byId = new Map(planned.map((p) => [p.id, p]));
     const surfaces = new Map<string, Surface>();
@@ -221,25 +228,13 @@ export async function importInspectLog(settings: Settings, options: ImportOption
     const lines: string[] = [];
     for (const s of samples) lines.push(await importSample(context, byId.get(s.id)!, s));
     const resultsFile = join(out, RESULTS_FILE);
-    writeResults(resultsFile, lines);
-    // every line verified as a resumed cohort's are: made again from its episode's receipt and the plan, to the character
-    const verified = await earlierResults(resultsFile, planned, {
-      definition,
-      cohort: recordCohort(definition.labels, out),
-      episodes: join(out, EPISODES_FOLDER),
-      surfaceOf,
-      refit: (surface, observations, own) => sharedScores(context.worker, surface, observations, own),
-    });
-    const wrong = samples.find((s) => !verified.lines.has(s.id));
-    if (wrong)
-      throw new UserError(
-        `sample ${wrong.id}: its results line is not what its receipt gives (${verified.problems.get(wrong.id) ?? 'left out'})`,
-      );
-    const results = samples.map((s) => StoredResult.parse(JSON.parse(verified.lines.get(s.id)!)));
-    const imported = new Set(samples.map((s) => s.id));
-    const leftOut = planned.filter((p) => !imported.has(p.id)).map((p) => ({ episode: p.id, reason: 'not in the Inspect log' }));
+    writeFileAtomic(resultsFile, lines.map((l) => `${l}\n`).join(''));
+    // every line verified as a resumed cohort's are: against its episode's receipt, its reference, grade again
+    const kept = keepResults(resultsFile, planned, surfaceOf, join(out, EPISODES_FOLDER));
+    if (kept.dropped) throw new UserError(`${kept.dropped} imported result(s) do not agree with their episode's receipt or reference`);
+    const results = kept.results;
     const controls = await cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: options.log });
-    const files = writeCohortSummaries(settings, out, definition, { planned, results, leftOut, log: options.log }, controls);
+    const files = writeCohortSummaries(settings, out, definition, results, controls);
     const inspect = join(out, INSPECT_FILE);
     writeJsonAtomic(inspect, {
       log: resolve(options.inspectLog),
@@ -300,7 +295,7 @@ async function importSample(context: ImportContext, planned: PlannedEpisode, s: 
   const outcome: AgentOutcome = {
     exit_code: null,
     signal: null,
-    stopped: s.sample.limit?.type === 'time' || s.sample.limit?.type === 'working' ? 'deadline' : null,
+    stopped: pastDeadline(s.sample) ? 'deadline' : null,
     left_children: false,
     wall_seconds: s.sample.total_time ?? 0,
     stdout_bytes: 0,
