@@ -2,7 +2,7 @@ import { isAbsolute, relative } from 'node:path';
 import { ROOT } from '../../../core/paths.ts';
 import { UserError } from '../../../core/errors.ts';
 import { formatSeconds } from '../../../core/progress.ts';
-import { defineCommand } from '../../command.ts';
+import { type CommandContext, defineCommand } from '../../command.ts';
 import { list, wholeNumber, wholeNumbers, withReferences } from '../../options.ts';
 import { outputPath } from '../../output-path.ts';
 
@@ -12,20 +12,23 @@ const MAX_PARALLEL = 64;
 export default defineCommand({
   command: 'cohort <action>',
   describe:
-    'run an agent command over conditions × budgets × repeats, one episode each, served by one MCP server; ' +
-    'results, summaries beside the controls, a figure',
+    'run: an agent command over conditions × budgets × repeats, one episode each, served by one MCP server; ' +
+    'results, summaries beside the controls, a figure. import: an Inspect AI eval of inspect/whatworked.py as such a cohort',
   builder: (y) =>
     withReferences(y)
-      .positional('action', { choices: ['run'] as const, describe: 'run' })
+      .positional('action', { choices: ['run', 'import'] as const, describe: 'run | import' })
       .option('agent', {
         type: 'string',
-        demandOption: true,
-        describe: 'the agent command, run by /bin/sh in the current folder once per episode (its endpoint in WWREF_MCP_*)',
+        describe: 'run: the agent command, run by /bin/sh in the current folder once per episode (its endpoint in WWREF_MCP_*)',
       })
       .option('out', {
         type: 'string',
         demandOption: true,
         describe: 'the cohort folder (episodes, results.jsonl, summaries); a re-run resumes it',
+      })
+      .option('inspect-log', {
+        type: 'string',
+        describe: 'import: an Inspect AI log of the whatworked task (inspect/whatworked.py), .eval or .json, made a cohort folder (--out)',
       })
       .option('condition', { type: 'string', array: true, describe: 'condition(s); default every condition with references' })
       .option('budget', { type: 'string', array: true, describe: "budget(s) B for every condition; default the track's published budgets" })
@@ -42,7 +45,11 @@ export default defineCommand({
         type: 'string',
         describe: "a finished 'wwref controls run' folder holding the cohort's cells (default: computed)",
       }),
-  run: async (argv, { settings, out }) => {
+  run: async (argv, context) => {
+    if (argv.action === 'import') return importInspect(argv, context);
+    if (argv.inspectLog !== undefined) throw new UserError('--inspect-log is an option of cohort import');
+    if (argv.agent === undefined || argv.agent.trim() === '') throw new UserError('cohort run needs --agent COMMAND');
+    const { settings, out } = context;
     const folder = outputPath(settings, argv.out, 'out', 'folder');
     // agents are told this folder (and their output, receipts and calls land in it): never in the checkout
     const inside = relative(ROOT, folder);
@@ -78,3 +85,25 @@ export default defineCommand({
     return 0;
   },
 });
+
+/** `wwref cohort import --inspect-log LOG --out DIR [--controls DIR]`. */
+async function importInspect(
+  argv: { inspectLog?: string; out: string; agent?: string; label?: string[]; controls?: string; folders?: string[] },
+  { settings, out }: CommandContext,
+): Promise<number> {
+  if (argv.inspectLog === undefined || argv.inspectLog.trim() === '') throw new UserError('cohort import needs --inspect-log LOG');
+  if (argv.agent !== undefined || argv.label !== undefined || (argv.folders ?? []).length)
+    throw new UserError("cohort import takes --inspect-log LOG and --out DIR, no agent, label or folder (its labels are its episodes')");
+  const folder = outputPath(settings, argv.out, 'out', 'folder', { reads: [argv.inspectLog] });
+  const { importInspectLog } = await import('../../../evaluation/cohort/import.ts');
+  const outcome = await importInspectLog(settings, {
+    inspectLog: argv.inspectLog,
+    out: folder,
+    controls: argv.controls,
+    log: (line) => process.stderr.write(`${line}\n`),
+  });
+  out(`${outcome.episodes} episode(s) of ${outcome.model} (${outcome.delivered} delivered): ${outcome.files.results}`);
+  out(`summary: ${outcome.files.summary}, ${outcome.files.summary_csv}, ${outcome.files.macro_csv}`);
+  out(`figure: ${outcome.files.figures.join(', ')}`);
+  return 0;
+}
