@@ -113,17 +113,24 @@ export async function computeTasks(
   try {
     const started = await Promise.allSettled(Array.from({ length: count }, () => startControlsWorker(settings)));
     for (const s of started) if (s.status === 'fulfilled') workers.push(s.value);
-    const failed = started.find((s) => s.status === 'rejected');
+    const refused = started.find((s) => s.status === 'rejected');
     // a worker that a signal stopped while it started is no set-up problem
     if (stopped) throw interrupted();
-    if (failed) throw failed.reason;
+    if (refused) throw refused.reason;
     let next = 0;
+    let failed = false; // one task's failure (a full disk) ends the others' loops: nothing more is handed on
     const loop = async (worker: PythonWorker) => {
-      while (!stopped && next < tasks.length) {
+      while (!stopped && !failed && next < tasks.length) {
         const task = tasks[next++]!;
-        const lines = await taskLines(worker, task, byId.get(task.condition)!);
-        onTask(task, lines);
-        for (const _ of lines) progress.tick(task.condition, true);
+        try {
+          const lines = await taskLines(worker, task, byId.get(task.condition)!);
+          if (failed) return;
+          onTask(task, lines);
+          for (const _ of lines) progress.tick(task.condition, true);
+        } catch (error) {
+          failed = true;
+          throw error;
+        }
       }
     };
     await Promise.all(workers.map(loop)).catch((error: unknown) => {

@@ -5,21 +5,9 @@
 // OUT/records.jsonl.partial, so an interrupted run keeps them and the same command resumes; the
 // complete file is renamed to OUT/records.jsonl only when every task is in it, then the summaries
 // are written (each file atomically). What an earlier run left is kept only when recomputation gives
-// it to the letter (the purchases are deterministic and the fits bit-identical: recomputing is cheap),
-// and a failed append (a full disk) is cut back, so the resume file never holds half a record.
-import {
-  closeSync,
-  constants,
-  existsSync,
-  fstatSync,
-  ftruncateSync,
-  lstatSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-} from 'node:fs';
+// it to the letter (the purchases are deterministic and the fits bit-identical: recomputing is cheap);
+// a failed append (a full disk) is cut back by appendNoFollow, so the resume file never holds half a record.
+import { existsSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
 import { appendNoFollow, writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
@@ -167,8 +155,8 @@ export async function runControls(settings: Settings, options: ControlsOptions):
         );
       }
       const hint = `the finished tasks are kept in ${partial}; run the same command to resume`;
-      // one write per task: whole tasks only (a failed write is cut back)
-      await computeTasks(settings, todo, byId, pool(hint), (_task, lines) => appendWhole(partial, lines.map((l) => `${l}\n`).join('')));
+      // one write per task: whole tasks only (appendNoFollow cuts a failed write back)
+      await computeTasks(settings, todo, byId, pool(hint), (_task, lines) => appendNoFollow(partial, lines.map((l) => `${l}\n`).join('')));
       const written = readFileSync(partial, 'utf8').split('\n').filter(Boolean).length;
       if (written !== total) throw new Error(`controls: ${partial} holds ${written} records, the grid has ${total}`);
       renameSync(partial, recordsFile);
@@ -225,37 +213,4 @@ async function recomputedAlike(
     alike.lines.push(...stored);
   }
   return alike;
-}
-
-/** Appends `text` whole, or not at all: a failed write (a full disk in mid-line) is cut back to what the file held. */
-function appendWhole(file: string, text: string): void {
-  let before: number | null | undefined; // its size; null: not a regular file; undefined: absent
-  try {
-    const stats = lstatSync(file);
-    before = stats.isFile() ? stats.size : null;
-  } catch {
-    before = undefined;
-  }
-  try {
-    appendNoFollow(file, text);
-  } catch (error) {
-    if (before !== null) cutBack(file, before ?? 0, before === undefined);
-    throw error;
-  }
-}
-
-/** `file` (a regular file, never through a link) cut back to `size` bytes, or removed when `remove`; best effort. */
-function cutBack(file: string, size: number, remove: boolean): void {
-  try {
-    const fd = openSync(file, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-    try {
-      if (!fstatSync(fd).isFile()) return;
-      ftruncateSync(fd, size);
-    } finally {
-      closeSync(fd);
-    }
-    if (remove) rmSync(file, { force: true });
-  } catch {
-    // not cut back: a resumed run drops a torn line anyway
-  }
 }
