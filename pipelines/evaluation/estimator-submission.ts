@@ -6,6 +6,8 @@
 // replaced, once per submission, so a dead worker never refuses the submissions after it.
 import { UserError } from '../core/errors.ts';
 import type { Settings } from '../core/settings.ts';
+import { allMasks } from '../catalog/masks.ts';
+import { predictionFromJson } from '../analysis/grade.ts';
 import type { Json } from '../analysis/strict-json.ts';
 import { WorkerCrash } from '../execution/executor.ts';
 import type { PythonWorker } from '../execution/python-worker.ts';
@@ -65,9 +67,17 @@ export async function submitEstimator(settings: Settings, dir: string, estimator
   const state = readEpisode(dir); // a closed or overdue episode is refused, and logged, by the submission itself
   const observations = state.observations.map((o) => [o.mask, o.utility] as const);
   const fitted = await fitOnWorker(settings, { width: state.dimensions, estimator, observations }, worker);
-  return submitPrediction(settings, dir, () => fitted.prediction, {
-    name: estimator,
-    parameters: fitted.parameters as Record<string, Json>,
-    observations: observations.map(([mask]) => mask),
-  });
+  // read by the rules of a submitted table (every mask, finite, in [0, 1]): a worker's table outside them is
+  // refused here, never committed (a log holding it would be one the rules could not produce)
+  const table = (dimensions: number) => Object.fromEntries(allMasks(dimensions).map((mask, k) => [mask, fitted.prediction[k] ?? null]));
+  return submitPrediction(
+    settings,
+    dir,
+    (dimensions) => predictionFromJson(table(dimensions), dimensions, `the table fitted by ${estimator}`),
+    {
+      name: estimator,
+      parameters: fitted.parameters as Record<string, Json>,
+      observations: observations.map(([mask]) => mask),
+    },
+  );
 }
