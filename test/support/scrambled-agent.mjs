@@ -18,7 +18,10 @@ const task = await call('task');
 const width = task.dimensions;
 const mask = (k) => k.toString(2).padStart(width, '0');
 let seed = 7 + 13 * repeat + id.length;
-const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+const random = () => {
+  seed = (seed * 1103515245 + 12345) % 2147483648;
+  return seed / 2147483648;
+};
 const budget = (await call('status')).credits_remaining;
 const picks = [];
 while (picks.length < budget) {
