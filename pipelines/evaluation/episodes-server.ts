@@ -85,11 +85,14 @@ export class EpisodesServer {
     return { dir: entry.dir, served: { signal: entry.controller.signal, track } };
   }
 
-  /** Stops serving every episode (waiting for their calls, as `remove`), then closes the port. */
+  /**
+   * Stops serving every episode and closes the port at once: actions not yet committed are refused, and
+   * running calculations are not waited for (a shutdown: a call whose process ends with this one stays
+   * reserved without a receipt, as after a kill). `remove` each episode first to wait for them.
+   */
   async close(): Promise<void> {
-    const entries = [...this.episodes.values()];
+    for (const entry of this.episodes.values()) entry.controller.abort();
     this.episodes.clear();
-    await Promise.all(entries.map(stopServing));
     this.http.closeAllConnections();
     await new Promise<void>((done) => this.http.close(() => done()));
   }
