@@ -255,3 +255,30 @@ describe('a full disk', () => {
     expect(lines(join(out, 'records.jsonl')).sort()).toEqual([...records].sort());
   }, 300_000);
 });
+
+describe('a finished run run again', () => {
+  it('refuses its records.jsonl once a record is not what recomputation gives; a figure that cannot be drawn is a warning', async () => {
+    const out = join(dir, 'again');
+    const args = [...RUN, ...RUN_BUDGETS, '--out', out];
+    expect((await wwref(...args)).code).toBe(0);
+    // a directory where the figure goes: the summaries are written, the figure said, nothing half-written left
+    rmSync(join(out, 'controls-recovery.svg'));
+    mkdirSync(join(out, 'controls-recovery.svg'));
+    const drawn = await wwref(...args);
+    expect(drawn.code, drawn.stderr).toBe(0);
+    expect(drawn.stderr).toMatch(/controls: warning: the recovery figure could not be drawn .*; the summaries are written without it/);
+    expect(readdirSync(out).filter((f) => f.includes('.partial') || f.endsWith('.tmp'))).toEqual([]);
+    const file = join(out, 'records.jsonl');
+    const gp = find('gp_effect_variance', 8);
+    writeFileSync(
+      file,
+      `${lines(file)
+        .map((l) => (l === gp ? reordered(l) : l))
+        .join('\n')}\n`,
+    );
+    const r = await wwref(...args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/records\.jsonl is not this run's complete set of records \(it was changed\)/);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  }, 300_000);
+});

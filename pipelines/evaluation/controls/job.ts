@@ -173,6 +173,8 @@ export async function runControls(settings: Settings, options: ControlsOptions):
     records,
     { identity, grid: options.grid ?? 'custom', skipped: grid.skipped },
     options.figures ?? true,
+    undefined,
+    options.log,
   );
   return {
     out,

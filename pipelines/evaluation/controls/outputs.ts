@@ -1,5 +1,6 @@
 // What a controls run leaves beside its records: summary.json (cells and family-macro cells, with the
-// run's identity), summary.csv, macro.csv and the recovery figure. Each file is written atomically.
+// run's identity), summary.csv, macro.csv and the recovery figure. Each file is written atomically; a
+// figure that cannot be drawn is a warning.
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
@@ -44,6 +45,7 @@ export async function writeSummaries(
   meta: Record<string, unknown>,
   figures = true,
   leftOut: ReadonlyMap<string, readonly LeftOut[]> = new Map(),
+  warn: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
 ): Promise<SummaryFiles> {
   const cells = summaryCells(records, leftOut);
   const macro = macroCells(records);
@@ -58,7 +60,13 @@ export async function writeSummaries(
   const rows = cells.map((c) => ({ ...c, left_out: c.left_out.map((l) => `${l.record}: ${l.why}`).join('; ') }));
   writeFileAtomic(files.summary_csv, cellsCsv(rows));
   writeFileAtomic(files.macro_csv, cellsCsv(macro));
-  if (figures) files.figures = drawRecoveryFigure(settings, out, macro);
+  try {
+    if (figures) files.figures = drawRecoveryFigure(settings, out, macro);
+  } catch (error) {
+    // the numbers are written: a figure that cannot be drawn is said, not a failure of the run
+    if (!(error instanceof UserError)) throw error;
+    warn(`controls: warning: ${error.message}; the summaries are written without it`);
+  }
   return files;
 }
 
