@@ -7,15 +7,16 @@ import {
   constants,
   existsSync,
   fstatSync,
+  ftruncateSync,
   mkdirSync,
   openSync,
   readFileSync,
   renameSync,
-  rmSync,
   statSync,
-  writeFileSync,
+  unlinkSync,
   writeSync,
 } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { UserError } from './errors.ts';
 
@@ -61,21 +62,67 @@ export function makeDirs(dir: string): void {
   }
 }
 
-let written = 0;
-export function writeFileAtomic(path: string, data: string | Uint8Array): void {
-  // `<name>.<pid>.<digits>.tmp`, unique within the process too (two writes of one file in the same millisecond)
-  const tmp = `${path}.${process.pid}.${Date.now() * 1000 + (++written % 1000)}.tmp`;
+/** Attempts at a fresh temporary name before a write is given up (each name is 64 random bits). */
+const TEMPORARY_ATTEMPTS = 16;
+
+/**
+ * A new temporary sibling of `path`, created by this call and opened for writing: `<name>.<pid>.<random
+ * digits>.tmp` (the pid lets a later run remove the leftovers of a killed one; the 64 random bits keep
+ * anyone else from naming it in advance). Created with O_EXCL and O_NOFOLLOW, so a file, FIFO or link
+ * planted at that name is never opened or written through: another name is drawn instead.
+ */
+function createTemporary(path: string, mode: number): { tmp: string; fd: number } {
+  for (let attempt = 1; ; attempt++) {
+    const tmp = `${path}.${process.pid}.${randomBytes(8).readBigUInt64BE()}.tmp`;
+    try {
+      const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+      return { tmp, fd: openSync(tmp, flags, mode) };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= TEMPORARY_ATTEMPTS) throw error;
+    }
+  }
+}
+
+/** Writes all of `bytes` to `fd` (a short write continues). */
+function writeAll(fd: number, bytes: Uint8Array): void {
+  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done);
+}
+
+/**
+ * Writes `path` whole or not at all: a new temporary sibling (createTemporary), then a rename over the
+ * path (a link at the path is replaced, never followed). Any failure (a full disk, a name taken) removes
+ * the temporary file and is one line naming the path (fsError). `mode`: the new file's permissions
+ * (before the umask; default 0666, as Node's writeFileSync).
+ */
+export function writeFileAtomic(path: string, data: string | Uint8Array, options: { mode?: number } = {}): void {
+  let created: { tmp: string; fd: number } | undefined;
+  let open = false;
   try {
     makeDirs(dirname(path));
-    writeFileSync(tmp, data, { flag: 'wx' });
-    renameSync(tmp, path);
+    created = createTemporary(path, options.mode ?? 0o666);
+    open = true;
+    writeAll(created.fd, typeof data === 'string' ? Buffer.from(data) : data);
+    open = false;
+    closeSync(created.fd);
+    renameSync(created.tmp, path);
   } catch (error) {
-    try {
-      rmSync(tmp, { force: true });
-    } catch {
-      // nothing to remove: the temporary file could not have been created (e.g. a parent is a file)
+    if (created) {
+      if (open) closeQuietly(created.fd);
+      try {
+        unlinkSync(created.tmp); // the name is ours (made by O_EXCL): whatever is there now goes
+      } catch {
+        // gone already, or replaced by a folder: nothing of ours to remove
+      }
     }
     throw fsError(error, 'write', path);
+  }
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // already failing: the first error is the one to report
   }
 }
 
@@ -88,22 +135,36 @@ export function writeJsonAtomic(path: string, value: unknown): void {
  * Appends to a file, creating it; refuses to follow a symbolic link at `path`, and anything but a
  * regular file of one name there (opened without blocking: a FIFO never stalls the writer; a hard
  * link, another name of someone else's file, is not written through). The text is written
- * whole (a short write continues).
+ * whole (a short write continues); a write that fails part way (a full disk) is cut back, so the file
+ * never ends in half a line, unless another writer appended meanwhile (its line is kept).
  */
 export function appendNoFollow(path: string, text: string): void {
   let fd: number | undefined;
+  let before: number | undefined;
+  let written = 0;
+  const bytes = Buffer.from(text);
   try {
     makeDirs(dirname(path));
     fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644);
     const stats = fstatSync(fd);
     if (!stats.isFile()) throw new UserError(`cannot append to ${path}: it is not a regular file (a FIFO or device); remove it`);
     if (stats.nlink > 1) throw new UserError(`cannot append to ${path}: it has ${stats.nlink} hard links (another file's name); remove it`);
-    const bytes = Buffer.from(text);
-    for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done);
+    before = stats.size;
+    while (written < bytes.length) written += writeSync(fd, bytes, written, bytes.length - written);
   } catch (error) {
+    if (fd !== undefined && before !== undefined && written > 0) cutBack(fd, before + written, before);
     throw fsError(error, 'append to', path);
   } finally {
-    if (fd !== undefined) closeSync(fd);
+    if (fd !== undefined) closeQuietly(fd);
+  }
+}
+
+/** After a failed append: the file back to `before` bytes when its size is `grown`, what this append alone made it. */
+function cutBack(fd: number, grown: number, before: number): void {
+  try {
+    if (fstatSync(fd).size === grown) ftruncateSync(fd, before);
+  } catch {
+    // the file cannot be cut back: the first error is the one to report
   }
 }
 

@@ -1,6 +1,6 @@
 // Test double loaded with `node --import` (test/support/doubles.ts): writes of the file named by
-// TEST_FAIL_WRITE fail as a full disk would. An atomic write (its temporary `<name>.<pid>.<n>.tmp`)
-// fails after the temporary file is created, empty; a write through a descriptor opened on the file itself (an append) is short: half its
+// TEST_FAIL_WRITE fail as a full disk would. An atomic write (its temporary `<name>.<pid>.<n>.tmp`,
+// written by writeFileSync or through a descriptor) fails after the temporary file is created, empty; a write through a descriptor opened on the file itself (an append) is short: half its
 // bytes reach the file, then ENOSPC, as when the disk fills in the middle of a line.
 import fs from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
@@ -22,6 +22,8 @@ if (target) {
   fs.openSync = function (path, ...rest) {
     const fd = openSync.call(this, path, ...rest);
     if (typeof path === 'string' && basename(path) === target) targets.set(fd, path);
+    // a temporary file of an atomic write opened by descriptor (core/fsutil.ts): created, no byte written
+    else if (typeof path === 'string' && basename(path).startsWith(`${target}.`) && path.endsWith('.tmp')) targets.set(fd, null);
     return fd;
   };
   fs.closeSync = function (fd, ...rest) {

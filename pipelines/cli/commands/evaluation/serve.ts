@@ -1,6 +1,7 @@
-import { existsSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { UserError } from '../../../core/errors.ts';
+import { writeFileAtomic } from '../../../core/fsutil.ts';
 import type { Settings } from '../../../core/settings.ts';
 import { defineCommand } from '../../command.ts';
 import { outputPath } from '../../output-path.ts';
@@ -99,17 +100,12 @@ async function serveMany(
   const { EPISODE_ID, serveEpisodes } = await import('../../../evaluation/episodes-server.ts');
   const { EVENTS_FILE } = await import('../../../evaluation/episode.ts');
   if (!existsSync(root)) throw new UserError(`--episodes ${argv.episodes} does not exist`);
-  const ids = readdirSync(root, { withFileTypes: true })
-    .filter((e) => e.isDirectory() && EPISODE_ID.test(e.name) && existsSync(join(root, e.name, EVENTS_FILE)))
-    .map((e) => e.name)
-    .sort();
+  const ids = episodeFolders(root, EPISODE_ID, EVENTS_FILE);
   if (!ids.length) throw new UserError(`--episodes ${argv.episodes} holds no episode folder (one with ${EVENTS_FILE})`);
   const server = await serveEpisodes(settings, { host: argv.host ?? '127.0.0.1', port });
   const endpoints = Object.fromEntries(ids.map((id) => [id, server.add(id, join(root, id))]));
-  // the tokens are secrets: written to a private file, then renamed into place
-  const partial = `${endpointsFile}.${process.pid}.tmp`;
-  writeFileSync(partial, `${JSON.stringify({ episodes: endpoints }, null, 2)}\n`, { flag: 'wx', mode: 0o600 });
-  renameSync(partial, endpointsFile);
+  // the tokens are secrets: written to a private file (mode 0600 from its creation), then renamed into place
+  writeFileAtomic(endpointsFile, `${JSON.stringify({ episodes: endpoints }, null, 2)}\n`, { mode: 0o600 });
   process.stderr.write(
     `wwref: serving ${ids.length} episode(s) of ${argv.episodes} at ${server.host}:${server.port}/episodes/<id>/mcp; ` +
       `URLs and tokens in ${argv.endpoints} (Ctrl-C stops)\n`,
@@ -117,4 +113,27 @@ async function serveMany(
   await stopSignal();
   await server.close();
   return 0;
+}
+
+/**
+ * The names of the episode folders in `root` (a folder holding `events`), sorted. A folder that holds
+ * an episode but cannot be served is said on stderr, one line each: its name is not an episode id (the
+ * path segment of its URL: ASCII letters, digits, '.', '_' and '-', not starting with '.' or '-'), or it
+ * is a symbolic link (served only as the folder itself, never through a link).
+ */
+function episodeFolders(root: string, id: RegExp, events: string): string[] {
+  const ids: string[] = [];
+  for (const entry of readdirSync(root, { withFileTypes: true })) {
+    const isLink = entry.isSymbolicLink();
+    if (!(entry.isDirectory() || isLink) || !existsSync(join(root, entry.name, events))) continue;
+    const name = JSON.stringify(entry.name); // quoted and escaped: a space, a control character or a non-ASCII letter shows
+    if (isLink) process.stderr.write(`wwref: skipped ${name}: a symbolic link to a folder (name the episode folder itself)\n`);
+    else if (!id.test(entry.name))
+      process.stderr.write(
+        `wwref: skipped ${name}: not an episode id, the path of its URL ` +
+          "(ASCII letters, digits, '.', '_' and '-', not starting with '.' or '-', at most 200); rename the folder to serve it\n",
+      );
+    else ids.push(entry.name);
+  }
+  return ids.sort();
 }
