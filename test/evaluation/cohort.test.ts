@@ -17,7 +17,9 @@ import { ROOT } from '../../pipelines/core/paths.ts';
 import { referenceSurface } from '../../pipelines/analysis/grade.ts';
 import { AGENT_SCORE_FIELDS } from '../../pipelines/analysis/grade-records.ts';
 import { plannedEpisodes } from '../../pipelines/evaluation/cohort/plan.ts';
-import { keepResults } from '../../pipelines/evaluation/cohort/results.ts';
+import { earlierResults } from '../../pipelines/evaluation/cohort/results.ts';
+import { startControlsWorker } from '../../pipelines/evaluation/controls/worker.ts';
+import { sharedScores } from '../../pipelines/evaluation/shared-scores.ts';
 import { startEpisode } from '../../pipelines/evaluation/episode.ts';
 import { serveEpisodes } from '../../pipelines/evaluation/episodes-server.ts';
 import { BIN, cliProcess } from '../support/cli.ts';
@@ -245,9 +247,20 @@ describe('a faulty agent', () => {
         '{"torn',
       ].join('\n'),
     );
-    const kept = keepResults(edited, plannedEpisodes(definition), (c) => referenceSurface(currentSettings(), c));
-    expect([kept.results.length, kept.dropped]).toEqual([4, 4]);
-    expect(readFileSync(edited, 'utf8').split('\n').filter(Boolean)).toEqual(others.slice(1));
+    const worker = await startControlsWorker(currentSettings());
+    try {
+      const kept = await earlierResults(edited, plannedEpisodes(definition), {
+        definition,
+        cohort: 'faults',
+        episodes: join(out, 'episodes'),
+        surfaceOf: (c) => referenceSurface(currentSettings(), c),
+        refit: (surface, observations, own) => sharedScores(worker, surface, observations, own),
+      });
+      expect([kept.lines.size, kept.dropped]).toEqual([4, 4]);
+      expect([...kept.lines.values()]).toEqual(others.slice(1));
+    } finally {
+      await worker.close();
+    }
 
     // a command that does not exist, with the controls of the run above
     const missing = await cliProcess(

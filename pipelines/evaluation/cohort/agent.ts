@@ -4,7 +4,9 @@
 // agent leaves running in its group when it ends (children, grandchildren) is killed then. A process
 // that leaves the group (setsid) escapes this: run an untrusted agent in a sandbox of its own.
 import { spawn } from 'node:child_process';
-import { closeSync, constants, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
+import { readRegularFile } from '../../core/containment.ts';
+import { UserError } from '../../core/errors.ts';
 import { fsError, writeFileAtomic } from '../../core/fsutil.ts';
 
 /** The bytes of each output stream kept in the episode folder; past them the agent is stopped. */
@@ -42,7 +44,8 @@ export function stopLeftAgent(groupFile: string): number {
   let pgid: unknown;
   let url: unknown;
   try {
-    ({ pgid, url } = JSON.parse(readFileSync(groupFile, 'utf8')) as { pgid: unknown; url: unknown });
+    // in the agent's reach: never followed through a link, never waited on (a FIFO is refused), bounded
+    ({ pgid, url } = JSON.parse(readRegularFile(groupFile, 'agent group file', 4096).toString('utf8')) as { pgid: unknown; url: unknown });
   } catch {
     return 0;
   }
@@ -107,9 +110,19 @@ class BoundedFile {
   bytes = 0;
   constructor(readonly path: string) {
     try {
-      this.fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o644);
+      // in a folder agents can reach: never through a link, never blocked on a FIFO, a regular file of one name only
+      this.fd = openSync(
+        path,
+        constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+        0o644,
+      );
     } catch (error) {
       throw fsError(error, 'create', path);
+    }
+    const stats = fstatSync(this.fd);
+    if (!stats.isFile() || stats.nlink !== 1) {
+      closeSync(this.fd);
+      throw new UserError(`cannot create ${path}: something other than a new file was put there; refused`);
     }
   }
   /** Writes what fits; false when the bound was passed. */

@@ -1,11 +1,12 @@
 // A cohort's definition: the agent command, the (condition, budget) cells, the repeats, the labels,
 // the session and calculation limits and the references' identity; and its episodes, one per (condition, budget,
-// repeat). The definition is written to OUT/cohort.json before the first episode; a later run into
-// the same folder resumes it only when its definition is the same (parallelism aside), and is refused
-// with one line naming what differs otherwise.
+// repeat). The definition is written to OUT/cohort.json before the first episode, with the folder the
+// agents run in; a later run into the same folder resumes it only when its definition is the same
+// (parallelism aside), and is refused with one line naming what differs otherwise (and the way out
+// when an agent edited the file: remove it, and the folder is checked episode by episode).
 import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { readRegularFile } from '../../core/containment.ts';
+import { isAbsolute, join } from 'node:path';
+import { lstatOrNothing } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 import { writeJsonAtomic } from '../../core/fsutil.ts';
 import { canonicalJson, digest } from '../../core/hashing.ts';
@@ -14,6 +15,7 @@ import type { Catalog, CatalogCondition } from '../../catalog/catalog.ts';
 import { loadCatalog, ReferenceStore } from '../../references/store.ts';
 import { LOCK_FILE } from '../../references/lock.ts';
 import { type Track, TRACK_BUDGETS, trackOf } from '../controls/grid.ts';
+import { isObject, type Json, readStrictJsonFile } from '../../analysis/strict-json.ts';
 import { startLimits } from '../episode.ts';
 import { checkLabels } from '../labels.ts';
 
@@ -147,30 +149,77 @@ function differences(earlier: Partial<CohortDefinition>, now: CohortDefinition):
   return fields.filter(([key]) => canonicalJson(earlier[key] ?? null) !== canonicalJson(now[key])).map(([, what]) => what);
 }
 
+/** What a cohort writes into its folder: a folder holding only these (and no cohort.json) is taken as a cohort's whose file was removed. */
+const COHORT_ENTRIES = new Set([
+  COHORT_FILE,
+  LOCK_FILE,
+  'results.jsonl',
+  EPISODES_FOLDER,
+  INTERRUPTED_FOLDER,
+  'controls',
+  'summary.json',
+  'summary.csv',
+  'macro.csv',
+  'cohort-recovery.svg',
+  'cohort-recovery.png',
+]);
+
+/** The way out of a cohort.json an agent (or anyone) edited. */
+const REMOVE_HINT = `if an agent edited it, remove ${COHORT_FILE} and run again: the folder is then checked episode by episode against this cohort`;
+
+/** cohort.json's definition and working folder; a UserError (one line, with the way out) when it is no cohort's. */
+function readCohortFile(out: string): { definition: Partial<CohortDefinition>; working_folder?: unknown } {
+  const file = join(out, COHORT_FILE);
+  let earlier: Json;
+  try {
+    earlier = readStrictJsonFile(file, 'cohort file', COHORT_FILE_MAX_BYTES);
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    throw new UserError(`--out ${out}: ${error.message.split('\n')[0]}; ${REMOVE_HINT}`);
+  }
+  if (!isObject(earlier) || !isObject(earlier.definition))
+    throw new UserError(`--out ${out}: its ${COHORT_FILE} is not a cohort's; name another folder, or ${REMOVE_HINT}`);
+  return earlier as unknown as { definition: Partial<CohortDefinition>; working_folder?: unknown };
+}
+
 /**
  * Refuses (UserError, one line) a folder this cohort must not write into: another cohort's, or one
- * holding files of its own. Writes cohort.json for a new cohort; returns whether one was there.
+ * holding files of its own. Writes cohort.json (the definition and the folder the agents run in) for
+ * a new cohort, or for a cohort folder whose cohort.json was removed (its lines are then each checked
+ * against their receipts and this definition, as always). Returns the folder the agents run in: the one
+ * the cohort was first started in (a relative agent command means the same on every resume).
  */
-export function claimCohortFolder(out: string, definition: CohortDefinition): boolean {
+export function claimCohortFolder(
+  out: string,
+  definition: CohortDefinition,
+  cwd: string = process.cwd(),
+  log: (line: string) => void = () => {},
+): { resumed: boolean; workingFolder: string } {
   const file = join(out, COHORT_FILE);
-  if (existsSync(file)) {
-    let earlier: { definition?: Partial<CohortDefinition> } | undefined;
-    try {
-      earlier = JSON.parse(readRegularFile(file, 'cohort file', COHORT_FILE_MAX_BYTES).toString('utf8')) as typeof earlier;
-    } catch (error) {
-      if (error instanceof UserError) throw error;
-    }
-    if (!earlier?.definition) throw new UserError(`--out ${out}: its ${COHORT_FILE} is not a cohort's; name another folder`);
+  if (lstatOrNothing(file)) {
+    const earlier = readCohortFile(out);
     const changed = differences(earlier.definition, definition);
     if (changed.length)
-      throw new UserError(`--out ${out} holds another cohort (${changed.join(', ')} differ); name another folder to run this one`);
-    return true;
+      throw new UserError(
+        `--out ${out} holds another cohort (${changed.join(', ')} differ); name another folder to run this one, or ${REMOVE_HINT}`,
+      );
+    const folder = earlier.working_folder;
+    if (typeof folder !== 'string' || !isAbsolute(folder)) return { resumed: true, workingFolder: cwd };
+    if (!lstatOrNothing(folder)?.isDirectory())
+      throw new UserError(
+        `--out ${out}: this cohort's agents run in ${folder} (where it was started), which is no folder any more; restore it, or set "working_folder" in ${file}`,
+      );
+    if (folder !== cwd) log(`cohort: the agents run in ${folder}, where this cohort was started (not in ${cwd})`);
+    return { resumed: true, workingFolder: folder };
   }
   const present = existsSync(out) ? readdirSync(out).filter((f) => f !== LOCK_FILE) : [];
-  if (present.length)
+  const adopted = present.length > 0 && present.includes(EPISODES_FOLDER) && present.every((f) => COHORT_ENTRIES.has(f));
+  if (present.length && !adopted)
     throw new UserError(
       `--out ${out} holds files of its own (${present.slice(0, 3).join(', ')}${present.length > 3 ? ', …' : ''}) and no cohort; name a new or empty folder`,
     );
-  writeJsonAtomic(file, { definition, definition_sha256: digest(definition) });
-  return false;
+  if (adopted)
+    log(`cohort: ${out} has no ${COHORT_FILE}: taken as this cohort's folder (every results line is checked against its receipt)`);
+  writeJsonAtomic(file, { definition, definition_sha256: digest(definition), working_folder: cwd });
+  return { resumed: adopted, workingFolder: cwd };
 }

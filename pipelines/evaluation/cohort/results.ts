@@ -7,27 +7,28 @@
 // estimators, how the agent's process ended, the reference). An undelivered episode (no valid
 // submission: the agent crashed, hung, flooded its output or exited without submitting) is a line
 // too, with its reason and the published undelivered score (an effect recovery of 0). Lines are
-// appended one per episode; a run that resumes keeps a line only when it is a whole line of one of
-// this cohort's episodes, once, naming its reference, with observations that are the reference's
-// utilities (anchors first, no more purchases than the budget) and a score that grade gives again to
-// the letter.
-import { existsSync } from 'node:fs';
+// appended one per episode as they end (for a run killed outright). Which lines count: those this
+// run wrote itself (kept in memory), and those of an earlier run that its episode's receipt and the
+// cohort's plan give again character for character (`earlierResults`: the line made again, the
+// shared estimators refitted); anything else an agent or anyone wrote into the file is left out, and
+// the file is rewritten to exactly the lines kept.
+import { closeSync, readSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as z from 'zod';
-import { readRegularFile } from '../../core/containment.ts';
+import { lstatOrNothing, openRegularFile, readRegularFile } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 import { writeFileAtomic } from '../../core/fsutil.ts';
 import { canonicalJson } from '../../core/hashing.ts';
 import type { Surface } from '../../analysis/effects.ts';
 import { agentScore, UNDELIVERED_SCORE } from '../../analysis/grade-records.ts';
-import { type GradeResult, gradeSurface, predictionFromJson } from '../../analysis/grade.ts';
+import { type GradeResult, gradeSurface } from '../../analysis/grade.ts';
 import { isObject, type Json, parseStrictJson } from '../../analysis/strict-json.ts';
 import { orderedJson, withMaskOrderedTables } from '../ordered-json.ts';
 import { allMasks, maskIndex } from '../../catalog/masks.ts';
-import { type EpisodeState, readEpisode } from '../episode.ts';
+import { EVENTS_FILE, type EpisodeState, readEpisode } from '../episode.ts';
 import type { SharedScores } from '../shared-scores.ts';
 import type { AgentOutcome } from './agent.ts';
-import type { PlannedEpisode } from './plan.ts';
+import type { CohortDefinition, PlannedEpisode } from './plan.ts';
 
 export const RESULTS_FILE = 'results.jsonl';
 /** The reason of an episode whose receipt could not be read after its agent ended (recorded with the anchors only). */
@@ -129,96 +130,216 @@ export const StoredResult = z.looseObject({
   observations: z.array(z.strictObject({ mask: z.string(), utility: z.number() })),
   credits_spent: z.number().int().nonnegative(),
   effect_recovery: z.number(),
+  undelivered_reason: z.string().nullable(),
   score: z.looseObject({ effect_recovery: z.number(), strict_effect_reconstruction: z.boolean() }),
   shared_degree1_score: Shared,
   shared_degree2_score: Shared,
   shared_gp_score: Shared,
+  reference: z.strictObject({ table_sha256: z.string(), plan_sha256: z.string() }),
 });
 export type StoredResult = z.infer<typeof StoredResult>;
 
-/** Why a line's observations are not its episode's purchases (undefined: they are): the reference's utilities, anchors first, then its receipt's. */
-function observationsProblem(
-  json: Record<string, Json>,
-  stored: StoredResult,
-  surface: Surface,
-  receipt?: EpisodeState,
-): string | undefined {
-  const width = surface.dimensions;
-  const masks = stored.observations.map((o) => o.mask);
-  if (
-    masks[0] !== '0'.repeat(width) ||
-    masks[1] !== '1'.repeat(width) ||
-    new Set(masks).size !== masks.length ||
-    canonicalJson(json.acquisition_order ?? null) !== canonicalJson(masks)
-  )
-    return 'observations that are not its acquisition order, anchors first';
-  if (stored.credits_spent !== masks.length - 2 || stored.credits_spent > stored.budget) return 'credits that are not its purchases';
-  for (const { mask, utility } of stored.observations)
-    if (maskIndex(mask, width) < 0 || utility !== surface.utilities[maskIndex(mask, width)])
-      return "an observation that is not the reference's";
-  // the line must be what its episode's receipt gives: its purchases in order, closed, delivered or not
-  // (a line copied from another episode, or written by an agent, is not)
-  if (!receipt) return undefined;
-  if (receipt.condition !== stored.condition || receipt.budget !== stored.budget || !receipt.closed)
-    return 'not what its episode receipt records';
-  const bought = receipt.observations.map((o) => ({ mask: o.mask, utility: o.utility }));
-  if (canonicalJson(bought) !== canonicalJson(stored.observations)) return 'observations that its episode receipt does not record';
-  if (stored.artifact_valid !== (receipt.submission !== null)) return 'a delivery its episode receipt does not record';
+/** How an agent's process ended, as a line stores it (what no receipt records: checked for its form only). */
+const StoredProcess = z.strictObject({
+  exit_code: z.number().int().nullable(),
+  signal: z.string().max(32).nullable(),
+  stopped: z.enum(['deadline', 'output', 'closed', 'stopped']).nullable(),
+  left_children: z.boolean(),
+  wall_seconds: z.number().nonnegative(),
+  stdout_bytes: z.number().int().nonnegative(),
+  stderr_bytes: z.number().int().nonnegative(),
+  output_truncated: z.boolean(),
+});
+const ISO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+/** The longest reason of an unreadable receipt a line may give (the prefix and 300 characters of the error). */
+const UNUSABLE_REASON_MAX = UNUSABLE_RECEIPT.length + 2 + 300;
+
+/** The free anchors of a condition ([mask, utility] of all options off, then all on): what an unreadable receipt leaves. */
+export function anchorsOf(surface: Surface): [string, number][] {
+  const d = surface.dimensions;
+  return [
+    ['0'.repeat(d), surface.utilities[0]!],
+    ['1'.repeat(d), surface.utilities[2 ** d - 1]!],
+  ];
+}
+
+/** The path of the first number in `value` that is not finite (NaN, ±Infinity: no JSON form), or undefined. */
+export function nonFinitePath(value: unknown, path = ''): string | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : path || '(top)';
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [key, v] of Object.entries(value)) {
+    const found = nonFinitePath(v, path ? `${path}.${key}` : key);
+    if (found) return found;
+  }
   return undefined;
 }
 
-/** Why a results line is not a verified result of its planned episode (undefined: it is). */
-function resultProblem(
-  json: Record<string, Json>,
-  stored: StoredResult,
-  plan: PlannedEpisode,
-  surface: Surface,
-  receipt?: EpisodeState,
-): string | undefined {
-  if (plan.condition.id !== stored.condition || plan.budget !== stored.budget || plan.repeat !== stored.repeat || plan.id !== stored.job_id)
-    return 'not its episode';
-  if (canonicalJson(json.reference ?? null) !== canonicalJson(plan.condition.reference)) return 'another reference';
-  const problem = observationsProblem(json, stored, surface, receipt);
-  if (problem) return problem;
-  if (!stored.artifact_valid)
-    return canonicalJson(json.score) === canonicalJson(UNDELIVERED_SCORE) && stored.effect_recovery === 0
-      ? undefined
-      : 'an undelivered score that is not the published one';
-  if (!isObject(json.score)) return 'a delivery without a score';
-  // the receipt's submission when there is one, else the line's own table
-  const table = receipt?.submission?.prediction_table;
-  const width = surface.dimensions;
-  const predicted = table
-    ? allMasks(width).map((m) => table[m]!)
-    : predictionFromJson(json.score.prediction_table ?? null, width, 'prediction_table');
-  const again = gradeSurface(surface, predicted, { observed: stored.observations.map((o) => o.mask) });
-  // every field to the letter (the key order aside)
-  if (canonicalJson(json.score) !== canonicalJson(agentScore(surface, again))) return 'a score that grade does not give';
-  return stored.effect_recovery === again.effect_recovery ? undefined : 'an effect recovery that is not its score';
+/** What re-derives a line: the cohort's definition and folder, the references fixed at its start, the shared estimators. */
+export interface ResultContext {
+  definition: CohortDefinition;
+  /** The records' `cohort` (recordCohort). */
+  cohort: string;
+  /** The folder of the episodes' folders. */
+  episodes: string;
+  surfaceOf: (condition: string) => Surface;
+  /** The shared estimators refitted on observations in acquisition order, with the gains of `own` over them. */
+  refit: (surface: Surface, observations: readonly (readonly [string, number])[], own: number) => Promise<SharedScores>;
 }
 
-export interface KeptResults {
-  results: StoredResult[];
-  /** Lines left out (torn, not of this cohort, repeated). */
-  dropped: number;
+/** Why a receipt is not one of `plan`'s episode as this cohort starts it, closed (undefined: it is). */
+export function receiptProblem(state: EpisodeState, plan: PlannedEpisode, definition: CohortDefinition): string | undefined {
+  if (state.condition !== plan.condition.id || state.budget !== plan.budget) return 'its receipt is of another condition or budget';
+  const { table_sha256, plan_sha256 } = plan.condition.reference;
+  if (state.reference.table_sha256 !== table_sha256 || state.reference.plan_sha256 !== plan_sha256)
+    return `its receipt was played on another reference (table sha256 ${state.reference.table_sha256.slice(0, 12)}…, the cohort's ${table_sha256.slice(0, 12)}…)`;
+  if (canonicalJson(state.labels) !== canonicalJson(definition.labels)) return 'its receipt carries other labels';
+  const { calls, call_seconds, session_seconds } = state.limits;
+  if (calls !== definition.calls || call_seconds !== definition.call_seconds || session_seconds !== definition.session_seconds)
+    return 'its receipt has other limits';
+  return state.closed ? undefined : 'its receipt records an episode still open';
+}
+
+/** Why the first line of an episode's events log is not its start by this cohort (undefined: it is). */
+export function startProblem(dir: string, plan: PlannedEpisode): string | undefined {
+  let head: Buffer;
+  try {
+    const { fd } = openRegularFile(join(dir, EVENTS_FILE), 'events log');
+    try {
+      const block = Buffer.alloc(64 << 10);
+      head = block.subarray(0, readSync(fd, block, 0, block.length, 0));
+    } finally {
+      closeSync(fd);
+    }
+  } catch (error) {
+    if (error instanceof UserError) return 'no receipt in its episode folder';
+    throw error;
+  }
+  const end = head.indexOf(0x0a);
+  let start: Json;
+  try {
+    start = parseStrictJson(head.subarray(0, end < 0 ? head.length : end).toString('utf8'), 'a start');
+  } catch (error) {
+    if (error instanceof UserError) return 'a receipt without its start';
+    throw error;
+  }
+  const reference = isObject(start) && isObject(start.reference) ? start.reference : undefined;
+  return isObject(start) &&
+    start.action === 'start' &&
+    start.condition === plan.condition.id &&
+    start.budget === plan.budget &&
+    reference?.table_sha256 === plan.condition.reference.table_sha256
+    ? undefined
+    : 'a receipt that is not the start of this episode';
 }
 
 /**
- * The verified lines of `file` that are results of `planned` episodes, once each (the first), the file
- * rewritten without the others; none when the file is missing. With `episodes` (the folder of the
- * episodes' folders), each line must also agree with its episode's receipt.
+ * Why `line` is not the line its episode's receipt and the cohort's plan give (undefined: it is). The
+ * line is made again from them (every field but how the agent's process ended and the times, which
+ * only their form is checked of), the shared estimators refitted, and compared character for
+ * character. A line needs a receipt in its episode's folder: a readable one, or one whose start is
+ * this episode's and the line the undelivered one of an unreadable receipt.
  */
-export function keepResults(
-  file: string,
-  planned: readonly PlannedEpisode[],
-  surfaceOf: (condition: string) => Surface,
-  episodes?: string,
-): KeptResults {
-  const kept: KeptResults = { results: [], dropped: 0 };
-  if (!existsSync(file)) return kept;
+async function lineProblem(
+  line: string,
+  json: Record<string, Json>,
+  plan: PlannedEpisode,
+  context: ResultContext,
+): Promise<string | undefined> {
+  const { definition } = context;
+  const process = StoredProcess.safeParse(json.process);
+  const [startedAt, finishedAt] = [json.started_at, json.finished_at];
+  if (
+    !process.success ||
+    typeof startedAt !== 'string' ||
+    typeof finishedAt !== 'string' ||
+    !ISO_TIME.test(startedAt) ||
+    !ISO_TIME.test(finishedAt)
+  )
+    return "a line without its agent's process or times";
+  const dir = join(context.episodes, plan.id);
+  if (!lstatOrNothing(dir)?.isDirectory()) return 'no folder of its episode';
+  const surface = context.surfaceOf(plan.condition.id);
+  let state: EpisodeState | undefined;
+  try {
+    state = readEpisode(dir);
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+  }
+  const base = { planned: plan, labels: definition.labels, agent: definition.agent, cohort: context.cohort, surface };
+  let result: Omit<EpisodeResult, 'shared'>;
+  if (state) {
+    const problem = receiptProblem(state, plan, definition);
+    if (problem) return problem;
+    const width = surface.dimensions;
+    if (state.observations.some((o) => maskIndex(o.mask, width) < 0 || o.utility !== surface.utilities[maskIndex(o.mask, width)]))
+      return "its receipt records utilities that are not the reference's";
+    const table = state.submission?.prediction_table;
+    const observed = state.observations.map((o) => o.mask);
+    result = {
+      ...base,
+      observations: state.observations.map((o) => [o.mask, o.utility] as const),
+      score: table
+        ? gradeSurface(
+            surface,
+            allMasks(surface.dimensions).map((m) => table[m]!),
+            { observed },
+          )
+        : undefined,
+      undeliveredReason: state.ended?.reason,
+      calculationCalls: state.calls_used,
+      process: process.data,
+      startedAt,
+      finishedAt,
+    };
+  } else {
+    const reason = json.undelivered_reason;
+    if (typeof reason !== 'string' || !reason.startsWith(`${UNUSABLE_RECEIPT}: `) || reason.length > UNUSABLE_REASON_MAX)
+      return 'its receipt cannot be read';
+    const problem = startProblem(dir, plan);
+    if (problem) return problem;
+    result = {
+      ...base,
+      observations: anchorsOf(surface),
+      undeliveredReason: reason,
+      calculationCalls: 0,
+      process: process.data,
+      startedAt,
+      finishedAt,
+    };
+  }
+  const shared = await context.refit(surface, result.observations, result.score?.effect_recovery ?? 0);
+  return resultLine({ ...result, shared }) === line ? undefined : 'not the line its receipt and the plan give';
+}
+
+export interface EarlierResults {
+  /** The verified line of each episode (the first one), by episode id. */
+  lines: Map<string, string>;
+  /** Lines left out (torn, not of this cohort, repeated, not what their receipt gives). */
+  dropped: number;
+  /** Why the line of an episode that has none verified was left out. */
+  problems: Map<string, string>;
+  /** Why the file could not be read at all (a FIFO, too large): no line kept. */
+  unreadable?: string;
+}
+
+/** The results file's text, or a UserError (a FIFO, a link, too large). */
+function resultsText(file: string): string {
+  return readRegularFile(file, 'results file', RESULTS_MAX_BYTES).toString('utf8');
+}
+
+/** The lines of `file` (an earlier run's) that are results of `planned` episodes, each verified against its receipt, once each. */
+export async function earlierResults(file: string, planned: readonly PlannedEpisode[], context: ResultContext): Promise<EarlierResults> {
+  const kept: EarlierResults = { lines: new Map(), dropped: 0, problems: new Map() };
+  if (!lstatOrNothing(file)) return kept;
+  let text: string;
+  try {
+    text = resultsText(file);
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    return { ...kept, unreadable: error.message };
+  }
   const byId = new Map(planned.map((p) => [p.id, p]));
-  const lines: string[] = [];
-  for (const line of readRegularFile(file, 'results file', RESULTS_MAX_BYTES).toString('utf8').split('\n')) {
+  for (const line of text.split('\n')) {
     if (line.trim() === '') continue;
     let json: Json;
     try {
@@ -228,34 +349,42 @@ export function keepResults(
       kept.dropped++;
       continue;
     }
-    const parsed = StoredResult.safeParse(json);
-    const plan = parsed.success ? byId.get(parsed.data.episode) : undefined;
-    if (!parsed.success || !isObject(json) || !plan || kept.results.some((r) => r.episode === parsed.data.episode)) {
+    const plan = isObject(json) && typeof json.episode === 'string' ? byId.get(json.episode) : undefined;
+    if (!plan || !isObject(json) || kept.lines.has(plan.id) || !StoredResult.safeParse(json).success) {
       kept.dropped++;
       continue;
     }
     let problem: string | undefined;
     try {
-      let receipt: EpisodeState | undefined;
-      try {
-        receipt = episodes === undefined ? undefined : readEpisode(join(episodes, plan.id));
-      } catch (error) {
-        // an unreadable receipt backs only its own line: undelivered, the anchors alone
-        const reason = typeof json.undelivered_reason === 'string' ? json.undelivered_reason : '';
-        if (!(error instanceof UserError) || !reason.startsWith(UNUSABLE_RECEIPT) || parsed.data.credits_spent !== 0) throw error;
-      }
-      problem = resultProblem(json, parsed.data, plan, surfaceOf(plan.condition.id), receipt);
+      problem = await lineProblem(line, json, plan, context);
     } catch (error) {
       if (!(error instanceof UserError)) throw error;
-      problem = 'an invalid prediction table or episode receipt';
+      problem = error.message.split('\n')[0]!.slice(0, 300);
     }
     if (problem) {
       kept.dropped++;
-      continue;
+      kept.problems.set(plan.id, problem);
+    } else {
+      kept.lines.set(plan.id, line);
+      kept.problems.delete(plan.id);
     }
-    kept.results.push(parsed.data);
-    lines.push(line);
   }
-  if (kept.dropped) writeFileAtomic(file, lines.map((l) => `${l}\n`).join(''));
   return kept;
+}
+
+/** How many lines of `file` are not among `kept` (what a rewrite leaves out); 0 when it cannot be read. */
+export function linesNotKept(file: string, kept: ReadonlySet<string>): number {
+  try {
+    return resultsText(file)
+      .split('\n')
+      .filter((l) => l.trim() !== '' && !kept.has(l)).length;
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    return 0;
+  }
+}
+
+/** Rewrites the results file (atomically) to exactly `lines`. */
+export function writeResults(file: string, lines: readonly string[]): void {
+  writeFileAtomic(file, lines.map((l) => `${l}\n`).join(''));
 }

@@ -1,16 +1,20 @@
 // `wwref cohort run`: one agent over conditions × budgets × repeats. One process serves every episode
 // of the run (episodes-server.ts, each episode at its own URL with its own token), one controls worker
-// fits the shared estimators for all of them, and up to `parallel` agents run at once. For each
-// episode: start it in OUT/episodes/<id>, run the agent once (agent.ts) with the endpoint in its
-// environment, stop serving it, score it (undelivered included) and append its results line. The
-// controls of the same cells are computed meanwhile (they need no agent); then the summaries. Ctrl-C
-// stops every agent and leaves the folder resumable: the same command skips the finished episodes
-// and starts the unfinished ones again (their folders kept under OUT/interrupted/).
-import { readFileSync, renameSync } from 'node:fs';
+// fits the shared estimators for all of them (started again once if it dies), and up to `parallel`
+// agents run at once. For each episode: create its folder OUT/episodes/<id> (never through a link; an
+// entry planted there is set aside), start it on the references fixed at the cohort's start, run the
+// agent once (agent.ts) with the endpoint in its environment, stop serving it, score it (undelivered
+// included) and append its results line. One episode that cannot be started, scored or recorded is
+// left out, with why, and the cohort goes on. The controls of the same cells are computed meanwhile
+// (they need no agent); then the summaries, from the lines this run wrote and those of an earlier run
+// that their receipts give again (results.ts), never from what else the results file holds. Ctrl-C
+// stops every agent and leaves the folder resumable: the same command skips the finished episodes and
+// starts the unfinished ones again (their folders kept under OUT/interrupted/).
+import { closeSync, mkdirSync, readSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { lstatOrNothing } from '../../core/containment.ts';
+import { lstatOrNothing, openRegularFile, realPath } from '../../core/containment.ts';
 import { Interrupted, UserError } from '../../core/errors.ts';
-import { appendNoFollow, makeDirs } from '../../core/fsutil.ts';
+import { appendNoFollow, fsError, makeDirs } from '../../core/fsutil.ts';
 import { ROOT } from '../../core/paths.ts';
 import { Progress } from '../../core/progress.ts';
 import type { Settings } from '../../core/settings.ts';
@@ -19,13 +23,14 @@ import { type GradeResult, referenceSurface } from '../../analysis/grade.ts';
 import { THREAD_ENV } from '../../execution/launcher.ts';
 import type { PythonWorker } from '../../execution/python-worker.ts';
 import { profileEnvironment } from '../../core/profiles.ts';
+import { ReferenceStore } from '../../references/store.ts';
 import { lockFolder } from '../../references/lock.ts';
 import type { StoredRecord } from '../controls/records.ts';
 import { startControlsWorker } from '../controls/worker.ts';
-import { endEpisode, episodeStatus, scoreEpisode, STATE_FILE, startEpisode } from '../episode.ts';
+import { endEpisode, episodeStatus, readEpisode, scoreEpisode, STATE_FILE, startEpisode } from '../episode.ts';
 import { type EpisodesServer, serveEpisodes } from '../episodes-server.ts';
-import type { SharedScores } from '../shared-scores.ts';
-import { AGENT_GROUP_FILE, runAgent, stopLeftAgent } from './agent.ts';
+import { type SharedScores, sharedScores } from '../shared-scores.ts';
+import { AGENT_GROUP_FILE, type AgentOutcome, runAgent, stopLeftAgent } from './agent.ts';
 import { cohortControls } from './baselines.ts';
 import { type CohortFiles, writeCohortSummaries } from './outputs.ts';
 import {
@@ -38,8 +43,22 @@ import {
   type PlannedEpisode,
   plannedEpisodes,
 } from './plan.ts';
-import { keepResults, RESULTS_FILE, recordCohort, resultLine, UNUSABLE_RECEIPT, undeliveredReason } from './results.ts';
-import { sharedScores } from '../shared-scores.ts';
+import {
+  anchorsOf,
+  earlierResults,
+  type EpisodeResult,
+  linesNotKept,
+  nonFinitePath,
+  RESULTS_FILE,
+  type ResultContext,
+  receiptProblem,
+  recordCohort,
+  resultLine,
+  StoredResult,
+  UNUSABLE_RECEIPT,
+  undeliveredReason,
+  writeResults,
+} from './results.ts';
 
 export interface CohortOptions extends CohortRequest {
   /** The output folder, already checked (cli/output-path.ts). */
@@ -84,12 +103,66 @@ function agentEnvironment(
   };
 }
 
-/** Whether the episode's copy of its state says it is closed (read often while its agent runs: never throws). */
+/** At most `max` bytes from the start of a regular file in an agent's reach: never follows a link, never blocks (a FIFO is refused). */
+function readHead(path: string, what: string, max: number): string {
+  const { fd } = openRegularFile(path, what);
+  try {
+    const block = Buffer.alloc(max);
+    return block.subarray(0, readSync(fd, block, 0, max, 0)).toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Whether the episode's copy of its state says it is closed (read often while its agent runs: never throws, never blocks). */
 function closedNow(dir: string): boolean {
   try {
-    return (JSON.parse(readFileSync(join(dir, STATE_FILE), 'utf8')) as { closed?: unknown }).closed === true;
+    return (JSON.parse(readHead(join(dir, STATE_FILE), 'episode state', 16 << 20)) as { closed?: unknown }).closed === true;
   } catch {
     return false;
+  }
+}
+
+/** The shared estimators' worker: started once, started again when it dies (a killed process), at most a few times a run. */
+class SharedFitter {
+  private current: Promise<PythonWorker> | undefined;
+  private restarts = 0;
+  constructor(
+    private readonly settings: Settings,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  start(): void {
+    if (this.current) return;
+    this.current = startControlsWorker(this.settings);
+    this.current.catch(() => undefined); // its failure is met where it is awaited
+  }
+
+  /** The three shared scores of `observations`; a UserError (one line) when they cannot be fitted. */
+  async fit(surface: Surface, observations: readonly (readonly [string, number])[], own: number): Promise<SharedScores> {
+    for (let attempt = 0; ; attempt++) {
+      this.start();
+      const worker = this.current!;
+      try {
+        return await sharedScores(await worker, surface, observations, own);
+      } catch (error) {
+        const message = (error as Error).message.split('\n')[0]!;
+        // a worker killed while it fits (WorkerCrash) or while it starts: started again, once for this fit
+        if (attempt > 0 || this.restarts >= 3) throw new UserError(`the shared estimators could not be fitted: ${message}`);
+        if (this.current === worker) {
+          this.restarts++;
+          this.log(`cohort: the controls worker fitting the shared estimators ended (${message}); started again`);
+          this.current = undefined;
+          void worker.then((w) => w.close()).catch(() => undefined);
+        }
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    const worker = this.current;
+    this.current = undefined;
+    await (await worker?.catch(() => undefined))?.close().catch(() => undefined);
   }
 }
 
@@ -98,17 +171,97 @@ interface Shared {
   definition: CohortDefinition;
   options: CohortOptions;
   server: EpisodesServer;
-  /** The controls worker fitting the shared estimators (started with the first agents, awaited when first needed). */
-  worker: Promise<PythonWorker>;
+  fitter: SharedFitter;
   surfaceOf: (condition: string) => Surface;
+  /** Where the agents run: the folder the cohort was first started in (cohort.json). */
+  cwd: string;
+  /** The lines this run wrote, by episode id: they count, whatever the results file holds. */
+  own: Map<string, string>;
+  /** Why each episode this run could not record was left out. */
+  leftOut: Map<string, string>;
   kills: Set<() => void>;
   stopped: () => boolean;
 }
 
-/** One episode from start to its results line; undefined when the run was stopped meanwhile (no line). */
+/** Why the condition's reference in the cohort's folder is not the one fixed at the cohort's start (undefined: it is). */
+function referenceChange(settings: Settings, definition: CohortDefinition, plan: PlannedEpisode): string | undefined {
+  const { id, reference } = plan.condition;
+  const store = new ReferenceStore(definition.references, settings.paths);
+  try {
+    const manifest = store.requireManifest();
+    const entry = manifest.conditions[id];
+    if (entry?.table_sha256 === reference.table_sha256 && entry.plan_sha256 === reference.plan_sha256) {
+      store.table(id, manifest); // its bytes are the manifest's
+      return undefined;
+    }
+    return (
+      `the reference of ${id} in ${store.dir} changed since the cohort started (table sha256 ${reference.table_sha256.slice(0, 12)}… ` +
+      `-> ${entry?.table_sha256.slice(0, 12) ?? 'none'}…, plan sha256 ${reference.plan_sha256.slice(0, 12)}… -> ${entry?.plan_sha256.slice(0, 12) ?? 'none'}…)`
+    );
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    return `the reference of ${id} cannot be read as at the cohort's start: ${error.message.split('\n')[0]}`;
+  }
+}
+
+/** A real folder (not a link) at `path`, created when missing; a UserError otherwise. */
+function realFolder(path: string): void {
+  if (!lstatOrNothing(path)) makeDirs(path);
+  const stats = lstatOrNothing(path);
+  if (!stats?.isDirectory()) throw new UserError(`${path} is not a folder of the cohort (a link or a file was put there); refused`);
+}
+
+/**
+ * The episode's folder, created by the cohort itself: whatever an agent put at its name beforehand (a
+ * folder, a link to elsewhere) is set aside under OUT/interrupted/ first, and nothing is followed.
+ */
+function freshEpisodeFolder(out: string, id: string, log: (line: string) => void): string {
+  const episodes = join(out, EPISODES_FOLDER);
+  realFolder(episodes);
+  const dir = join(episodes, id);
+  if (lstatOrNothing(dir)) {
+    realFolder(join(out, INTERRUPTED_FOLDER));
+    const aside = join(out, INTERRUPTED_FOLDER, `${id}.planted.${Date.now()}`);
+    try {
+      renameSync(dir, aside); // a link is moved itself, never what it points to
+    } catch (error) {
+      throw fsError(error, 'set aside', dir);
+    }
+    log(`cohort: ${id}: something was already at ${dir} before the episode started: set aside as ${aside}`);
+  }
+  try {
+    mkdirSync(dir);
+  } catch (error) {
+    throw fsError(error, 'create', dir);
+  }
+  if (!lstatOrNothing(dir)?.isDirectory() || realPath(dir) !== join(realPath(episodes), id))
+    throw new UserError(`the episode folder ${dir} was replaced as it was created; refused`);
+  return dir;
+}
+
+/** Leaves an episode out of the results, said on stderr. */
+function leaveOut(shared: Shared, id: string, reason: string): { delivered: boolean; agentSeconds: number } {
+  shared.leftOut.set(id, reason);
+  shared.options.log(`cohort: ${id} left out: ${reason}`);
+  return { delivered: false, agentSeconds: 0 };
+}
+
+/** One episode from start to its results line; undefined when the run was stopped meanwhile (no line). Never throws for one bad episode. */
 async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ delivered: boolean; agentSeconds: number } | undefined> {
+  try {
+    return await playEpisode(shared, planned);
+  } catch (error) {
+    if (shared.stopped()) return undefined;
+    const message = (error as Error).message?.split('\n')[0] ?? String(error);
+    return leaveOut(shared, planned.id, error instanceof UserError ? message : `an internal error: ${message}`);
+  }
+}
+
+async function playEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ delivered: boolean; agentSeconds: number } | undefined> {
   const { settings, definition, options, server } = shared;
-  const dir = join(options.out, EPISODES_FOLDER, planned.id);
+  const changed = referenceChange(settings, definition, planned);
+  if (changed) return leaveOut(shared, planned.id, `${changed}: not started`);
+  const dir = freshEpisodeFolder(options.out, planned.id, options.log);
   const startedAt = new Date().toISOString();
   await startEpisode(settings, {
     dir,
@@ -120,13 +273,21 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
     calls: definition.calls,
     callSeconds: definition.call_seconds,
   });
+  // the references fixed at the cohort's start, the episode's own at its start: the same, or not played
+  const identity = readEpisode(dir).reference;
+  const { table_sha256, plan_sha256 } = planned.condition.reference;
+  if (identity.table_sha256 !== table_sha256 || identity.plan_sha256 !== plan_sha256) {
+    const why = referenceChange(settings, definition, planned) ?? 'its reference is not the one fixed at the cohort start';
+    await endEpisode(settings, dir, why).catch(() => undefined);
+    return leaveOut(shared, planned.id, `${why}: not played`);
+  }
   const endpoint = server.add(planned.id, dir);
   let kill: (() => void) | undefined;
-  let outcome: Awaited<ReturnType<typeof runAgent>>;
+  let outcome: AgentOutcome;
   try {
     outcome = await runAgent({
       command: definition.agent,
-      cwd: process.cwd(),
+      cwd: shared.cwd,
       env: agentEnvironment(settings, definition, endpoint, dir, planned.id),
       deadlineSeconds: definition.session_seconds,
       stdoutFile: join(dir, 'agent.stdout'),
@@ -144,91 +305,108 @@ async function runEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ de
     if (kill) shared.kills.delete(kill);
   }
   if (outcome.stopped === 'stopped' || shared.stopped()) return undefined;
-  try {
-    return await closeAndScore(shared, planned, dir, outcome, startedAt);
-  } catch (error) {
-    if (!(error instanceof UserError)) throw error;
-    // a receipt the agent (or anyone) made unreadable: undelivered, with the free anchors only
-    const surface = shared.surfaceOf(planned.condition.id);
-    const d = planned.condition.dimensions;
-    const anchors = [
-      ['0'.repeat(d), surface.utilities[0]!],
-      ['1'.repeat(d), surface.utilities[2 ** d - 1]!],
-    ] as const;
-    const line = resultLine({
-      planned,
-      labels: definition.labels,
-      agent: definition.agent,
-      cohort: recordCohort(definition.labels, options.out),
-      surface,
-      observations: anchors,
-      undeliveredReason: `${UNUSABLE_RECEIPT}: ${error.message.slice(0, 300)}`,
-      calculationCalls: 0,
-      process: outcome,
-      shared: await sharedScores(await shared.worker, surface, anchors, 0),
-      startedAt,
-      finishedAt: new Date().toISOString(),
-    });
-    appendNoFollow(join(options.out, RESULTS_FILE), `${line}\n`);
-    return { delivered: false, agentSeconds: outcome.wall_seconds };
-  }
+  return recordEpisode(shared, planned, dir, outcome, startedAt);
 }
 
-/** Ends an episode its agent left open, scores it and appends its results line. */
-async function closeAndScore(
+/** Scores an episode whose agent ended, and records its line (appended, and kept in memory: it counts). */
+async function recordEpisode(
   shared: Shared,
   planned: PlannedEpisode,
   dir: string,
-  outcome: Awaited<ReturnType<typeof runAgent>>,
+  outcome: AgentOutcome,
   startedAt: string,
 ): Promise<{ delivered: boolean; agentSeconds: number }> {
   const { settings, definition, options } = shared;
-  // an agent that did not submit: its episode is ended (logged with why), then scored as undelivered
-  let reason = (await episodeStatus(settings, dir)).closed ? undefined : undeliveredReason(outcome, definition.session_seconds);
-  if (reason !== undefined)
-    try {
-      await endEpisode(settings, dir, reason);
-    } catch (error) {
-      // a request the agent sent before it ended may have closed the episode meanwhile (a submission)
-      if (!(error instanceof UserError) || !(await episodeStatus(settings, dir)).closed) throw error;
-      reason = undefined;
-    }
-  // read once closed: a purchase still in flight when the agent ended is in the receipt, so in the line
-  const status = await episodeStatus(settings, dir);
-  const { shared_degree1_score, shared_degree2_score, shared_gp_score, recovery_gain_over_shared, ...score } = await scoreEpisode(
-    settings,
-    dir,
-    { worker: await shared.worker },
-  );
-  const line = resultLine({
+  let result: Omit<EpisodeResult, 'shared' | 'finishedAt'>;
+  try {
+    result = await scoredResult(shared, planned, dir, outcome, startedAt);
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    // the references moved under the episode: not the agent's doing, and no score on either table
+    const changed = referenceChange(settings, definition, planned);
+    if (changed) return leaveOut(shared, planned.id, `${changed}: its score is not recorded`);
+    // a receipt the agent (or anyone) made unreadable: undelivered, with the free anchors only
+    const surface = shared.surfaceOf(planned.condition.id);
+    result = {
+      ...lineBase(shared, planned, outcome, startedAt),
+      observations: anchorsOf(surface),
+      undeliveredReason: `${UNUSABLE_RECEIPT}: ${error.message.split('\n')[0]!.slice(0, 300)}`,
+      calculationCalls: 0,
+    };
+  }
+  const fitted = await shared.fitter.fit(result.surface, result.observations, result.score?.effect_recovery ?? 0);
+  // a number without a JSON form (NaN) is refused here, at the line's door, not met by a reader
+  const bad = nonFinitePath({ score: result.score ?? null, shared: fitted });
+  if (bad) return leaveOut(shared, planned.id, `its score would hold a number that is not finite (${bad}); not recorded`);
+  const line = resultLine({ ...result, shared: fitted, finishedAt: new Date().toISOString() });
+  shared.own.set(planned.id, line);
+  try {
+    appendNoFollow(join(options.out, RESULTS_FILE), `${line}\n`);
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    options.log(`cohort: ${error.message} (the line of ${planned.id} is kept, and written with the others at the end)`);
+  }
+  if (result.undeliveredReason !== undefined) {
+    // said where the researcher looks: why, and the agent's own last word on it (a missing environment…)
+    const said = lastLine(join(dir, 'agent.stderr'));
+    options.log(
+      `cohort: ${planned.id} undelivered: ${result.undeliveredReason}${said ? `; its stderr ends: ${said}` : ''} (${join(dir, 'agent.stderr')})`,
+    );
+  }
+  return { delivered: result.score !== undefined, agentSeconds: outcome.wall_seconds };
+}
+
+/** The fields of a line that come from the plan and the agent's run. */
+function lineBase(shared: Shared, planned: PlannedEpisode, outcome: AgentOutcome, startedAt: string) {
+  const { definition, options } = shared;
+  return {
     planned,
     labels: definition.labels,
     agent: definition.agent,
     cohort: recordCohort(definition.labels, options.out),
     surface: shared.surfaceOf(planned.condition.id),
-    observations: status.observations.map((o) => [o.mask, o.utility] as const),
-    score: score.delivered ? (score as GradeResult) : undefined,
-    undeliveredReason: reason,
-    calculationCalls: score.calls_used,
     process: outcome,
-    shared: { shared_degree1_score, shared_degree2_score, shared_gp_score, recovery_gain_over_shared } as SharedScores,
     startedAt,
-    finishedAt: new Date().toISOString(),
-  });
-  appendNoFollow(join(options.out, RESULTS_FILE), `${line}\n`);
-  if (reason !== undefined) {
-    // said where the researcher looks: why, and the agent's own last word on it (a missing environment…)
-    const said = lastLine(join(dir, 'agent.stderr'));
-    options.log(`cohort: ${planned.id} undelivered: ${reason}${said ? `; its stderr ends: ${said}` : ''} (${join(dir, 'agent.stderr')})`);
-  }
-  return { delivered: score.delivered, agentSeconds: outcome.wall_seconds };
+  };
+}
+
+/** Ends an episode its agent left open and scores it: the result its receipt gives (a UserError when it cannot be read). */
+async function scoredResult(
+  shared: Shared,
+  planned: PlannedEpisode,
+  dir: string,
+  outcome: AgentOutcome,
+  startedAt: string,
+): Promise<Omit<EpisodeResult, 'shared' | 'finishedAt'>> {
+  const { settings, definition } = shared;
+  // an agent that did not submit: its episode is ended (logged with why), then scored as undelivered
+  if (!(await episodeStatus(settings, dir)).closed)
+    try {
+      await endEpisode(settings, dir, undeliveredReason(outcome, definition.session_seconds));
+    } catch (error) {
+      // a request the agent sent before it ended may have closed the episode meanwhile (a submission)
+      if (!(error instanceof UserError) || !(await episodeStatus(settings, dir)).closed) throw error;
+    }
+  // read once closed: a purchase still in flight when the agent ended is in the receipt, so in the line
+  const score = await scoreEpisode(settings, dir, { shared: false });
+  const state = readEpisode(dir);
+  const problem = receiptProblem(state, planned, definition);
+  if (problem) throw new UserError(problem);
+  if (score.delivered !== (state.submission !== null)) throw new UserError('its receipt changed while it was scored');
+  return {
+    ...lineBase(shared, planned, outcome, startedAt),
+    observations: state.observations.map((o) => [o.mask, o.utility] as const),
+    score: score.delivered ? (score as GradeResult) : undefined,
+    undeliveredReason: state.ended?.reason,
+    calculationCalls: state.calls_used,
+  };
 }
 
 /** The last line of text in `file` (an agent's kept stderr, at most 1 MiB), printable and at most 300 characters; '' if none. */
 function lastLine(file: string): string {
   let text = '';
   try {
-    text = readFileSync(file, 'utf8');
+    text = readHead(file, 'agent stderr', 1 << 20);
   } catch {
     return '';
   }
@@ -243,60 +421,105 @@ function lastLine(file: string): string {
 /** Keeps the folder of an episode an earlier run left unfinished under OUT/interrupted/, so that it can start afresh. */
 function setAside(out: string, id: string): void {
   const dir = join(out, EPISODES_FOLDER, id);
-  if (!lstatOrNothing(dir)) return;
-  stopLeftAgent(join(dir, AGENT_GROUP_FILE)); // what the agent of a killed run (kill -9) left running
-  makeDirs(join(out, INTERRUPTED_FOLDER));
+  const stats = lstatOrNothing(dir);
+  if (!stats) return;
+  if (stats.isDirectory()) stopLeftAgent(join(dir, AGENT_GROUP_FILE)); // what the agent of a killed run (kill -9) left running
+  realFolder(join(out, INTERRUPTED_FOLDER));
   renameSync(dir, join(out, INTERRUPTED_FOLDER, `${id}.${Date.now()}`));
 }
+
+/** Every condition's reference surface, read once at the cohort's start and checked against the identity its definition fixed. */
+function fixedSurfaces(settings: Settings, definition: CohortDefinition): (condition: string) => Surface {
+  const surfaces = new Map<string, Surface>();
+  for (const plan of plannedEpisodes(definition).filter((p) => p.repeat === 0)) {
+    if (surfaces.has(plan.condition.id)) continue;
+    const changed = referenceChange(settings, definition, plan);
+    if (changed) throw new UserError(`${changed}; the cohort cannot go on with it`);
+    surfaces.set(plan.condition.id, referenceSurface(settings, plan.condition.id, definition.references));
+  }
+  return (condition) => {
+    const surface = surfaces.get(condition);
+    if (!surface) throw new UserError(`${condition} is not a condition of this cohort`);
+    return surface;
+  };
+}
+
+/** What a run needs before its episodes start. */
+type RunState = Pick<Shared, 'settings' | 'definition' | 'options' | 'fitter' | 'surfaceOf' | 'cwd' | 'own' | 'leftOut'>;
 
 export async function runCohort(settings: Settings, options: CohortOptions): Promise<CohortOutcome> {
   const started = Date.now();
   const definition = defineCohort(settings, options);
   const out = options.out;
-  const surfaces = new Map<string, Surface>();
-  const surfaceOf = (condition: string) => {
-    let surface = surfaces.get(condition);
-    if (!surface) {
-      surface = referenceSurface(settings, condition, definition.references);
-      surfaces.set(condition, surface);
-    }
-    return surface;
-  };
   const release = await lockFolder(out, 0);
-  let reused = 0;
+  const resultsFile = join(out, RESULTS_FILE);
+  const planned = plannedEpisodes(definition);
+  const fitter = new SharedFitter(settings, options.log);
+  const own = new Map<string, string>();
+  const leftOut = new Map<string, string>();
+  let earlier: Awaited<ReturnType<typeof earlierResults>> | undefined;
   let agentSeconds = 0;
   let controls: Promise<StoredRecord[]> | undefined;
-  const resultsFile = join(out, RESULTS_FILE);
+  const kept = () => planned.flatMap((p) => own.get(p.id) ?? earlier?.lines.get(p.id) ?? []);
+  let dropped = 0;
   try {
-    claimCohortFolder(out, definition);
-    const planned = plannedEpisodes(definition);
-    const kept = keepResults(resultsFile, planned, surfaceOf, join(out, EPISODES_FOLDER));
-    reused = kept.results.length;
-    const finished = new Set(kept.results.map((r) => r.episode));
-    const todo = planned.filter((p) => !finished.has(p.id));
-    if (reused || kept.dropped)
+    const { workingFolder } = claimCohortFolder(out, definition, process.cwd(), options.log);
+    const surfaceOf = fixedSurfaces(settings, definition);
+    const context: ResultContext = {
+      definition,
+      cohort: recordCohort(definition.labels, out),
+      episodes: join(out, EPISODES_FOLDER),
+      surfaceOf,
+      refit: (surface, observations, recovery) => fitter.fit(surface, observations, recovery),
+    };
+    earlier = await earlierResults(resultsFile, planned, context);
+    if (earlier.unreadable) options.log(`cohort: ${earlier.unreadable}: no earlier line kept; it is written again at the end`);
+    const reused = earlier.lines.size;
+    const todo = planned.filter((p) => !earlier!.lines.has(p.id));
+    if (reused || earlier.dropped)
       options.log(
-        `cohort: resuming: ${reused} of ${planned.length} episode(s) finished${kept.dropped ? `, ${kept.dropped} line(s) of ${resultsFile} left out` : ''}`,
+        `cohort: resuming: ${reused} of ${planned.length} episode(s) finished${earlier.dropped ? `, ${earlier.dropped} line(s) of ${resultsFile} left out (not what their episode's receipt and the cohort's plan give)` : ''}`,
       );
     for (const p of todo) setAside(out, p.id);
     // the controls need no agent: computed while the agents run (or read from --controls)
     controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {} });
     controls.catch(() => undefined); // awaited below, after the episodes
     if (options.controls !== undefined) await controls; // only read: refused before any agent runs
-    if (todo.length) agentSeconds = await runEpisodes(settings, definition, options, todo, surfaceOf);
+    const run: RunState = { settings, definition, options, fitter, surfaceOf, cwd: workingFolder, own, leftOut };
+    if (todo.length) agentSeconds = await runEpisodes(run, todo);
   } catch (error) {
     await controls?.catch(() => undefined);
     throw error;
   } finally {
+    // the results file holds exactly the lines that count, whatever else was written into it meanwhile
+    if (earlier)
+      try {
+        dropped = linesNotKept(resultsFile, new Set(kept()));
+        writeResults(resultsFile, kept());
+      } catch (error) {
+        options.log(`cohort: ${(error as Error).message.split('\n')[0]}`);
+      }
+    await fitter.close();
     release();
   }
-  const final = keepResults(resultsFile, plannedEpisodes(definition), surfaceOf, join(out, EPISODES_FOLDER));
-  if (final.dropped) options.log(`cohort: ${final.dropped} line(s) of ${resultsFile} left out (not what their episode's receipt records)`);
-  const results = final.results;
-  const files = writeCohortSummaries(settings, out, definition, results, await controls);
+  if (dropped)
+    options.log(`cohort: ${dropped} line(s) of ${resultsFile} left out (not written by this run, nor what their episode's receipt gives)`);
+  const results: StoredResult[] = [];
+  const missing: { episode: string; reason: string }[] = [];
+  for (const p of planned) {
+    const line = own.get(p.id) ?? earlier!.lines.get(p.id);
+    const parsed = line === undefined ? undefined : StoredResult.safeParse(JSON.parse(line));
+    if (parsed?.success) results.push(parsed.data);
+    else
+      missing.push({
+        episode: p.id,
+        reason: parsed ? 'its line is not one the summaries can read' : (leftOut.get(p.id) ?? earlier!.problems.get(p.id) ?? 'not run'),
+      });
+  }
+  const files = writeCohortSummaries(settings, out, definition, { planned, results, leftOut: missing, log: options.log }, await controls);
   return {
     episodes: results.length,
-    reused,
+    reused: earlier!.lines.size,
     delivered: results.filter((r) => r.artifact_valid).length,
     seconds: (Date.now() - started) / 1000,
     agent_seconds: agentSeconds,
@@ -305,13 +528,8 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
 }
 
 /** Runs the episodes, `parallel` at a time; returns the agents' seconds. Stopped by a signal: Interrupted. */
-async function runEpisodes(
-  settings: Settings,
-  definition: CohortDefinition,
-  options: CohortOptions,
-  todo: PlannedEpisode[],
-  surfaceOf: (condition: string) => Surface,
-): Promise<number> {
+async function runEpisodes(run: RunState, todo: PlannedEpisode[]): Promise<number> {
+  const { settings, options } = run;
   const progress = new Progress('cohort', todo.length, { quiet: options.quiet, workers: options.parallel, unit: 'episodes' });
   for (const p of todo) progress.expect(p.condition.id, 1);
   let stopped: NodeJS.Signals | undefined;
@@ -325,21 +543,11 @@ async function runEpisodes(
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   for (const signal of signals) process.on(signal, onSignal);
   let server: EpisodesServer | undefined;
-  const worker = startControlsWorker(settings);
-  worker.catch(() => undefined); // its failure is met where it is awaited
+  run.fitter.start(); // while the first agents run
   let agentSeconds = 0;
   try {
     server = await serveEpisodes(settings, { host: '127.0.0.1', port: 0 });
-    const shared: Shared = {
-      settings,
-      definition,
-      options,
-      server,
-      worker,
-      surfaceOf,
-      kills,
-      stopped: () => stopped !== undefined,
-    };
+    const shared: Shared = { ...run, server, kills, stopped: () => stopped !== undefined };
     let next = 0;
     const loop = async () => {
       while (!stopped && next < todo.length) {
@@ -362,6 +570,5 @@ async function runEpisodes(
     for (const signal of signals) process.removeListener(signal, onSignal);
     for (const kill of kills) kill();
     await server?.close();
-    await (await worker.catch(() => undefined))?.close();
   }
 }

@@ -6,8 +6,10 @@
 // source-bootstrap percentiles: the sources are drawn with replacement (a fixed seed), the macro
 // average recomputed on each draw, agent and controls on the same draws (so a gain's interval is
 // paired), and the 2.5th and 97.5th percentiles taken.
+import { UserError } from '../../core/errors.ts';
 import { familyMacro, groupBy, mean, sampleSd } from '../controls/summary.ts';
 import type { StoredRecord } from '../controls/records.ts';
+import type { PlannedEpisode } from './plan.ts';
 import type { StoredResult } from './results.ts';
 
 export const BOOTSTRAP_RESAMPLES = 2000;
@@ -20,16 +22,22 @@ export interface CohortCell {
   family: string;
   track: string;
   budget: number;
+  /** Episodes the cohort plans in this cell (its repeats). */
+  planned: number;
+  /** Episodes the cell holds (verified results lines). */
   episodes: number;
   delivered: number;
-  recovery_mean: number;
+  /** The planned episodes it does not hold, and why. */
+  left_out: LeftOut[];
+  /** null: the cell holds no episode. */
+  recovery_mean: number | null;
   recovery_sample_sd: number | null;
-  mean_credits: number;
-  shared_gp_recovery: number;
-  gain_over_shared_gp: number;
+  mean_credits: number | null;
+  shared_gp_recovery: number | null;
+  gain_over_shared_gp: number | null;
   /** The controls' mean recovery in this cell, by method (seeds averaged). */
   controls: Record<string, number>;
-  gain_over_controls: Record<string, number>;
+  gain_over_controls: Record<string, number | null>;
 }
 
 export interface MacroControl {
@@ -130,30 +138,77 @@ export function sourceBootstrap(
 
 const sharedGp = (r: StoredResult) => r.shared_gp_score.effect_recovery;
 
-/** One cell per (condition, budget), ordered by condition and budget. */
-export function cohortCells(results: readonly StoredResult[], controls: readonly StoredRecord[]): CohortCell[] {
-  const controlsOf = groupBy(controls, (r) => JSON.stringify([r.condition, r.budget]));
-  return [...groupBy(results, (r) => JSON.stringify([r.condition, r.budget])).entries()]
-    .map(([key, group]): CohortCell => {
-      const { condition, instance, family, track, budget } = group[0]!;
-      const recovery = mean(group.map((r) => r.effect_recovery));
-      const byMethod = groupBy(controlsOf.get(key) ?? [], (r) => r.method);
+/** An episode of the plan that the summaries do not hold, and why. */
+export interface LeftOut {
+  episode: string;
+  reason: string;
+}
+
+const short = (sha: string) => `${sha.slice(0, 12)}…`;
+
+/** Refuses a cell whose episodes or controls were computed on more than one reference table, naming both. */
+function checkOneReference(
+  cell: string,
+  planned: PlannedEpisode['condition']['reference'],
+  results: readonly StoredResult[],
+  controls: readonly StoredRecord[],
+): void {
+  const other = results.find((r) => r.reference.table_sha256 !== planned.table_sha256 || r.reference.plan_sha256 !== planned.plan_sha256);
+  if (other)
+    throw new UserError(
+      `the cell ${cell} would mix two reference tables: ${other.episode} on ${short(other.reference.table_sha256)}, the cohort's ${short(planned.table_sha256)}; refused`,
+    );
+  for (const record of controls) {
+    const reference = (record as { reference?: { table_sha256?: unknown } }).reference;
+    if (reference !== undefined && reference.table_sha256 !== planned.table_sha256)
+      throw new UserError(
+        `the cell ${cell} would mix two reference tables: its ${record.method} controls on ${short(String(reference.table_sha256))}, the agent's episodes on ${short(planned.table_sha256)}; refused`,
+      );
+  }
+}
+
+/**
+ * One cell per planned (condition, budget), ordered by condition and budget: how many episodes were
+ * planned and are held, which were left out and why; a cell without any episode has no recovery (null).
+ */
+export function cohortCells(
+  planned: readonly PlannedEpisode[],
+  results: readonly StoredResult[],
+  controls: readonly StoredRecord[],
+  leftOut: readonly LeftOut[] = [],
+): CohortCell[] {
+  const key = (condition: string, budget: number) => JSON.stringify([condition, budget]);
+  const controlsOf = groupBy(controls, (r) => key(r.condition, r.budget));
+  const resultsOf = groupBy(results, (r) => key(r.condition, r.budget));
+  const out = new Set(leftOut.map((l) => l.episode));
+  return [...groupBy(planned, (p) => key(p.condition.id, p.budget)).entries()]
+    .map(([cellKey, plans]): CohortCell => {
+      const { condition: c, budget } = plans[0]!;
+      const group = resultsOf.get(cellKey) ?? [];
+      const mine = controlsOf.get(cellKey) ?? [];
+      checkOneReference(`${c.id} B=${budget}`, c.reference, group, mine);
+      const byMethod = groupBy(mine, (r) => r.method);
       const control = Object.fromEntries([...byMethod].map(([m, rs]) => [m, mean(rs.map((r) => r.score.effect_recovery))]));
+      const held = group.length > 0;
+      const recovery = held ? mean(group.map((r) => r.effect_recovery)) : null;
+      const gp = held ? mean(group.map(sharedGp)) : null;
       return {
-        condition,
-        instance,
-        family,
-        track,
+        condition: c.id,
+        instance: c.instance,
+        family: c.family,
+        track: c.track,
         budget,
+        planned: plans.length,
         episodes: group.length,
         delivered: group.filter((r) => r.artifact_valid).length,
+        left_out: leftOut.filter((l) => out.has(l.episode) && plans.some((p) => p.id === l.episode)),
         recovery_mean: recovery,
-        recovery_sample_sd: sampleSd(group.map((r) => r.effect_recovery)),
-        mean_credits: mean(group.map((r) => r.credits_spent)),
-        shared_gp_recovery: mean(group.map(sharedGp)),
-        gain_over_shared_gp: recovery - mean(group.map(sharedGp)),
+        recovery_sample_sd: held ? sampleSd(group.map((r) => r.effect_recovery)) : null,
+        mean_credits: held ? mean(group.map((r) => r.credits_spent)) : null,
+        shared_gp_recovery: gp,
+        gain_over_shared_gp: recovery === null || gp === null ? null : recovery - gp,
         controls: control,
-        gain_over_controls: Object.fromEntries(Object.entries(control).map(([m, c]) => [m, recovery - c])),
+        gain_over_controls: Object.fromEntries(Object.entries(control).map(([m, v]) => [m, recovery === null ? null : recovery - v])),
       };
     })
     .sort((a, b) => (a.condition < b.condition ? -1 : a.condition > b.condition ? 1 : a.budget - b.budget));
@@ -224,8 +279,12 @@ export function flatCells(cells: readonly (CohortCell | CohortMacroCell)[]): Rec
             row[`gain_over_${method}_high`] = c.gain_interval[1];
           }
         }
+      } else if (key === 'left_out') {
+        const list = value as LeftOut[];
+        row.left_out = list.length;
+        row.left_out_episodes = list.map((l) => `${l.episode}: ${l.reason}`).join('; ');
       } else if (key === 'gain_over_controls') {
-        for (const [method, g] of Object.entries(value as Record<string, number>)) row[`gain_over_${method}`] = g;
+        for (const [method, g] of Object.entries(value as Record<string, number | null>)) row[`gain_over_${method}`] = g;
       } else if (Array.isArray(value)) {
         row[`${key.replace(/_interval$/, '')}_low`] = value[0];
         row[`${key.replace(/_interval$/, '')}_high`] = value[1];
