@@ -136,13 +136,10 @@ export async function runControls(settings: Settings, options: ControlsOptions):
         );
     } else {
       // a resumed run keeps whole tasks that recomputation gives to the letter: the partial file is rewritten without anything else
-      const kept = await recomputedAlike(
-        settings,
-        keptRecords(partial, grid.tasks, surfaceOf),
-        grid.tasks,
-        byId,
-        pool(`nothing was changed in ${partial}`),
-      );
+      const written = keptRecords(partial, grid.tasks, surfaceOf);
+      if (written.done.size)
+        options.log(`controls: recomputing the ${written.done.size} task(s) an earlier run wrote, to keep only what they give`);
+      const kept = await recomputedAlike(settings, written, grid.tasks, byId, pool(`nothing was changed in ${partial}`));
       reused = kept.done.size;
       if (existsSync(partial) || kept.lines.length) writeFileAtomic(partial, kept.lines.map((l) => `${l}\n`).join(''));
       const todo = grid.tasks
@@ -157,8 +154,8 @@ export async function runControls(settings: Settings, options: ControlsOptions):
       const hint = `the finished tasks are kept in ${partial}; run the same command to resume`;
       // one write per task: whole tasks only (appendNoFollow cuts a failed write back)
       await computeTasks(settings, todo, byId, pool(hint), (_task, lines) => appendNoFollow(partial, lines.map((l) => `${l}\n`).join('')));
-      const written = readFileSync(partial, 'utf8').split('\n').filter(Boolean).length;
-      if (written !== total) throw new Error(`controls: ${partial} holds ${written} records, the grid has ${total}`);
+      const count = readFileSync(partial, 'utf8').split('\n').filter(Boolean).length;
+      if (count !== total) throw new Error(`controls: ${partial} holds ${count} records, the grid has ${total}`);
       renameSync(partial, recordsFile);
     }
   } finally {
