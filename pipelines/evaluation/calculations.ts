@@ -15,6 +15,7 @@ import { act, commitReceipt, type EpisodeState, readChecked, requireOpen, sessio
 import { CALCULATION_KIND, type Event } from './receipt.ts';
 import { publicTask } from './task.ts';
 import { type Engine, type EngineName, NATIVE_MEMORY_BYTES } from './sandbox/engines.ts';
+import { resolveLimits } from './sandbox/isolation.ts';
 
 /** Python source of one call: at most this many bytes (every call's code is kept in the events log). */
 export const MAX_CODE_BYTES = 64 * 1024;
@@ -189,6 +190,38 @@ const StoredReceipt = z.looseObject({
   engine: z.enum(['pyodide', 'native']).optional(),
 });
 
+const ReservedLimits = z.strictObject({ wallSeconds: z.number(), cpuSeconds: z.number(), memoryBytes: z.number().optional() });
+
+/**
+ * Why a call's limits are not the episode's: those it was reserved with (the CPU seconds and memory the
+ * episode fixed, wall seconds at most its call's), the receipt's (those it was reserved with, resolved)
+ * and the receipt's engine (the episode's). A call is re-run only with limits that pass: an edited
+ * receipt never makes `verify` run code for longer than the episode allowed.
+ */
+function limitDifferences(state: EpisodeState, reserved: Json | undefined, receipt: { limits: object; engine?: string }): string[] {
+  const engine = state.limits.engine ?? 'pyodide';
+  const differ: string[] = [];
+  if ((receipt.engine ?? 'pyodide') !== engine) differ.push(`the receipt names the ${receipt.engine} engine, the episode's is ${engine}`);
+  const limits = ReservedLimits.safeParse(reserved);
+  if (!limits.success) return [...differ, 'the reserved limits are malformed'];
+  const { wallSeconds, cpuSeconds, memoryBytes } = limits.data;
+  if (
+    cpuSeconds !== state.limits.cpu_seconds ||
+    !(wallSeconds >= 1 && wallSeconds <= state.limits.call_seconds) ||
+    memoryBytes !== (engine === 'native' ? NATIVE_MEMORY_BYTES : undefined)
+  )
+    return [
+      ...differ,
+      `the reserved limits (${JSON.stringify(limits.data)}) are not the episode's (${state.limits.cpu_seconds} CPU seconds, ` +
+        `at most ${state.limits.call_seconds} wall seconds)`,
+    ];
+  const resolved = resolveLimits(limits.data) as unknown as Record<string, number>;
+  const stored = receipt.limits as Record<string, number>;
+  if (Object.keys(resolved).some((key) => resolved[key] !== stored[key]))
+    differ.push(`the receipt's limits (${JSON.stringify(stored)}) are not those its call was reserved with`);
+  return differ;
+}
+
 export interface CallVerification {
   call: number;
   /**
@@ -286,6 +319,17 @@ export async function verifyEpisode(settings: Settings, dir: string): Promise<Ep
         status: null,
         outputs_compared: false,
         differences: [...differences, 'the receipt is malformed'],
+      });
+      continue;
+    }
+    const limits = limitDifferences(state, event.limits, receipt.data);
+    if (limits.length) {
+      calls.push({
+        call,
+        outcome: 'differs',
+        status: receipt.data.status,
+        outputs_compared: false,
+        differences: [...differences, ...limits],
       });
       continue;
     }

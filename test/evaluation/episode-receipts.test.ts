@@ -23,9 +23,22 @@ writeSurfaceCatalog(refs, [{ condition: 'toy', dimensions: 4, utility: (_z, k) =
 
 let count = 0;
 const run = (args: string[]) => cliInProcess(['episode', ...args], ROOT);
-async function start(name = `ep${++count}`): Promise<string> {
-  const ep = join(dir, name);
-  const r = await run(['start', '--episode', ep, '--condition', 'toy', '--budget', '2', '--references', refs, '--engine', 'pyodide']);
+async function start(extra: string[] = []): Promise<string> {
+  const ep = join(dir, `ep${++count}`);
+  const r = await run([
+    'start',
+    '--episode',
+    ep,
+    '--condition',
+    'toy',
+    '--budget',
+    '2',
+    '--references',
+    refs,
+    '--engine',
+    'pyodide',
+    ...extra,
+  ]);
   expect([r.code, r.stderr]).toEqual([0, '']);
   return ep;
 }
@@ -120,6 +133,40 @@ describe.skipIf(!sandboxAvailable().available)('receipts bound to their place an
     writeLog(ep, [JSON.stringify(edited), JSON.stringify(reservation), JSON.stringify(receipt)]);
     for (const action of ['status', 'verify'])
       refused(await run([action, '--episode', ep]), /the rules could not produce: the observed utility of 0000 is not the reference's/);
+  });
+
+  it('verify re-runs a call only with the limits the episode fixed: limits or an engine edited in a receipt are named, never run', async () => {
+    const ep = await start(['--call-seconds', '3']);
+    expect((await calculate(settings, ep, 'while True: pass')).status).toBe('timed_out');
+    const good = lines(ep);
+    const edit = (change: (reservation: any, receipt: any) => void) => {
+      const reservation = JSON.parse(good[reservationAt(good)]!);
+      const receipt = JSON.parse(good[receiptAt(good)]!);
+      change(reservation, receipt);
+      writeLog(ep, [good[0]!, JSON.stringify(reservation), JSON.stringify(receipt)]);
+    };
+    const cases: [(reservation: any, receipt: any) => void, RegExp][] = [
+      [
+        (_r, e) => (e.receipt.limits.cpuSeconds = 600),
+        /the receipt's limits \(.*"cpuSeconds":600.*\) are not those its call was reserved with/,
+      ],
+      [
+        (r, e) => {
+          r.limits.wallSeconds = 900;
+          e.receipt.limits.wallSeconds = 900;
+        },
+        /the reserved limits \(.*"wallSeconds":900.*\) are not the episode's \(30 CPU seconds, at most 3 wall seconds\)/,
+      ],
+      [(_r, e) => (e.receipt.engine = 'native'), /the receipt names the native engine, the episode's is pyodide/],
+    ];
+    for (const [change, pattern] of cases) {
+      edit(change);
+      const begun = Date.now();
+      const verified = await run(['verify', '--episode', ep]);
+      expect(Date.now() - begun).toBeLessThan(10_000); // named, not re-run for its edited limits (30 CPU seconds)
+      expect(verified.code).toBe(1);
+      expect(verified.stderr).toMatch(new RegExp(`^calculation call 1 does not replay: ${pattern.source}`));
+    }
   });
 
   it("an events log copied into another episode's folder, or a folder renamed: status and score refuse it, naming both", async () => {
