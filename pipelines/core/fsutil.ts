@@ -19,6 +19,7 @@ import {
 import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { UserError } from './errors.ts';
+import { refuseNonFinite } from './hashing.ts';
 
 const FS_HINTS: Record<string, string> = {
   ENOSPC: 'the disk is full',
@@ -168,7 +169,7 @@ function cutBack(fd: number, grown: number, before: number): void {
   }
 }
 
-/** A JSON file, or a UserError naming it (missing, unreadable, not JSON). */
+/** A JSON file, or a UserError naming it (missing, unreadable, not JSON, a number beyond float64). */
 export function readJsonFile(path: string, what: string): unknown {
   let text: string;
   try {
@@ -177,11 +178,13 @@ export function readJsonFile(path: string, what: string): unknown {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new UserError(`${what} not found: ${path}`);
     throw fsError(error, 'read', path);
   }
+  let json: unknown;
   try {
-    return JSON.parse(text);
+    json = JSON.parse(text);
   } catch (error) {
     throw new UserError(`${what} ${path} is not valid JSON: ${(error as Error).message}`);
   }
+  return refuseNonFinite(json, `${what} ${path}`); // JSON.parse reads 1e999 as Infinity
 }
 
 /** Device and inode of what `path` names (links followed), or undefined when nothing can be found there. */

@@ -47,7 +47,7 @@ function utf8Strict(s: string): Uint8Array {
  * NaN and ±Infinity throw (they are not valid in the canonical JSON).
  */
 export function pythonFloatRepr(x: number): string {
-  if (!Number.isFinite(x)) throw new Error(`non-finite float ${x} has no canonical JSON form`);
+  if (!Number.isFinite(x)) throw new RangeError(`non-finite float ${x} has no canonical JSON form`);
   if (x === 0) return Object.is(x, -0) ? '-0.0' : '0.0';
   const sign = x < 0 ? '-' : '';
   // toExponential() without an argument yields the shortest round-trip digits: "d.ddde±N".
@@ -160,8 +160,52 @@ function intText(x: number): string {
 export function canonicalJson(value: unknown): string {
   const parts: string[] = [];
   const stack = new Set<object>();
-  write(value, parts, stack);
+  try {
+    write(value, parts, stack);
+  } catch (error) {
+    // a NaN or an Infinity here is a door left open (input is refused where it enters: refuseNonFinite);
+    // the internal error at least says where the number sits
+    const at = error instanceof RangeError ? nonFinitePath(value) : undefined;
+    if (at !== undefined) throw new RangeError(`${(error as RangeError).message} (at ${at})`);
+    throw error;
+  }
   return parts.join('');
+}
+
+/**
+ * Where the first number without a JSON form (NaN, ±Infinity) sits in `value`, as `$.key[2].other`
+ * (typed float arrays and pyFloat values included), or undefined when there is none.
+ */
+export function nonFinitePath(value: unknown, at = '$'): string | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : at;
+  if (value instanceof PyFloat) return Number.isFinite(value.value) ? undefined : at;
+  if (value instanceof Float64Array || value instanceof Float32Array) {
+    const k = value.findIndex((x) => !Number.isFinite(x));
+    return k < 0 ? undefined : `${at}[${k}]`;
+  }
+  if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return undefined;
+  const entries: [string, unknown][] = Array.isArray(value)
+    ? value.map((item, k) => [`[${k}]`, item])
+    : (value instanceof Map ? [...value] : Object.entries(value)).map(([key, item]) => [keyPath(String(key)), item]);
+  for (const [step, item] of entries) {
+    const found = nonFinitePath(item, `${at}${step}`);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+const keyPath = (key: string): string => (/^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`);
+
+/**
+ * The door for JSON that users and agents give: a value holding a number without a JSON form (NaN,
+ * ±Infinity, or 1e999 read by JSON.parse as Infinity) is refused in one line naming `what` and where,
+ * before it reaches canonicalJson or a digest.
+ */
+export function refuseNonFinite<T>(value: T, what: string): T {
+  const at = nonFinitePath(value);
+  if (at !== undefined)
+    throw new UserError(`${what} holds a number without a JSON form (NaN, Infinity or beyond float64) at ${at}; refused`);
+  return value;
 }
 
 function write(v: unknown, out: string[], stack: Set<object>): void {
@@ -176,7 +220,7 @@ function write(v: unknown, out: string[], stack: Set<object>): void {
       out.push(v.toString());
       return;
     case 'number':
-      if (!Number.isFinite(v)) throw new Error(`Out of range float value ${v} is not JSON compliant`);
+      if (!Number.isFinite(v)) throw new RangeError(`Out of range float value ${v} is not JSON compliant`);
       out.push(Number.isInteger(v) ? intText(v) : pythonFloatRepr(v));
       return;
     case 'object':
