@@ -195,9 +195,13 @@ export async function act<T>(
 ): Promise<T> {
   const folder = resolve(dir);
   requireEpisodeFolder(folder);
+  const served = serving.getStore();
+  const requireServed = () => {
+    if (served?.aborted) throw new UserError('this episode is no longer served (its agent has ended): nothing was done');
+  };
+  requireServed(); // before waiting for the lock
   return underLock(folder, (log) => {
-    // checked under the lock, with no wait before the commit below: an abort cannot fall in between
-    if (serving.getStore()?.aborted) throw new UserError('this episode is no longer served (its agent has ended): nothing was done');
+    requireServed(); // and under it, with no wait before the commit below: an abort cannot fall in between
     const derived = derive(log, folder);
     reconcile(folder, derived);
     const { state } = derived;
