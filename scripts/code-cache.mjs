@@ -7,7 +7,7 @@
 // of another V8 version, other flags, another source length or damaged bytes (`cachedDataRejected`):
 // the code then compiles as without a cache, and this run's cache replaces the file. A folder that
 // cannot be written keeps no cache; nothing else changes.
-import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { Script } from 'node:vm';
@@ -37,12 +37,26 @@ export function loadBundle(file, args) {
   if (cachedData === undefined || script.cachedDataRejected) {
     process.once('exit', (code) => {
       if (code !== 0) return;
-      const temporary = `${cacheFile}.${process.pid}.tmp`;
+      // a name no one can plant ahead, created new ('wx': never a file, FIFO or link already there)
+      const { randomBytes } = createRequire(import.meta.url)('node:crypto');
+      const temporary = `${cacheFile}.${process.pid}.${randomBytes(8).toString('hex')}.tmp`;
+      let fd;
+      let created = false;
       try {
-        writeFileSync(temporary, script.createCachedData());
+        fd = openSync(temporary, 'wx');
+        created = true;
+        writeFileSync(fd, script.createCachedData());
+        closeSync(fd);
+        fd = undefined;
         renameSync(temporary, cacheFile);
       } catch {
-        rmSync(temporary, { force: true });
+        // no cache this time (a full disk, a read-only folder): nothing of ours is left
+        try {
+          if (fd !== undefined) closeSync(fd);
+          if (created) rmSync(temporary, { force: true });
+        } catch {
+          // nothing more to do on the way out
+        }
       }
     });
   }

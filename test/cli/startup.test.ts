@@ -19,7 +19,7 @@ import {
 } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
@@ -181,6 +181,8 @@ describe('the build of the command line', () => {
     const cache = `${join(root, 'dist', stamp().entry)}.${process.version}-${process.arch}.families.v8cache`;
     const written = readFileSync(cache);
     expect(written.length).toBeGreaterThan(0);
+    // written through a temporary of its own (<cache>.<pid>.<random>.tmp, created new), none left behind
+    expect(readdirSync(dirname(cache)).filter((name) => name.endsWith('.tmp'))).toEqual([]);
     // used as it is: the same output, the file left alone (a cache V8 refused would be written anew, a new file)
     const inode = statSync(cache).ino;
     expect(run().stdout).toBe(first.stdout);
