@@ -96,7 +96,10 @@ export async function scoreEpisode(settings: Settings, dir: string, options: Sco
   const { sharedScores } = await import('../shared-scores.ts');
   const { startControlsWorker } = await import('../controls/worker.ts');
   const { WorkerCrash } = await import('../../execution/executor.ts');
-  const withShared = async (worker: PythonWorker) => ({ ...score, ...(await sharedScores(worker, surface, observations, score.effect_recovery)) });
+  const withShared = async (worker: PythonWorker) => ({
+    ...score,
+    ...(await sharedScores(worker, surface, observations, score.effect_recovery)),
+  });
   // the caller's worker, while it lives; one that died (killed, crashed) is replaced for this score by a
   // worker of its own, once: a dead worker never makes the scores after it internal errors
   if (options.worker?.alive)
