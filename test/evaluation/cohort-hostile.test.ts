@@ -12,6 +12,11 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
+import { plannedEpisodes } from '../../pipelines/evaluation/cohort/plan.ts';
+import type { StoredResult } from '../../pipelines/evaluation/cohort/results.ts';
+import { cohortCells } from '../../pipelines/evaluation/cohort/summary.ts';
+import { readVerifiedCohort } from '../../pipelines/evaluation/cohort/verified.ts';
+import { currentSettings } from '../support/workspace.ts';
 import { BIN } from '../support/cli.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-cohort-hostile-'));
@@ -105,6 +110,29 @@ describe('results lines an agent writes', () => {
     expect(existsSync(join(out, 'episodes', 'wine__b4__r1', 'events.jsonl'))).toBe(true);
     expect(lines(join(out, 'results.jsonl'))[1]!.undelivered_reason).toBe('the agent exited without submitting');
   }, 180_000);
+
+  it('another command reading the folder (cohort compare) gets the same lines, never the forged one', async () => {
+    const text = readFileSync(join(out, 'results.jsonl'), 'utf8');
+    const forged = JSON.parse(text.split('\n')[0]!);
+    forged.shared_gp_score.effect_recovery = 0.99;
+    writeFileSync(join(out, 'results.jsonl'), `${JSON.stringify(forged)}\n${text}`);
+    const said: string[] = [];
+    const cohortRead = await readVerifiedCohort(currentSettings(), out, (line) => said.push(line));
+    expect(cohortRead.results).toEqual(lines(join(out, 'results.jsonl')).slice(1));
+    expect([cohortRead.name, cohortRead.leftOut.size, said.length]).toEqual(['forge', 0, 1]);
+    expect(readFileSync(join(out, 'results.jsonl'), 'utf8')).toBe(`${JSON.stringify(forged)}\n${text}`); // nothing written
+  }, 120_000);
+});
+
+it('a cell that would mix two reference tables is refused, naming both', () => {
+  const out = join(dir, 'forge');
+  const definition = JSON.parse(readFileSync(join(out, 'cohort.json'), 'utf8')).definition;
+  const [a, b] = lines(join(out, 'results.jsonl')).slice(-2); // the two real lines (a forged one may precede them)
+  const cohortTable = String(definition.conditions[0].reference.table_sha256).slice(0, 12);
+  b!.reference = { ...b!.reference, table_sha256: 'e'.repeat(64) };
+  expect(() => cohortCells(plannedEpisodes(definition), [a, b] as StoredResult[], [])).toThrow(
+    `the cell wine B=4 would mix two reference tables: wine__b4__r1 on eeeeeeeeeeee…, the cohort's ${cohortTable}…; refused`,
+  );
 });
 
 describe('an agent that leaves a process behind', () => {

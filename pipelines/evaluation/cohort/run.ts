@@ -429,7 +429,7 @@ function setAside(out: string, id: string): void {
 }
 
 /** Every condition's reference surface, read once at the cohort's start and checked against the identity its definition fixed. */
-function fixedSurfaces(settings: Settings, definition: CohortDefinition): (condition: string) => Surface {
+export function fixedSurfaces(settings: Settings, definition: CohortDefinition): (condition: string) => Surface {
   const surfaces = new Map<string, Surface>();
   for (const plan of plannedEpisodes(definition).filter((p) => p.repeat === 0)) {
     if (surfaces.has(plan.condition.id)) continue;

@@ -1,0 +1,95 @@
+// A finished cohort folder read by another command (`wwref cohort compare`): its definition
+// (cohort.json, strict JSON of the definition's form), the results lines its own check vouches for
+// (each made again from its episode's receipt and the plan, the shared estimators refitted:
+// results.ts `earlierResults`), and the planned episodes left out, with why. Nothing is written into
+// the folder.
+import { join } from 'node:path';
+import * as z from 'zod';
+import { lstatOrNothing } from '../../core/containment.ts';
+import { UserError } from '../../core/errors.ts';
+import type { Settings } from '../../core/settings.ts';
+import { readStrictJsonFile } from '../../analysis/strict-json.ts';
+import { startControlsWorker } from '../controls/worker.ts';
+import { sharedScores } from '../shared-scores.ts';
+import { COHORT_FILE, type CohortDefinition, EPISODES_FOLDER, MAX_REPEATS, plannedEpisodes } from './plan.ts';
+import { earlierResults, RESULTS_FILE, recordCohort, StoredResult } from './results.ts';
+import { fixedSurfaces } from './run.ts';
+
+const Sha = z.string().regex(/^[0-9a-f]{64}$/);
+const Definition = z.looseObject({
+  cohort_version: z.literal(2),
+  agent: z.string(),
+  repeats: z.number().int().min(1).max(MAX_REPEATS),
+  labels: z.record(z.string(), z.string()),
+  session_seconds: z.number().positive(),
+  calls: z.number().int().nonnegative(),
+  call_seconds: z.number().positive(),
+  references: z.string(),
+  conditions: z
+    .array(
+      z.strictObject({
+        id: z.string(),
+        instance: z.string(),
+        family: z.string(),
+        dimensions: z.number().int().positive(),
+        track: z.enum(['four', 'six']),
+        budgets: z.array(z.number().int().nonnegative()).min(1),
+        reference: z.strictObject({ table_sha256: Sha, plan_sha256: Sha }),
+      }),
+    )
+    .min(1),
+});
+
+export interface VerifiedCohort {
+  /** The cohort's name: its `cohort` label, else its folder's name (the records' `cohort`). */
+  name: string;
+  definition: CohortDefinition;
+  /** The lines its receipts vouch for, in the plan's order. */
+  results: StoredResult[];
+  /** Each planned episode without such a line, and why. */
+  leftOut: Map<string, string>;
+}
+
+/** The verified results of the cohort folder `dir`; a UserError (one line) when it is no readable cohort. */
+export async function readVerifiedCohort(settings: Settings, dir: string, log: (line: string) => void): Promise<VerifiedCohort> {
+  const file = join(dir, COHORT_FILE);
+  if (!lstatOrNothing(file)) throw new UserError(`${dir} is no cohort folder (no ${COHORT_FILE})`);
+  const definition = readDefinition(file);
+  const planned = plannedEpisodes(definition);
+  const surfaceOf = fixedSurfaces(settings, definition);
+  const worker = startControlsWorker(settings);
+  worker.catch(() => undefined);
+  try {
+    const kept = await earlierResults(join(dir, RESULTS_FILE), planned, {
+      definition,
+      cohort: recordCohort(definition.labels, dir),
+      episodes: join(dir, EPISODES_FOLDER),
+      surfaceOf,
+      refit: async (surface, observations, own) => sharedScores(await worker, surface, observations, own),
+    });
+    if (kept.unreadable) throw new UserError(kept.unreadable);
+    if (kept.dropped)
+      log(`cohort ${dir}: ${kept.dropped} line(s) of its ${RESULTS_FILE} left out (not what their episode's receipt gives)`);
+    const results: StoredResult[] = [];
+    const leftOut = new Map<string, string>();
+    for (const p of planned) {
+      const line = kept.lines.get(p.id);
+      if (line === undefined) leftOut.set(p.id, kept.problems.get(p.id) ?? 'no results line');
+      else results.push(StoredResult.parse(JSON.parse(line)));
+    }
+    return { name: recordCohort(definition.labels, dir), definition, results, leftOut };
+  } finally {
+    await (await worker.catch(() => undefined))?.close();
+  }
+}
+
+/** cohort.json's definition, of the form `cohort run` writes; a UserError naming what is wrong otherwise. */
+function readDefinition(file: string): CohortDefinition {
+  const json = readStrictJsonFile(file, 'cohort file', 4 << 20);
+  const parsed = z.looseObject({ definition: Definition }).safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new UserError(`cohort file ${file} is not a cohort's definition (at ${issue.path.join('.') || '(top)'}: ${issue.message})`);
+  }
+  return parsed.data.definition as unknown as CohortDefinition;
+}
