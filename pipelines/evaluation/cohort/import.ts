@@ -26,7 +26,7 @@ import type { AgentOutcome } from './agent.ts';
 import { cohortControls } from './baselines.ts';
 import { type CohortFiles, writeCohortSummaries } from './outputs.ts';
 import { claimCohortFolder, type CohortDefinition, defineCohort, EPISODES_FOLDER, type PlannedEpisode, plannedEpisodes } from './plan.ts';
-import { keepResults, RESULTS_FILE, recordCohort, resultLine } from './results.ts';
+import { RESULTS_FILE, recordCohort, resultLine, StoredResult } from './results.ts';
 
 /** What the import writes beside the cohort's files: where its episodes came from. */
 export const INSPECT_FILE = 'inspect.json';
@@ -211,6 +211,8 @@ export async function importInspectLog(settings: Settings, options: ImportOption
   const samples = importedSamples(log, options.inspectLog);
   const definition = importedDefinition(settings, log, samples);
   const out = options.out;
+  // a new folder that the import does not finish is left as it was found: nothing half-written
+  const fresh = !existsSync(out) || readdirSync(out).every((f) => f === LOCK_FILE);
   const release = await lockFolder(out, 0);
   const worker = startControlsWorker(settings);
   worker.catch(() => undefined);
@@ -229,10 +231,8 @@ export async function importInspectLog(settings: Settings, options: ImportOption
     for (const s of samples) lines.push(await importSample(context, byId.get(s.id)!, s));
     const resultsFile = join(out, RESULTS_FILE);
     writeFileAtomic(resultsFile, lines.map((l) => `${l}\n`).join(''));
-    // every line verified as a resumed cohort's are: against its episode's receipt, its reference, grade again
-    const kept = keepResults(resultsFile, planned, surfaceOf, join(out, EPISODES_FOLDER));
-    if (kept.dropped) throw new UserError(`${kept.dropped} imported result(s) do not agree with their episode's receipt or reference`);
-    const results = kept.results;
+    // each line is made from its episode's receipt just scored again (and the log's score checked against it)
+    const results = lines.map((l) => StoredResult.parse(JSON.parse(l)));
     const controls = await cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: options.log });
     const files = writeCohortSummaries(settings, out, definition, results, controls);
     const inspect = join(out, INSPECT_FILE);
@@ -253,6 +253,9 @@ export async function importInspectLog(settings: Settings, options: ImportOption
       model: log.eval.model,
       files: { ...files, results: resultsFile, inspect },
     };
+  } catch (error) {
+    if (fresh) for (const entry of readdirSync(out)) if (entry !== LOCK_FILE) rmSync(join(out, entry), { recursive: true, force: true });
+    throw error;
   } finally {
     release();
     await (await worker.catch(() => undefined))?.close();
