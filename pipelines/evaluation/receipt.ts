@@ -2,7 +2,8 @@
 // episode's state is derived from (episode.ts). An event's `kind` says what it is: `action` (an
 // episode action, `start`, `observe`, `calculate` (a call reserved), `submit`, `end`, … in `action`),
 // `calculation` (the receipt of a reserved call: its code's run in the sandbox) and `overflow` (notes
-// past the cap, counted); later kinds are read and kept, and change no state.
+// past the cap, counted); later kinds are read and kept, and change no state. The start names the
+// episode (a random id and its folder's name); reservations and receipts name its id (episode/state.ts).
 //
 // Commits (the lines that change the state) are appended whole and synced; a failed or short write
 // is cut back to the last complete line before the error is reported, and a line torn by a kill is
