@@ -191,18 +191,19 @@ export async function runCli(args: string[], env: NodeJS.ProcessEnv = process.en
 export const READER_GONE = 141;
 
 /**
- * Watches stdout or stderr for the loss of its reader (EPIPE: `wwref … | head`): without a listener
- * the error would end the process with a stack trace. Once the reader is gone the rest of the output is
- * dropped (writes to a failed stream are discarded) and the command finishes its work, so nothing it
- * writes to files is left half done. Returns whether the reader has gone.
+ * Watches stdout or stderr for a failed write: without a listener the error (EPIPE when the reader
+ * has gone, `wwref … | head`; ENOSPC for a full disk behind `>file`) would end the process with a stack
+ * trace. After one the rest of that stream's output is dropped (writes to a failed stream are
+ * discarded) and the command finishes its work, so nothing it writes to files is left half done.
+ * Returns the failure's code, if any.
  */
-function watchReader(stream: NodeJS.WriteStream): () => boolean {
-  let gone = false;
-  stream.on('error', () => {
-    gone = true; // EPIPE, or any failure of the pipe or file behind it: the output cannot be delivered
+function watchOutput(stream: NodeJS.WriteStream): () => NodeJS.ErrnoException | undefined {
+  let failed: NodeJS.ErrnoException | undefined;
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    failed ??= error;
   });
   // a write that failed just before exit is known to the stream before its 'error' event is emitted
-  return () => gone || (stream.errored ?? null) !== null;
+  return () => failed ?? ((stream.errored ?? undefined) as NodeJS.ErrnoException | undefined);
 }
 
 /**
@@ -217,17 +218,29 @@ function drained(stream: NodeJS.WriteStream): Promise<void> {
 
 /**
  * `node bin/wwref.mjs ...`: runs the command line and exits with its status once stdout and stderr
- * are delivered; READER_GONE when a reader went away before (and the command had succeeded).
+ * are delivered. When one could not be: a reader that went away (EPIPE) is said by no line, as by any
+ * program a SIGPIPE ends, and exits READER_GONE; another failure (a full disk behind `>file`) is one
+ * line on stderr, exit 2; a command that failed keeps its own status.
  */
 export async function cliProcess(): Promise<never> {
   // zod checks the same rules either way; by default it compiles a parser of its own for each object
   // schema on first use (new Function), which a process that parses a few plans and a manifest once
   // pays for and never gets back: some 20 ms of `wwref list` or `episode status` (scripts/bench.ts)
   z.config({ jitless: true });
-  const stdoutGone = watchReader(process.stdout);
-  const stderrGone = watchReader(process.stderr);
-  const code = await runCli(hideBin(process.argv));
+  const stdoutFailed = watchOutput(process.stdout);
+  const stderrFailed = watchOutput(process.stderr);
+  let code = await runCli(hideBin(process.argv));
   await drained(process.stdout);
   await drained(process.stderr);
-  process.exit(code === 0 && (stdoutGone() || stderrGone()) ? READER_GONE : code);
+  const [out, err] = [stdoutFailed(), stderrFailed()];
+  const gone = (failure?: NodeJS.ErrnoException) => failure?.code === 'EPIPE';
+  if (code === 0 && ((out && !gone(out)) || (err && !gone(err)))) {
+    if (out && !gone(out) && !err) {
+      const { fsError } = await import('../core/fsutil.ts');
+      process.stderr.write(`wwref: ${fsError(out, 'write', 'stdout').message}; the output is incomplete\n`);
+      await drained(process.stderr);
+    }
+    code = 2;
+  } else if (code === 0 && (gone(out) || gone(err))) code = READER_GONE;
+  process.exit(code);
 }

@@ -4,8 +4,9 @@
 // delivered 170 kB of 666 kB to a reader that read late, exit 0. Here, as real processes:
 // - a slow reader (it starts late and sleeps between reads) gets valid, complete JSON 20 times out of 20;
 // - a reader that closes stdout at once (EPIPE) or stderr at once: no stack trace, no line about it,
-//   exit 141 (128 + SIGPIPE, as a program a SIGPIPE ends), and the other stream still complete.
-import { execFileSync, spawn } from 'node:child_process';
+//   exit 141 (128 + SIGPIPE, as a program a SIGPIPE ends), and the other stream still complete;
+// - stdout onto a full disk: one line saying the output is incomplete, exit 2.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -114,6 +115,15 @@ describe('output through a pipe', () => {
     const r = run('closed', 'stderr');
     expect(r.code).toBe(141);
     expect(r.stdout).toBe(whole);
+  });
+
+  it.skipIf(!existsSync('/dev/full'))('stdout onto a full disk (/dev/full): one line saying so, exit 2', () => {
+    const r = spawnSync('bash', ['-c', `${command(['families', '--family', 'regression'])} >/dev/full`], { cwd: ROOT, encoding: 'utf8' });
+    const lines = r.stderr
+      .trimEnd()
+      .split('\n')
+      .filter((line) => !line.startsWith('wwref: the build in dist/'));
+    expect([r.status, lines]).toEqual([2, ['wwref: cannot write stdout: the disk is full (ENOSPC); the output is incomplete']]);
   });
 
   it('a command that fails keeps its own status (2) when the reader of its stdout is gone', () => {
