@@ -167,6 +167,31 @@ export async function checkReport(options: CheckOptions): Promise<CheckResult> {
   return { ok: problems.length === 0, problems, png, sections };
 }
 
+/**
+ * A page as headless Chromium leaves it once its scripts ran and its images loaded (the DOM, serialized)
+ * and what the page wrote to its console (each message, as Chromium logs it).
+ */
+export async function renderedPage(html: string): Promise<{ dom: string; console: string[] }> {
+  const profile = mkdtempSync(join(tmpdir(), 'wwref-chromium-'));
+  try {
+    const { stdout, stderr } = await execa(
+      CHROMIUM,
+      [
+        ...chromiumArgs(profile, 1400, 2400),
+        '--enable-logging=stderr',
+        '--v=0',
+        '--virtual-time-budget=5000',
+        '--dump-dom',
+        pathToFileURL(resolve(html)).href,
+      ],
+      { timeout: 120_000, maxBuffer: 256 * 1024 * 1024 },
+    );
+    return { dom: stdout, console: stderr.split('\n').filter((l) => /:CONSOLE(?::\d+)?\]/.test(l)) };
+  } finally {
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
 /** The conditions a report says it holds (its wwref-conditions meta tag), or undefined for a page without one. */
 export function reportConditions(html: string): string[] | undefined {
   const match = /<meta name="wwref-conditions" content="([^"]*)">/.exec(html);

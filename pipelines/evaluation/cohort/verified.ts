@@ -3,7 +3,7 @@
 // (each made again from its episode's receipt and the plan, the shared estimators refitted:
 // results.ts `earlierResults`), and the planned episodes left out, with why. Nothing is written into
 // the folder.
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import * as z from 'zod';
 import { lstatOrNothing } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
@@ -32,7 +32,7 @@ const Definition = z.looseObject({
         instance: z.string(),
         family: z.string(),
         dimensions: z.number().int().positive(),
-        track: z.enum(['four', 'six']),
+        track: z.enum(['four', 'six', 'six_added']),
         budgets: z.array(z.number().int().nonnegative()).min(1),
         reference: z.strictObject({ table_sha256: Sha, plan_sha256: Sha }),
       }),
@@ -62,7 +62,7 @@ export async function readVerifiedCohort(settings: Settings, dir: string, log: (
   try {
     const kept = await earlierResults(join(dir, RESULTS_FILE), planned, {
       definition,
-      cohort: recordCohort(definition.labels, dir),
+      cohort: recordCohort(definition.labels, resolve(dir)),
       episodes: join(dir, EPISODES_FOLDER),
       surfaceOf,
       refit: async (surface, observations, own) => sharedScores(await worker, surface, observations, own),
@@ -77,7 +77,7 @@ export async function readVerifiedCohort(settings: Settings, dir: string, log: (
       if (line === undefined) leftOut.set(p.id, kept.problems.get(p.id) ?? 'no results line');
       else results.push(StoredResult.parse(JSON.parse(line)));
     }
-    return { name: recordCohort(definition.labels, dir), definition, results, leftOut };
+    return { name: recordCohort(definition.labels, resolve(dir)), definition, results, leftOut };
   } finally {
     await (await worker.catch(() => undefined))?.close();
   }

@@ -10,13 +10,15 @@ import { outputPath } from '../../output-path.ts';
 const MAX_PARALLEL = 64;
 
 export default defineCommand({
-  command: 'cohort <action>',
+  command: 'cohort <action> [folders..]',
   describe:
     'run: an agent command over conditions × budgets × repeats, one episode each, served by one MCP server; ' +
-    'results, summaries beside the controls, a figure. import: an Inspect AI eval of inspect/whatworked.py as such a cohort',
+    'results, summaries beside the controls, a figure. compare: cohort folders, controls and published agent records ' +
+    'on the cells they share (tables, paired intervals, a figure, a report page)',
   builder: (y) =>
     withReferences(y)
-      .positional('action', { choices: ['run', 'import'] as const, describe: 'run | import' })
+      .positional('action', { choices: ['run', 'compare', 'import'] as const, describe: 'run | compare | import' })
+      .positional('folders', { type: 'string', array: true, describe: 'compare: the cohort folders to compare' })
       .option('agent', {
         type: 'string',
         describe: 'run: the agent command, run by /bin/sh in the current folder once per episode (its endpoint in WWREF_MCP_*)',
@@ -24,7 +26,12 @@ export default defineCommand({
       .option('out', {
         type: 'string',
         demandOption: true,
-        describe: 'the cohort folder (episodes, results.jsonl, summaries); a re-run resumes it',
+        describe: 'run: the cohort folder (episodes, results.jsonl, summaries), a re-run resumes it; compare: the folder of the comparison',
+      })
+      .option('published', {
+        type: 'string',
+        array: true,
+        describe: "compare: published agent-record files (the benchmark's results/agent_results.json form), one method per model",
       })
       .option('inspect-log', {
         type: 'string',
@@ -43,13 +50,17 @@ export default defineCommand({
       .option('call-seconds', { type: 'string', describe: 'wall seconds a calculation may run (default 45; 30 CPU seconds)' })
       .option('controls', {
         type: 'string',
-        describe: "a finished 'wwref controls run' folder holding the cohort's cells (default: computed)",
+        describe:
+          "a finished 'wwref controls run' folder: run: holding the cohort's cells (default: computed); compare: its methods compared too",
       }),
   run: async (argv, context) => {
+    if (argv.action === 'compare') return compare(argv, context);
     if (argv.action === 'import') return importInspect(argv, context);
     if (argv.inspectLog !== undefined) throw new UserError('--inspect-log is an option of cohort import');
-    if (argv.agent === undefined || argv.agent.trim() === '') throw new UserError('cohort run needs --agent COMMAND');
     const { settings, out } = context;
+    if ((argv.folders ?? []).length) throw new UserError(`cohort run takes no folder (${argv.folders![0]}); the cohort's folder is --out`);
+    if (argv.agent === undefined || argv.agent.trim() === '') throw new UserError('cohort run needs --agent COMMAND');
+    if (argv.published !== undefined) throw new UserError('--published is an option of cohort compare');
     const folder = outputPath(settings, argv.out, 'out', 'folder');
     // agents are told this folder (and their output, receipts and calls land in it): never in the checkout
     const inside = relative(ROOT, folder);
@@ -85,6 +96,36 @@ export default defineCommand({
     return 0;
   },
 });
+
+/** `wwref cohort compare DIR… [--controls DIR] [--published FILE…] --out DIR`. */
+async function compare(
+  argv: { folders?: string[]; controls?: string; published?: string[]; out: string; agent?: string },
+  { settings, out }: CommandContext,
+): Promise<number> {
+  if (argv.agent !== undefined) throw new UserError('--agent is an option of cohort run');
+  const cohorts = list(argv.folders, 'folders');
+  const published = list(argv.published, 'published');
+  const inputs = [...cohorts, ...(argv.controls === undefined ? [] : [argv.controls]), ...published];
+  const folder = outputPath(settings, argv.out, 'out', 'folder', { reads: inputs });
+  const { compareCohorts } = await import('../../../evaluation/compare/compare.ts');
+  const outcome = await compareCohorts(settings, {
+    cohorts,
+    controls: argv.controls,
+    published,
+    out: folder,
+    command: commandLine(process.argv.slice(2)),
+    log: (line) => process.stderr.write(`${line}\n`),
+  });
+  for (const line of outcome.table) out(line);
+  out(`compare: ${outcome.files.json}, ${outcome.files.csv}, ${outcome.files.markdown}, ${outcome.files.latex}`);
+  out(`report: ${outcome.files.report}`);
+  return 0;
+}
+
+/** The command line as a shell would take it back (each word quoted when it needs to be). */
+function commandLine(args: readonly string[]): string {
+  return ['wwref', ...args].map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`)).join(' ');
+}
 
 /** `wwref cohort import --inspect-log LOG --out DIR [--controls DIR]`. */
 async function importInspect(

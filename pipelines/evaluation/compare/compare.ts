@@ -1,0 +1,73 @@
+// `wwref cohort compare`: reads the methods (methods.ts), compares them on the cells they share
+// (statistics.ts) and writes the comparison (outputs.ts); returns the family-macro table the terminal
+// shows. Nothing is written into the folders and files read.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { UserError } from '../../core/errors.ts';
+import { makeDirs } from '../../core/fsutil.ts';
+import type { Settings } from '../../core/settings.ts';
+import { readVerifiedCohort } from '../cohort/verified.ts';
+import { controlMethods, type LeftOut, publishedMethods, uniqueNames } from './methods.ts';
+import { type ComparisonOutcome, writeComparison } from './outputs.ts';
+import type { Method, MethodRow } from './statistics.ts';
+import { significant } from './tables.ts';
+
+export interface CompareRequest {
+  cohorts: readonly string[];
+  controls?: string;
+  published: readonly string[];
+  /** The output folder, already checked (cli/output-path.ts). */
+  out: string;
+  command: string;
+  log: (line: string) => void;
+}
+
+/** A cohort folder as one method: the results lines its own check vouches for. */
+async function cohortMethod(settings: Settings, dir: string, leftOut: LeftOut[], log: (line: string) => void): Promise<Method> {
+  const cohort = await readVerifiedCohort(settings, dir, log);
+  for (const [episode, why] of cohort.leftOut) leftOut.push({ from: dir, what: `episode ${episode}`, why });
+  const rows: MethodRow[] = cohort.results.map((r) => ({
+    condition: r.condition,
+    instance: r.instance,
+    family: r.family,
+    track: r.track,
+    budget: r.budget,
+    recovery: r.effect_recovery,
+    delivered: r.artifact_valid,
+  }));
+  if (!rows.length) throw new UserError(`cohort ${dir} has no result its receipts vouch for (${cohort.leftOut.size} left out)`);
+  return { name: cohort.name, kind: 'cohort', from: dir, rows };
+}
+
+/** The terminal's table: each cell's methods, best first, with their intervals. */
+function terminalTable(outcome: ComparisonOutcome): string[] {
+  const lines: string[] = [];
+  for (const cell of outcome.comparison.cells) {
+    lines.push(`${cell.track} B=${cell.budget} (${cell.conditions.length} condition(s), ${cell.sources} source(s)):`);
+    for (const name of cell.ranking) {
+      const m = cell.methods[name]!;
+      lines.push(`  ${m.rank}. ${name}: ${significant(m.recovery)} [${significant(m.interval[0])}, ${significant(m.interval[1])}]`);
+    }
+  }
+  return lines;
+}
+
+export async function compareCohorts(settings: Settings, request: CompareRequest): Promise<ComparisonOutcome & { table: string[] }> {
+  const leftOut: LeftOut[] = [];
+  const methods: Method[] = [];
+  for (const dir of request.cohorts) methods.push(await cohortMethod(settings, dir, leftOut, request.log));
+  if (request.controls !== undefined) methods.push(...(await controlMethods(settings, request.controls, leftOut, request.log)));
+  makeDirs(request.out);
+  // the published files are graded through a scratch file of the output folder, removed after
+  const scratch = mkdtempSync(join(request.out, '.compare-'));
+  try {
+    for (const file of request.published) methods.push(...publishedMethods(settings, file, scratch, leftOut));
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+  const outcome = writeComparison(settings, request.out, uniqueNames(methods), { command: request.command, leftOut });
+  for (const warning of outcome.warnings) request.log(`compare: ${warning}`);
+  if (leftOut.length)
+    request.log(`compare: ${leftOut.length} run(s) left out (compare.json, left_out), e.g. ${leftOut[0]!.what}: ${leftOut[0]!.why}`);
+  return { ...outcome, table: terminalTable(outcome) };
+}

@@ -1,0 +1,133 @@
+// What `wwref cohort compare` compares, read into methods (statistics.ts): each cohort folder is one
+// method (its results lines that the cohort's own check vouches for: cohort/results.ts), each control
+// method of a controls folder is one (its records recomputed first: controls/verify.ts), and each model of a
+// published agent-record file is one (every record scored again by `grade --records`' grader; the
+// recovery compared is the recomputed one, and a record whose stored score differs is left out,
+// said). Names are unique: a second method of the same name gets its folder's or file's name beside it.
+import { rmSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { UserError } from '../../core/errors.ts';
+import { writeFileAtomic } from '../../core/fsutil.ts';
+import type { Settings } from '../../core/settings.ts';
+import { gradeRecords } from '../../analysis/grade-records.ts';
+import { isObject, parseStrictJson, readBoundedText } from '../../analysis/strict-json.ts';
+import { loadCatalog } from '../../references/store.ts';
+import { trackOf } from '../controls/grid.ts';
+import { catalogLookup } from '../controls/job.ts';
+import { MAX_RECORDS_FILE_BYTES, readControlRecords } from '../controls/records.ts';
+import { verifyControlRecords } from '../controls/verify.ts';
+import { RECORDS_FILE } from '../controls/resume.ts';
+import type { Method, MethodRow } from './statistics.ts';
+
+export interface LeftOut {
+  from: string;
+  what: string;
+  why: string;
+}
+
+/**
+ * The control methods of a finished `wwref controls run` folder, one method each: every record
+ * recomputed on the references first (controls/verify.ts; one that recomputation does not give, or
+ * of another reference table, is refused), a second copy of one record left out and said.
+ */
+export async function controlMethods(settings: Settings, dir: string, leftOut: LeftOut[], log: (line: string) => void): Promise<Method[]> {
+  const file = join(dir, RECORDS_FILE);
+  const read = readControlRecords(file, catalogLookup(loadCatalog(settings)));
+  const verified = await verifyControlRecords(settings, read, { workers: 1, requireReference: true, log });
+  for (const left of [...verified.left_out.values()].flat()) leftOut.push({ from: file, what: left.record, why: left.why });
+  const byMethod = new Map<string, MethodRow[]>();
+  for (const r of verified.records) {
+    const rows = byMethod.get(r.method) ?? [];
+    rows.push({
+      condition: r.condition,
+      instance: r.instance,
+      family: r.family,
+      track: r.track,
+      budget: r.budget,
+      recovery: r.score.effect_recovery,
+      delivered: true,
+    });
+    byMethod.set(r.method, rows);
+  }
+  return [...byMethod].map(([name, rows]) => ({ name, kind: 'control', from: dir, rows }));
+}
+
+/** The records of a published agent-record file: a JSON array (results/agent_results.json) or one record a line. */
+function publishedRecords(file: string): Record<string, unknown>[] {
+  const text = readBoundedText(file, 'published agent-record file', MAX_RECORDS_FILE_BYTES);
+  const json = text.trimStart().startsWith('[')
+    ? parseStrictJson(text, `published agent-record file ${file}`)
+    : text
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .map((l, k) => parseStrictJson(l, `published agent-record file ${file}, line ${k + 1}`));
+  if (!Array.isArray(json) || !json.length || !json.every(isObject))
+    throw new UserError(`published agent-record file ${file}: expected agent records (a JSON array of objects, or one object a line)`);
+  return json as Record<string, unknown>[];
+}
+
+/**
+ * The models of a published agent-record file, one method each (named by `model`, and by `cohort`
+ * too when one model comes in several cohorts). Every record is graded again against the references;
+ * one whose stored fields differ from the regrade is left out (`leftOut`).
+ */
+export function publishedMethods(settings: Settings, file: string, scratch: string, leftOut: LeftOut[]): Method[] {
+  const records = publishedRecords(file);
+  // the grader reads one record a line: the records as such a file, in the comparison's scratch folder
+  const lines = join(scratch, `${basename(file)}.jsonl`);
+  writeFileAtomic(lines, records.map((r) => `${JSON.stringify(r)}\n`).join(''));
+  let outcome: ReturnType<typeof gradeRecords>;
+  try {
+    outcome = gradeRecords(settings, lines);
+  } finally {
+    rmSync(lines, { force: true });
+  }
+  const differing = new Map<number, string>();
+  for (const d of outcome.differences) if (!differing.has(d.record)) differing.set(d.record, d.field);
+  if (outcome.differences_total > outcome.differences.length)
+    throw new UserError(
+      `published agent-record file ${file}: ${outcome.differences_total} stored fields differ from their regrade; not compared`,
+    );
+  const catalog = loadCatalog(settings);
+  const conditions = catalog.conditions;
+  const models = new Map<string, Set<string>>();
+  for (const r of records) models.set(String(r.model), (models.get(String(r.model)) ?? new Set()).add(String(r.cohort)));
+  const byName = new Map<string, MethodRow[]>();
+  for (const scored of outcome.scores) {
+    const record = records[scored.record - 1]!;
+    const what = `record ${scored.record} (${String(record.model)}, ${scored.condition}, B=${String(record.budget)})`;
+    const field = differing.get(scored.record);
+    if (field !== undefined) {
+      leftOut.push({ from: file, what, why: `its stored ${field} is not what grading it again gives` });
+      continue;
+    }
+    const condition = conditions.get(scored.condition)!;
+    if (typeof record.budget !== 'number') throw new UserError(`published agent-record file ${file}, ${what}: no budget`);
+    const name = models.get(String(record.model))!.size > 1 ? `${String(record.model)} (${String(record.cohort)})` : String(record.model);
+    const rows = byName.get(name) ?? [];
+    rows.push({
+      condition: condition.id,
+      instance: condition.source,
+      family: condition.family,
+      track: trackOf(condition),
+      budget: record.budget,
+      recovery: scored.score.effect_recovery,
+      delivered: record.artifact_valid === true,
+    });
+    byName.set(name, rows);
+  }
+  return [...byName].map(([name, rows]) => ({ name, kind: 'published', from: file, rows }));
+}
+
+/** Unique names: a repeated name gets where it was read beside it ("pair_ridge (cohort-b)"). */
+export function uniqueNames(methods: readonly Method[]): Method[] {
+  const count = new Map<string, number>();
+  for (const m of methods) count.set(m.name, (count.get(m.name) ?? 0) + 1);
+  const used = new Set<string>();
+  return methods.map((m) => {
+    let name = count.get(m.name)! > 1 ? `${m.name} (${basename(m.from)})` : m.name;
+    for (let k = 2; used.has(name); k++) name = `${m.name} (${basename(m.from)} #${k})`;
+    used.add(name);
+    return { ...m, name };
+  });
+}
