@@ -13,7 +13,8 @@ from Python. The plan (JSON) names the task arguments, the log folder and, per s
   `calculate_python`, reads the printed table from the tool's result and submits it as `predictions_json`;
 - `malformed`: sends tool calls the tools refuse (a string for a list, an unknown argument, arguments that
   are no JSON, a table with a text value), then fails as a model would (an exception): undelivered;
-- `silent`: answers in prose and never calls a tool, until the message limit ends the sample.
+- `silent`: answers in prose and never calls a tool, until the message limit ends the sample;
+- `slow`: takes 30 s to answer each turn (past a short `session_seconds`: the session ends the sample).
 
 Behaviours are chosen by repeat: `behaviours[str(repeat)]`. The log's path is printed on stdout.
 """
@@ -22,9 +23,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 from inspect_ai import eval as inspect_eval
 from inspect_ai.log._samples import sample_active
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageTool, ModelOutput, ModelUsage, get_model
@@ -32,6 +35,7 @@ from inspect_ai.tool import ToolCall
 
 HERE = Path(__file__).resolve().parent
 MODEL = "mockllm/model"
+SLOW_SECONDS = 30
 
 # The numpy behaviour's calculation: main effects by least squares on the masks bought so far, every mask predicted.
 FIT_CODE = """import json, itertools
@@ -104,13 +108,27 @@ def silent_turn(turn: int, design: list[str], messages: list[ChatMessage]) -> Mo
     return output(f"Thinking about the surface (turn {turn}).")
 
 
-BEHAVIOURS = {"design": design_turn, "numpy": numpy_turn, "malformed": malformed_turn, "silent": silent_turn}
+def slow_turn(turn: int, design: list[str], messages: list[ChatMessage]) -> Awaitable[ModelOutput]:
+    async def answer() -> ModelOutput:
+        await anyio.sleep(SLOW_SECONDS)
+        return output(f"Still thinking (turn {turn}).")
+
+    return answer()
+
+
+BEHAVIOURS: dict[str, Callable[..., Any]] = {
+    "design": design_turn,
+    "numpy": numpy_turn,
+    "malformed": malformed_turn,
+    "silent": silent_turn,
+    "slow": slow_turn,
+}
 
 
 def scripted(plan: dict[str, Any]):
     """mockllm's custom_outputs: the turn of the active sample's behaviour, from the conversation so far."""
 
-    def generate(messages: list[ChatMessage], tools: Any, tool_choice: Any, config: Any) -> ModelOutput:
+    def generate(messages: list[ChatMessage], tools: Any, tool_choice: Any, config: Any) -> ModelOutput | Awaitable[ModelOutput]:
         active = sample_active()
         assert active is not None and active.sample.id is not None
         condition_budget, repeat = str(active.sample.id).rsplit("__r", 1)

@@ -5,7 +5,8 @@
 // conditions × 2 budgets × 4 repeats, one behaviour per repeat: the greedy degree-2 design and the
 // pair-effect ridge (its records must equal the `design_degree2` controls computed here), NumPy in
 // `calculate_python` and a submitted table, malformed tool arguments and then a model failure, and a
-// model that never calls a tool. Unscripted through the `inspect eval` command line, a JSON log.
+// model that never calls a tool; a model slower than the session. Unscripted through the `inspect eval`
+// command line, a JSON log.
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -184,6 +185,32 @@ describe('the whatworked task with a scripted mockllm/model', () => {
     // and leaves nothing of itself in the folder it was given
     expect(existsSync(join(out, 'forged')) ? readdirSync(join(out, 'forged')).filter((f) => f !== '.wwref.lock') : []).toEqual([]);
   }, 1_800_000);
+});
+
+describe('a model past the session', () => {
+  it('is stopped at the session deadline, scored undelivered, imported as stopped by the deadline', async (ctx) => {
+    if (unavailable) return ctx.skip(unavailable);
+    const out = join(dir, 'slow');
+    const plan = join(dir, 'slow-plan.json');
+    // each model turn takes 30 s; the session is 4 s
+    const task_args = { conditions: 'wine', budgets: '4', repeats: 1, session_seconds: 4 };
+    writeFileSync(plan, JSON.stringify({ task_args, log_dir: join(out, 'logs'), behaviours: { '0': 'slow' } }));
+    const run = await execa(join(VENV, 'bin', 'python'), [join(ROOT, 'inspect', 'scripted_eval.py'), plan], { cwd: ROOT, reject: false });
+    expect(run.exitCode, String(run.stderr).slice(-2000)).toBe(0);
+    const log = String(run.stdout).trim().split('\n').at(-1)!;
+    const [sample] = (await dump(log)).samples;
+    expect(sample.scores.episode_score.value).toBe(0);
+    expect(sample.scores.episode_score.metadata.ended.reason).toBe("no submission within the session's 4 s: the agent was stopped");
+    expect(sample.total_time).toBeLessThan(30);
+    const imported = await cliProcess(['cohort', 'import', '--inspect-log', log, '--out', join(out, 'cohort')], ROOT);
+    expect(imported.code, imported.stderr).toBe(0);
+    const [result] = lines(join(out, 'cohort', 'results.jsonl'));
+    expect([result!.artifact_valid, result!.process.stopped, result!.undelivered_reason]).toEqual([
+      false,
+      'deadline',
+      "no submission within the session's 4 s: the agent was stopped",
+    ]);
+  }, 900_000);
 });
 
 describe('the whatworked task from the inspect eval command line', () => {

@@ -21,12 +21,12 @@ import { type GradeResult, referenceSurface } from '../../analysis/grade.ts';
 import { lockFolder, LOCK_FILE } from '../../references/lock.ts';
 import { startControlsWorker } from '../controls/worker.ts';
 import { endEpisode, episodeStatus, readEpisode, scoreEpisode } from '../episode.ts';
-import type { SharedScores } from '../shared-scores.ts';
+import { type SharedScores, sharedScores } from '../shared-scores.ts';
 import type { AgentOutcome } from './agent.ts';
 import { cohortControls } from './baselines.ts';
 import { type CohortFiles, writeCohortSummaries } from './outputs.ts';
 import { claimCohortFolder, type CohortDefinition, defineCohort, EPISODES_FOLDER, type PlannedEpisode, plannedEpisodes } from './plan.ts';
-import { RESULTS_FILE, recordCohort, resultLine, StoredResult } from './results.ts';
+import { earlierResults, RESULTS_FILE, recordCohort, resultLine, StoredResult } from './results.ts';
 
 /** What the import writes beside the cohort's files: where its episodes came from. */
 export const INSPECT_FILE = 'inspect.json';
@@ -231,7 +231,19 @@ export async function importInspectLog(settings: Settings, options: ImportOption
     for (const s of samples) lines.push(await importSample(context, byId.get(s.id)!, s));
     const resultsFile = join(out, RESULTS_FILE);
     writeFileAtomic(resultsFile, lines.map((l) => `${l}\n`).join(''));
-    // each line is made from its episode's receipt just scored again (and the log's score checked against it)
+    // each line made again from its episode's receipt and the plan, as a resumed cohort's are, to the character
+    const verified = await earlierResults(resultsFile, planned, {
+      definition,
+      cohort: recordCohort(definition.labels, out),
+      episodes: join(out, EPISODES_FOLDER),
+      surfaceOf,
+      refit: (surface, observations, own) => sharedScores(context.worker, surface, observations, own),
+    });
+    const wrong = samples.find((s) => !verified.lines.has(s.id));
+    if (wrong)
+      throw new UserError(
+        `sample ${wrong.id}: its results line is not what its receipt gives (${verified.problems.get(wrong.id) ?? 'left out'})`,
+      );
     const results = lines.map((l) => StoredResult.parse(JSON.parse(l)));
     const controls = await cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: options.log });
     const files = writeCohortSummaries(settings, out, definition, results, controls);
