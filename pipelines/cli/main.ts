@@ -150,7 +150,11 @@ function commandMistake(args: readonly string[], message: string): string | unde
   if (!command && message === `Unknown argument: ${word}`)
     return `unknown command '${word}'; the commands: ${COMMANDS.map(commandName).sort().join(', ')} (wwref --help)`;
   if (command && /^Not enough non-option arguments/.test(message)) {
-    const needs = command.command.split(' ').slice(1).join(' ');
+    const needs = command.command
+      .split(' ')
+      .slice(1)
+      .filter((w) => w.startsWith('<'))
+      .join(' '); // the required ones
     return `${word} needs ${needs} (wwref ${word} --help)`;
   }
   return undefined;
