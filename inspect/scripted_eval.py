@@ -14,7 +14,7 @@ from Python. The plan (JSON) names the task arguments, the log folder and, per s
 - `malformed`: sends tool calls the tools refuse (a string for a list, an unknown argument, arguments that
   are no JSON, a table with a text value), then fails as a model would (an exception): undelivered;
 - `silent`: answers in prose and never calls a tool, until the message limit ends the sample;
-- `slow`: takes 30 s to answer each turn (past a short `session_seconds`: the session ends the sample).
+- `slow`: takes 120 s to answer each turn (past a short `session_seconds`: the session ends the sample).
 
 Behaviours are chosen by repeat: `behaviours[str(repeat)]`. The log's path is printed on stdout.
 """
@@ -35,7 +35,7 @@ from inspect_ai.tool import ToolCall
 
 HERE = Path(__file__).resolve().parent
 MODEL = "mockllm/model"
-SLOW_SECONDS = 30
+SLOW_SECONDS = 120
 
 # The numpy behaviour's calculation: main effects by least squares on the masks bought so far, every mask predicted.
 FIT_CODE = """import json, itertools

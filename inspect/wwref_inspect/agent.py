@@ -35,7 +35,10 @@ REMINDER = (
 
 
 def episodes_folder(given: str | None) -> Path:
-    """The folder of this eval's episode folders: the task's `episodes`, else beside the eval's log file."""
+    """The folder of this eval's episode folders: the task's `episodes`, else beside the eval's log file.
+
+    The log's location reaches a solver only through Inspect's active sample (no public accessor in 0.3.285).
+    """
     if given:
         return Path(given).expanduser().resolve()
     active = sample_active()

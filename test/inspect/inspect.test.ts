@@ -192,7 +192,7 @@ describe('a model past the session', () => {
     if (unavailable) return ctx.skip(unavailable);
     const out = join(dir, 'slow');
     const plan = join(dir, 'slow-plan.json');
-    // each model turn takes 30 s; the session is 4 s
+    // each model turn takes 120 s; the session is 4 s
     const task_args = { conditions: 'wine', budgets: '4', repeats: 1, session_seconds: 4 };
     writeFileSync(plan, JSON.stringify({ task_args, log_dir: join(out, 'logs'), behaviours: { '0': 'slow' } }));
     const run = await execa(join(VENV, 'bin', 'python'), [join(ROOT, 'inspect', 'scripted_eval.py'), plan], { cwd: ROOT, reject: false });
@@ -201,7 +201,7 @@ describe('a model past the session', () => {
     const [sample] = (await dump(log)).samples;
     expect(sample.scores.episode_score.value).toBe(0);
     expect(sample.scores.episode_score.metadata.ended.reason).toBe("no submission within the session's 4 s: the agent was stopped");
-    expect(sample.total_time).toBeLessThan(30);
+    expect(sample.total_time).toBeLessThan(100);
     const imported = await cliProcess(['cohort', 'import', '--inspect-log', log, '--out', join(out, 'cohort')], ROOT);
     expect(imported.code, imported.stderr).toBe(0);
     const [result] = lines(join(out, 'cohort', 'results.jsonl'));
