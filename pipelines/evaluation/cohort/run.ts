@@ -103,12 +103,15 @@ function agentEnvironment(
   };
 }
 
-/** At most `max` bytes from the start of a regular file in an agent's reach: never follows a link, never blocks (a FIFO is refused). */
-function readHead(path: string, what: string, max: number): string {
-  const { fd } = openRegularFile(path, what);
+/**
+ * At most `max` bytes of a regular file in an agent's reach, its start (or, with `tail`, its end):
+ * never follows a link, never blocks (a FIFO is refused).
+ */
+function readBounded(path: string, what: string, max: number, tail = false): string {
+  const { fd, size } = openRegularFile(path, what);
   try {
-    const block = Buffer.alloc(max);
-    return block.subarray(0, readSync(fd, block, 0, max, 0)).toString('utf8');
+    const block = Buffer.alloc(Math.min(size, max));
+    return block.subarray(0, readSync(fd, block, 0, block.length, tail ? size - block.length : 0)).toString('utf8');
   } finally {
     closeSync(fd);
   }
@@ -117,7 +120,7 @@ function readHead(path: string, what: string, max: number): string {
 /** Whether the episode's copy of its state says it is closed (read often while its agent runs: never throws, never blocks). */
 function closedNow(dir: string): boolean {
   try {
-    return (JSON.parse(readHead(join(dir, STATE_FILE), 'episode state', 16 << 20)) as { closed?: unknown }).closed === true;
+    return (JSON.parse(readBounded(join(dir, STATE_FILE), 'episode state', 16 << 20)) as { closed?: unknown }).closed === true;
   } catch {
     return false;
   }
@@ -402,11 +405,11 @@ async function scoredResult(
   };
 }
 
-/** The last line of text in `file` (an agent's kept stderr, at most 1 MiB), printable and at most 300 characters; '' if none. */
+/** The last line of text in `file` (an agent's kept stderr: its last 64 KiB), printable and at most 300 characters; '' if none. */
 function lastLine(file: string): string {
   let text = '';
   try {
-    text = readHead(file, 'agent stderr', 1 << 20);
+    text = readBounded(file, 'agent stderr', 64 << 10, true);
   } catch {
     return '';
   }
