@@ -214,31 +214,40 @@ describe('a model past the session', () => {
 });
 
 describe('the whatworked task from the inspect eval command line', () => {
-  it('runs mockllm/model unscripted: no tool call, scored undelivered, the JSON log imported', async (ctx) => {
+  it('runs mockllm/model unscripted on 12 samples: no tool call, each scored undelivered, the JSON log imported', async (ctx) => {
     if (unavailable) return ctx.skip(unavailable);
     const logs = join(dir, 'cli-logs');
+    const grid = ['-T', 'conditions=wine,concrete', '-T', 'budgets=4,8', '-T', 'repeats=3', '-T', 'max_messages=20', '--max-samples', '2'];
     const run = await execa(
       join(VENV, 'bin', 'inspect'),
-      ['eval', 'inspect/whatworked.py@whatworked', '--model', 'mockllm/model', '-T', 'conditions=wine', '-T', 'budgets=4'],
-      { cwd: ROOT, reject: false, env: { INSPECT_LOG_DIR: logs, INSPECT_LOG_FORMAT: 'json', INSPECT_DISPLAY: 'plain' } },
+      ['eval', 'inspect/whatworked.py@whatworked', '--model', 'mockllm/model', ...grid],
+      {
+        cwd: ROOT,
+        reject: false,
+        env: { INSPECT_LOG_DIR: logs, INSPECT_LOG_FORMAT: 'json', INSPECT_DISPLAY: 'plain' },
+      },
     );
     expect(run.exitCode, String(run.stderr).slice(-2000)).toBe(0);
     const found = readdirSync(logs).filter((f) => f.endsWith('.json') && f.includes('whatworked'));
     expect(found, String(run.stdout)).toHaveLength(1);
     const log = join(logs, found[0]!);
     const eval_ = JSON.parse(readFileSync(log, 'utf8'));
-    const [sample] = eval_.samples;
-    expect(sample.id).toBe('wine__b4__r0');
-    expect(toolCalls(sample)).toEqual([]);
-    // mockllm's default answer is prose: the agent is reminded until its message limit, or (no network for
-    // the tokenizer mockllm downloads to count its tokens) the model fails at once; undelivered either way
-    expect(sample.scores.episode_score.value).toBe(0);
-    expect(sample.scores.episode_score.metadata.ended.reason).toMatch(/^(no submission within 200 messages|the agent stopped on an error)/);
+    expect(eval_.samples).toHaveLength(12);
+    for (const sample of eval_.samples) {
+      expect(toolCalls(sample), sample.id).toEqual([]);
+      // mockllm's default answer is prose: the agent is reminded until its message limit, or (no network for
+      // the tokenizer mockllm downloads to count its tokens) the model fails at once; undelivered either way
+      expect(sample.scores.episode_score.value).toBe(0);
+      expect(sample.scores.episode_score.metadata.ended.reason).toMatch(
+        /^(no submission within 20 messages|the agent stopped on an error)/,
+      );
+    }
     const cohort = join(dir, 'cli-cohort');
     const imported = await cliProcess(['cohort', 'import', '--inspect-log', log, '--out', cohort], ROOT);
     expect(imported.code, imported.stderr).toBe(0);
-    const [result] = lines(join(cohort, 'results.jsonl'));
-    expect([result!.episode, result!.artifact_valid, result!.effect_recovery]).toEqual(['wine__b4__r0', false, 0]);
+    const results = lines(join(cohort, 'results.jsonl'));
+    expect(results.map((r) => [r.artifact_valid, r.effect_recovery])).toEqual(Array(12).fill([false, 0]));
+    expect(new Set(results.map((r) => r.episode)).size).toBe(12);
     // refusals: one line, exit 2
     for (const args of [
       ['cohort', 'import', '--out', join(dir, 'none')],
