@@ -204,6 +204,29 @@ describe('faults around the episodes', () => {
     for (const r of results) expect(r.shared_gp_score.effect_recovery).toBeTypeOf('number');
   }, 180_000);
 
+  it('Python workers killed while the controls are computed: the controls start again, the summary holds them', async () => {
+    const out = join(dir, 'kill-controls');
+    const args = [
+      '--agent',
+      `node ${AGENT} kill-workers`,
+      '--out',
+      out,
+      '--condition',
+      'wine',
+      'concrete',
+      '--budget',
+      '4',
+      '--repeats',
+      '2',
+    ];
+    const run = await cohort(args);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).not.toMatch(/\n\s+at /);
+    const summary = summaryOf(out);
+    expect([summary.episodes, summary.delivered]).toEqual([4, 4]);
+    for (const cell of summary.cells) expect(Object.keys(cell.controls)).toContain('design_degree2');
+  }, 180_000);
+
   it('a number beyond float64 written into a receipt: the episode is recorded undelivered, never a stack trace, here or on resume', async () => {
     const out = join(dir, 'infinite');
     const args = [...base('infinite', out), '--repeats', '2'];

@@ -447,6 +447,25 @@ export function fixedSurfaces(settings: Settings, definition: CohortDefinition):
   };
 }
 
+/**
+ * The controls computed while the agents ran; computed again once when they stopped (a worker killed):
+ * a `controls run` folder resumes from the records it holds. Read from --controls: as they are.
+ */
+async function controlsOnce(
+  settings: Settings,
+  definition: CohortDefinition,
+  options: CohortOptions,
+  first: Promise<StoredRecord[]>,
+): Promise<StoredRecord[]> {
+  try {
+    return await first;
+  } catch (error) {
+    if (options.controls !== undefined) throw error;
+    options.log(`cohort: the controls stopped (${(error as Error).message.split('\n')[0]}); started again`);
+    return cohortControls(settings, definition, { out: options.out, workers: 1, log: () => {} });
+  }
+}
+
 /** What a run needs before its episodes start. */
 type RunState = Pick<Shared, 'settings' | 'definition' | 'options' | 'fitter' | 'surfaceOf' | 'cwd' | 'own' | 'leftOut'>;
 
@@ -519,7 +538,13 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
         reason: parsed ? 'its line is not one the summaries can read' : (leftOut.get(p.id) ?? earlier!.problems.get(p.id) ?? 'not run'),
       });
   }
-  const files = writeCohortSummaries(settings, out, definition, { planned, results, leftOut: missing, log: options.log }, await controls);
+  const files = writeCohortSummaries(
+    settings,
+    out,
+    definition,
+    { planned, results, leftOut: missing, log: options.log },
+    await controlsOnce(settings, definition, options, controls!),
+  );
   return {
     episodes: results.length,
     reused: earlier!.lines.size,
