@@ -121,6 +121,11 @@ describe('results lines an agent writes', () => {
     expect(cohortRead.results).toEqual(lines(join(out, 'results.jsonl')).slice(1));
     expect([cohortRead.name, cohortRead.leftOut.size, said.length]).toEqual(['forge', 0, 1]);
     expect(readFileSync(join(out, 'results.jsonl'), 'utf8')).toBe(`${JSON.stringify(forged)}\n${text}`); // nothing written
+    // a folder copied elsewhere (another name: its records keep the cohort's first name) is read the same
+    const moved = join(dir, 'forge-moved');
+    cpSync(out, moved, { recursive: true });
+    const again = await readVerifiedCohort(currentSettings(), moved, () => {});
+    expect([again.results, again.leftOut.size]).toEqual([cohortRead.results, 0]);
   }, 120_000);
 });
 

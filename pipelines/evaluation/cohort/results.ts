@@ -265,7 +265,15 @@ async function lineProblem(
   } catch (error) {
     if (!(error instanceof UserError)) throw error;
   }
-  const base = { planned: plan, labels: definition.labels, agent: definition.agent, cohort: context.cohort, surface };
+  // without a `cohort` label, a record's cohort is its folder's name when it ran: a folder moved or copied keeps it
+  const named = definition.labels.cohort === undefined && typeof json.cohort === 'string' && /^[^/\0]{1,255}$/.test(json.cohort);
+  const base = {
+    planned: plan,
+    labels: definition.labels,
+    agent: definition.agent,
+    cohort: named ? (json.cohort as string) : context.cohort,
+    surface,
+  };
   let result: Omit<EpisodeResult, 'shared'>;
   if (state) {
     const problem = receiptProblem(state, plan, definition);
