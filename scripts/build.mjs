@@ -112,13 +112,16 @@ function moduleText(root, path, contents) {
 
 /**
  * The bundle as ASCII, so that code-cache.mjs reads it as Latin-1, a copy of its bytes, rather than
- * decoding UTF-8 (some 10 ms of each start for 2.8 MB). esbuild already writes every string, regular
- * expression and name of the code in ASCII (escapes: its default charset); what it leaves are a few
- * comments it keeps (…, —, emoji), written here as \u{…}.
+ * decoding UTF-8 (some 10 ms of each start for 2.8 MB). esbuild writes every string and name of the
+ * code in ASCII (escapes: its default charset); what it leaves are a few comments it keeps (…, —,
+ * emoji) and the characters of regular expressions it cannot escape without changing them. Each
+ * UTF-16 unit of those is written as \uXXXX: the one escape that means the same in a string, a
+ * comment and a regular expression with or without the u flag (\u{…} in a regular expression without
+ * it matches the letter u and the digits: a class [−] became one that took u, 1 and 2).
  */
 function asciiOnly(text) {
   return Buffer.from(
-    text.replace(/[^\x00-\x7f]/gu, (c) => `\\u{${c.codePointAt(0).toString(16)}}`),
+    text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
     'latin1',
   );
 }
