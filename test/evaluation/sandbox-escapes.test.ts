@@ -6,7 +6,7 @@
 // filter, its limits) with the runtime's Python added to run them, since only native code can make
 // those system calls. Real bubblewrap, real processes; nothing mocked.
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
