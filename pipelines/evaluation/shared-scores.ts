@@ -4,6 +4,7 @@
 // observations"). The estimators are the controls' (workflows/evaluation/), fitted by a controls'
 // worker on the observations in acquisition order (an episode's receipt, a record's list: the same order
 // gives the same bits); each table is scored by grade, in the published agent-score form.
+import { UserError } from '../core/errors.ts';
 import type { Surface } from '../analysis/effects.ts';
 import {
   type AgentScore,
@@ -110,6 +111,11 @@ export async function sharedForRecords(
   const results: RecordShared[] = [];
   for (const request of requests) {
     const { record, line, condition } = request;
+    // the estimators fit at least two observations (an agent's record always has the two anchors)
+    if (request.observations.length < 2)
+      throw new UserError(
+        `record ${record} (line ${line}): ${request.observations.length} observation(s); the shared estimators need at least two (leave out --shared)`,
+      );
     const shared = await sharedScores(worker, surfaceOf(condition), request.observations, request.own_recovery);
     results.push({ record, line, condition, ...shared });
     for (const [key, stored] of Object.entries(request.stored)) {
