@@ -90,6 +90,15 @@ describe('grade --records', () => {
     expect(JSON.parse(r.stdout).differences).toHaveLength(4);
   });
 
+  it('--shared with a record of fewer than two observations: one line naming the record, exit 2', async () => {
+    const file = writeLines('one-observation.jsonl', [base[0], { ...base[2], observations: { '0000': 0.3 } }]);
+    const r = await cliInProcess(['grade', '--references', refs, '--records', file, '--shared'], ROOT);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      'wwref: record 2 (line 2): 1 observation(s); the shared estimators need at least two (leave out --shared)',
+    ]);
+  });
+
   it('holds observations to no budget: a record carries none', async () => {
     const all = Object.fromEntries(Array.from({ length: 16 }, (_, k) => [maskOf(k, 4), u4(k)]));
     const r = await grade(writeLines('all-observed.jsonl', [{ ...base[1], observations: all }]));
