@@ -189,7 +189,12 @@ export class Catalog {
 
   condition(id: string): CatalogCondition {
     const condition = this.conditions.get(id);
-    if (!condition) throw new UserError(`unknown condition '${id}' (see 'wwref list' for the catalog)`);
+    if (!condition) {
+      const near = closest(id, [...this.conditions.keys()]);
+      throw new UserError(
+        `unknown condition '${id}' (${near.length ? `did you mean ${near.join(', ')}? ` : ''}see 'wwref list' for the catalog)`,
+      );
+    }
     return condition;
   }
 
@@ -201,4 +206,27 @@ export class Catalog {
   selectSources(names: readonly string[] = []): LoadedPlan[] {
     return names.length ? [...new Set(names)].map((n) => this.source(n)) : [...this.plans.values()];
   }
+}
+
+/** The names nearest to a mistyped `word` (edit distance, a swap of two neighbours one edit): at most 3, within max(2, a third of its length) edits. */
+export function closest(word: string, names: readonly string[]): string[] {
+  const distance = (a: string, b: string) => {
+    const d = Array.from({ length: a.length + 1 }, (_, i) =>
+      Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+    );
+    for (let i = 1; i <= a.length; i++)
+      for (let j = 1; j <= b.length; j++) {
+        const row = d[i]!;
+        row[j] = Math.min(d[i - 1]![j]! + 1, row[j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+        if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) row[j] = Math.min(row[j]!, d[i - 2]![j - 2]! + 1);
+      }
+    return d[a.length]![b.length]!;
+  };
+  const scored = names.map((name) => ({ name, d: distance(word.toLowerCase(), name.toLowerCase()) }));
+  const best = Math.min(...scored.map((s) => s.d));
+  if (!(best <= Math.max(2, Math.ceil(word.length / 3)))) return [];
+  return scored
+    .filter((s) => s.d === best)
+    .slice(0, 3)
+    .map((s) => s.name);
 }
