@@ -64,7 +64,7 @@ describe('an agent writing into the cohort folder', () => {
     const out = join(dir, 'garbled');
     const args = ['cohort', 'run', '--agent', agent, '--out', out, '--condition', 'wine', '--budget', '4', '--repeats', '2'];
     const run = await cliProcess(args, ROOT);
-    expect(run.code, run.stderr).toBe(0);
+    expect(run.code, run.stderr).toBe(1); // nothing delivered
     const results = () =>
       readFileSync(join(out, 'results.jsonl'), 'utf8')
         .split('\n')
@@ -75,8 +75,9 @@ describe('an agent writing into the cohort folder', () => {
       ['wine__b4__r1', 'the agent exited without submitting'],
     ]);
     const again = await cliProcess(args, ROOT);
-    expect(again.code, again.stderr).toBe(0);
+    expect(again.code, again.stderr).toBe(1);
     expect(again.stdout).toMatch(/2 episode\(s\) \(0 delivered, 2 from an earlier run\)/);
+    expect(again.stderr).toContain('cohort: 2 earlier episode(s) undelivered: kept; --retry-undelivered plays them again');
     expect(results()).toHaveLength(2);
   }, 120_000);
 

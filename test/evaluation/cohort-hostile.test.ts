@@ -59,7 +59,8 @@ const base = (mode: string, out: string, more: string[] = []) => [
 
 beforeAll(async () => {
   const run = await cohort(['--agent', 'true', '--out', CONTROLS, '--condition', 'wine', '--budget', '4']);
-  expect(run.code, run.stderr).toBe(0);
+  // nothing delivered: status 1, the controls and summaries written all the same
+  expect(run.code, run.stderr).toBe(1);
   expect(existsSync(join(CONTROLS, 'controls', 'records.jsonl'))).toBe(true);
 }, 300_000);
 
@@ -265,7 +266,10 @@ describe('faults around the episodes', () => {
     const out = join(dir, 'swap');
     const args = [...base('swap-ref', out, [join(references, 'manifest.json')]), '--repeats', '2', '--references', references];
     const run = await cohort(args);
-    expect(run.code, run.stderr).toBe(0);
+    expect(run.code, run.stderr).toBe(1); // nothing delivered; the summaries are written all the same
+    expect(run.stderr.trimEnd().split('\n').at(-1)).toMatch(
+      /^cohort: no episode delivered: 2 undelivered; the most common reason \(1 of them\): the reference of wine .* changed since the cohort started/,
+    );
     expect(existsSync(join(out, 'results.jsonl')) ? lines(join(out, 'results.jsonl')) : []).toEqual([]);
     const cell = summaryOf(out).cells[0];
     expect([cell.planned, cell.episodes, cell.recovery_mean]).toEqual([2, 0, null]);
@@ -296,12 +300,15 @@ describe('the cohort folder itself', () => {
     const out = join(dir, 'relative');
     const args = ['--agent', 'sh agent.sh', '--out', out, '--condition', 'wine', '--budget', '4', '--controls', join(CONTROLS, 'controls')];
     const first = await cohort(args, home);
-    expect(first.code, first.stderr).toBe(0);
+    expect(first.code, first.stderr).toBe(1); // nothing delivered
+    expect(first.stderr.trimEnd().split('\n').at(-1)).toBe(
+      'cohort: no episode delivered: 1 undelivered; the most common reason (1 of them): the agent exited without submitting',
+    );
     expect(lines(join(out, 'results.jsonl'))[0]!.undelivered_reason).toBe('the agent exited without submitting');
     // the line removed: the resume, from the checkout, plays the episode again, in `home`
     writeFileSync(join(out, 'results.jsonl'), '');
     const resumed = await cohort(args, ROOT);
-    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.code, resumed.stderr).toBe(1);
     expect(resumed.stderr).toContain(`cohort: the agents run in ${home}, where this cohort was started`);
     expect(lines(join(out, 'results.jsonl'))[0]!.undelivered_reason).toBe('the agent exited without submitting');
     // an agent edits cohort.json: refused with one line and the way out, which keeps the finished episode
@@ -316,7 +323,7 @@ describe('the cohort folder itself', () => {
     expect([garbled.code, garbled.stderr.trim().split('\n').length], garbled.stderr).toEqual([2, 1]);
     rmSync(file);
     const adopted = await cohort(args, home);
-    expect(adopted.code, adopted.stderr).toBe(0);
+    expect(adopted.code, adopted.stderr).toBe(1);
     expect(adopted.stderr).toContain('taken as this cohort');
     expect(adopted.stdout).toMatch(/1 episode\(s\) \(0 delivered, 1 from an earlier run\)/);
   }, 240_000);

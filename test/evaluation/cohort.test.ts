@@ -280,7 +280,11 @@ describe('a faulty agent', () => {
       ],
       ROOT,
     );
-    expect(missing.code, missing.stderr).toBe(0);
+    // nothing delivered: exit 1, with one line saying how many and why
+    expect(missing.code, missing.stderr).toBe(1);
+    expect(missing.stderr.trimEnd().split('\n').at(-1)).toMatch(
+      /^cohort: no episode delivered: 1 undelivered; the most common reason \(1 of them\): the agent command was not found \(exit status 127\); its stderr ends: .*wwref-no-such-agent-command.*not found$/,
+    );
     const [line] = lines(join(dir, 'missing', 'results.jsonl'));
     expect(line!.undelivered_reason).toBe('the agent command was not found (exit status 127)');
     expect(existsSync(join(dir, 'missing', 'controls'))).toBe(false);

@@ -3,17 +3,24 @@
 // per control and gain), and the figure cohort-recovery.svg/.png (family-macro recovery against
 // budget: the agent with the controls, drawn by the controls' figure code; one that cannot be drawn is a
 // warning). The summaries say how many episodes were planned and are held, and which were left out and
-// why. Each file is written atomically.
+// why. Each file is written atomically. And the report `cohort compare` writes (OUT/report/: the
+// page, the Markdown and LaTeX tables, compare.json, CSV, the figure), the cohort and each of its
+// controls as the methods, with the family-macro table the terminal shows.
 import { join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
-import { writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
+import { makeDirs, writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
 import { digest } from '../../core/hashing.ts';
 import type { Settings } from '../../core/settings.ts';
 import { drawRecoveryFigure } from '../controls/outputs.ts';
 import type { StoredRecord } from '../controls/records.ts';
 import { cellsCsv, macroCells } from '../controls/summary.ts';
-import { type CohortDefinition, type PlannedEpisode, plannedEpisodes } from './plan.ts';
-import type { StoredResult } from './results.ts';
+import type { LeftOut as ComparisonLeftOut } from '../compare/methods.ts';
+import { uniqueNames } from '../compare/methods.ts';
+import { type ComparisonOutcome, writeComparison } from '../compare/outputs.ts';
+import type { Method, MethodRow } from '../compare/statistics.ts';
+import { significant } from '../compare/tables.ts';
+import { type CohortDefinition, type PlannedEpisode, plannedEpisodes, REPORT_FOLDER } from './plan.ts';
+import { recordCohort, type StoredResult } from './results.ts';
 import { BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, cohortCells, cohortMacroCells, flatCells, type LeftOut } from './summary.ts';
 
 export const FIGURE_NAME = 'cohort-recovery';
@@ -99,4 +106,82 @@ export function writeCohortSummaries(
     held.log(`cohort: warning: ${error.message.split('\n')[0]}; the summaries are written without it`);
   }
   return files;
+}
+
+/** The cohort and its controls as the methods of a comparison (compare/statistics.ts): the cohort first. */
+function cohortMethods(
+  out: string,
+  definition: CohortDefinition,
+  results: readonly StoredResult[],
+  controls: readonly StoredRecord[],
+): Method[] {
+  const row = (
+    r: { condition: string; instance: string; family: string; track: string; budget: number },
+    recovery: number,
+    delivered: boolean,
+  ): MethodRow => ({
+    condition: r.condition,
+    instance: r.instance,
+    family: r.family,
+    track: r.track,
+    budget: r.budget,
+    recovery,
+    delivered,
+  });
+  const byMethod = new Map<string, MethodRow[]>();
+  for (const r of controls) byMethod.set(r.method, [...(byMethod.get(r.method) ?? []), row(r, r.score.effect_recovery, true)]);
+  const agent: Method = {
+    name: definition.labels.agent ?? recordCohort(definition.labels, out),
+    kind: 'cohort',
+    from: out,
+    rows: results.map((r) => row(r, r.effect_recovery, r.artifact_valid)),
+  };
+  return uniqueNames([
+    agent,
+    ...[...byMethod].map(([name, rows]): Method => ({ name, kind: 'control', from: join(out, 'controls'), rows })),
+  ]);
+}
+
+/** Per (track, budget): the agent's recovery with its interval, then its gain over each control with the paired interval. */
+function gainTable(outcome: ComparisonOutcome, agent: string): string[] {
+  const lines: string[] = [];
+  const span = ([low, high]: readonly [number, number], signed = false) => `[${significant(low, signed)}, ${significant(high, signed)}]`;
+  for (const cell of outcome.comparison.cells) {
+    const own = cell.methods[agent]!;
+    lines.push(
+      `${cell.track} B=${cell.budget} (${cell.conditions.length} condition(s), ${cell.sources} source(s)): ${agent} ${significant(own.recovery)} ${span(own.interval)}`,
+    );
+    for (const d of cell.differences) {
+      if (d.a !== agent && d.b !== agent) continue;
+      // the pair's difference is a − b: the gain over the other method, its sign turned when the agent is b
+      const sign = d.a === agent ? 1 : -1;
+      const gain = sign * d.difference;
+      const interval: [number, number] = sign > 0 ? d.interval : [-d.interval[1], -d.interval[0]];
+      lines.push(`  gain over ${d.a === agent ? d.b : d.a}: ${significant(gain, true)} ${span(interval, true)}`);
+    }
+  }
+  return lines;
+}
+
+/**
+ * The comparison report of the cohort against its controls in OUT/report/ (compare/outputs.ts), and
+ * the terminal's table of it; undefined (said) when the cohort holds no result to compare.
+ */
+export function writeCohortReport(
+  settings: Settings,
+  out: string,
+  definition: CohortDefinition,
+  given: { results: readonly StoredResult[]; controls: readonly StoredRecord[]; leftOut: readonly LeftOut[]; command: string },
+  log: (line: string) => void,
+): { files: ComparisonOutcome['files']; table: string[] } | undefined {
+  if (!given.results.length) {
+    log('cohort: no results line to compare: no report written');
+    return undefined;
+  }
+  const methods = cohortMethods(out, definition, given.results, given.controls);
+  const leftOut: ComparisonLeftOut[] = given.leftOut.map((l) => ({ from: out, what: `episode ${l.episode}`, why: l.reason }));
+  makeDirs(join(out, REPORT_FOLDER));
+  const outcome = writeComparison(settings, join(out, REPORT_FOLDER), methods, { command: given.command, leftOut });
+  for (const warning of outcome.warnings) log(`cohort: warning: ${warning}`);
+  return { files: outcome.files, table: gainTable(outcome, methods[0]!.name) };
 }

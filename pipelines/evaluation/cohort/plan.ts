@@ -23,6 +23,10 @@ export const COHORT_FILE = 'cohort.json';
 export const EPISODES_FOLDER = 'episodes';
 /** Where an episode cut short by a stopped run is kept when the run resumes and starts it again. */
 export const INTERRUPTED_FOLDER = 'interrupted';
+/** Where the folder of an undelivered episode is kept when `--retry-undelivered` plays it again. */
+export const RETRIED_FOLDER = 'retried';
+/** The comparison of the cohort with its controls (`cohort compare`'s files). */
+export const REPORT_FOLDER = 'report';
 const COHORT_FILE_MAX_BYTES = 4 << 20;
 export const MAX_REPEATS = 1000;
 
@@ -156,6 +160,8 @@ const COHORT_ENTRIES = new Set([
   'results.jsonl',
   EPISODES_FOLDER,
   INTERRUPTED_FOLDER,
+  RETRIED_FOLDER,
+  REPORT_FOLDER,
   'controls',
   'summary.json',
   'summary.csv',
@@ -199,10 +205,21 @@ export function claimCohortFolder(
   if (lstatOrNothing(file)) {
     const earlier = readCohortFile(out);
     const changed = differences(earlier.definition, definition);
-    if (changed.length)
+    const before = earlier.definition.repeats;
+    // more repeats extend the cohort (its episodes keep their ids); fewer are refused
+    const extended = changed.length === 1 && changed[0] === 'the repeats' && typeof before === 'number';
+    if (extended && definition.repeats < before)
+      throw new UserError(
+        `--repeats ${definition.repeats}: the cohort in ${out} has ${before} repeats; a cohort is extended, never shortened (--repeats ${before} or more); ${REMOVE_HINT}`,
+      );
+    if (changed.length && !extended)
       throw new UserError(
         `--out ${out} holds another cohort (${changed.join(', ')} differ); name another folder to run this one, or ${REMOVE_HINT}`,
       );
+    if (extended) {
+      writeJsonAtomic(file, { ...earlier, definition, definition_sha256: digest(definition) });
+      log(`cohort: extended from ${before} to ${definition.repeats} repeat(s) (${file} updated); the earlier episodes are kept`);
+    }
     const folder = earlier.working_folder;
     if (typeof folder !== 'string' || !isAbsolute(folder)) return { resumed: true, workingFolder: cwd };
     if (!lstatOrNothing(folder)?.isDirectory())

@@ -32,7 +32,7 @@ import { type EpisodesServer, serveEpisodes } from '../episodes-server.ts';
 import { type SharedScores, sharedScores } from '../shared-scores.ts';
 import { AGENT_GROUP_FILE, type AgentOutcome, runAgent, stopLeftAgent } from './agent.ts';
 import { cohortControls } from './baselines.ts';
-import { type CohortFiles, writeCohortSummaries } from './outputs.ts';
+import { type CohortFiles, writeCohortReport, writeCohortSummaries } from './outputs.ts';
 import {
   claimCohortFolder,
   type CohortDefinition,
@@ -42,6 +42,7 @@ import {
   INTERRUPTED_FOLDER,
   type PlannedEpisode,
   plannedEpisodes,
+  RETRIED_FOLDER,
 } from './plan.ts';
 import {
   anchorsOf,
@@ -68,6 +69,10 @@ export interface CohortOptions extends CohortRequest {
   controls?: string;
   log: (line: string) => void;
   quiet?: boolean;
+  /** Play again the episodes an earlier run recorded undelivered (their folders kept under OUT/retried/). */
+  retryUndelivered?: boolean;
+  /** The command line, shown in the report. */
+  command?: string;
 }
 
 export interface CohortOutcome {
@@ -79,6 +84,10 @@ export interface CohortOutcome {
   /** Seconds the agents ran, summed over this run's episodes. */
   agent_seconds: number;
   files: CohortFiles & { results: string };
+  /** The comparison with the controls in OUT/report/ and its terminal table (none without results). */
+  report?: ReturnType<typeof writeCohortReport>;
+  /** The undelivered or left-out episodes' most common reason, with how many share it, and the agent's exception line of one. */
+  undelivered?: { count: number; reason: string; sharing: number; said: string };
 }
 
 /** The variables an agent gets (documented in the README, "Running a cohort"). */
@@ -405,30 +414,81 @@ async function scoredResult(
   };
 }
 
-/** The last line of text in `file` (an agent's kept stderr: its last 64 KiB), printable and at most 300 characters; '' if none. */
-function lastLine(file: string): string {
-  let text = '';
-  try {
-    text = readBounded(file, 'agent stderr', 64 << 10, true);
-  } catch {
-    return '';
-  }
+/** A frame border of a Python exception group's traceback (`+---- 1 ----`, `+-+---- 2 ----`, `+------`), its `| ` prefixes stripped. */
+const GROUP_BORDER = /^\+[-+]*(?:\s*(?:\d+|\.\.\.)\s*-*)?$/;
+
+/**
+ * The exception line of an agent's stderr text: its last line that is not blank and not a frame border
+ * of a Python exception group, with the group's `| ` prefixes stripped; printable, at most 300 characters.
+ */
+export function exceptionLine(text: string): string {
   const line = text
     .split('\n')
-    .map((l) => l.replace(/\p{Cc}/gu, ' ').trim())
-    .filter(Boolean)
+    .map((l) =>
+      l
+        .replace(/\p{Cc}/gu, ' ')
+        .trim()
+        .replace(/^(?:\|\s?)+/, '')
+        .trim(),
+    )
+    .filter((l) => l !== '' && !GROUP_BORDER.test(l))
     .at(-1);
   return line === undefined ? '' : [...line].length > 300 ? `${[...line].slice(0, 300).join('')}…` : line;
 }
 
-/** Keeps the folder of an episode an earlier run left unfinished under OUT/interrupted/, so that it can start afresh. */
-function setAside(out: string, id: string): void {
+/** The exception line of `file` (an agent's kept stderr: its last 64 KiB); '' if none. */
+function lastLine(file: string): string {
+  try {
+    return exceptionLine(readBounded(file, 'agent stderr', 64 << 10, true));
+  } catch {
+    return '';
+  }
+}
+
+/** Keeps the folder of an episode an earlier run left unfinished under OUT/interrupted/ (or retried, under OUT/retried/), so that it can start afresh. */
+function setAside(out: string, id: string, folder = INTERRUPTED_FOLDER): void {
   const dir = join(out, EPISODES_FOLDER, id);
   const stats = lstatOrNothing(dir);
   if (!stats) return;
   if (stats.isDirectory()) stopLeftAgent(join(dir, AGENT_GROUP_FILE)); // what the agent of a killed run (kill -9) left running
-  realFolder(join(out, INTERRUPTED_FOLDER));
-  renameSync(dir, join(out, INTERRUPTED_FOLDER, `${id}.${Date.now()}`));
+  realFolder(join(out, folder));
+  renameSync(dir, join(out, folder, `${id}.${Date.now()}`));
+}
+
+/**
+ * `--retry-undelivered`: the earlier lines of undelivered episodes taken out of `lines` (so that their
+ * episodes run again, and their new lines replace them), their folders kept under OUT/retried/.
+ */
+function retryUndelivered(out: string, lines: Map<string, string>, log: (line: string) => void): string[] {
+  const retired: string[] = [];
+  for (const [id, line] of lines) {
+    if ((JSON.parse(line) as { artifact_valid?: unknown }).artifact_valid !== false) continue;
+    setAside(out, id, RETRIED_FOLDER);
+    lines.delete(id);
+    retired.push(line);
+  }
+  log(
+    `cohort: --retry-undelivered: ${retired.length} undelivered episode(s) played again (their folders kept under ${join(out, RETRIED_FOLDER)})`,
+  );
+  return retired;
+}
+
+/** The most common reason among the undelivered lines and the episodes left out, how many share it, and an agent's exception line of one. */
+function commonReason(out: string, results: readonly StoredResult[], missing: readonly { episode: string; reason: string }[]) {
+  const why = [
+    ...results.filter((r) => !r.artifact_valid).map((r) => ({ episode: r.episode, reason: r.undelivered_reason ?? 'undelivered' })),
+    ...missing,
+  ];
+  if (!why.length) return undefined;
+  const counts = new Map<string, string[]>();
+  for (const w of why) counts.set(w.reason, [...(counts.get(w.reason) ?? []), w.episode]);
+  const [reason, episodes] = [...counts].sort((a, b) => b[1].length - a[1].length)[0]!;
+  return {
+    count: why.length,
+    reason,
+    sharing: episodes.length,
+    said: lastLine(join(out, EPISODES_FOLDER, episodes[0]!, 'agent.stderr')),
+  };
 }
 
 /** Every condition's reference surface, read once at the cohort's start and checked against the identity its definition fixed. */
@@ -484,6 +544,8 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   let controls: Promise<StoredRecord[]> | undefined;
   const kept = () => planned.flatMap((p) => own.get(p.id) ?? earlier?.lines.get(p.id) ?? []);
   let dropped = 0;
+  /** The earlier lines of the undelivered episodes played again (--retry-undelivered). */
+  let retired: string[] = [];
   try {
     const { workingFolder } = claimCohortFolder(out, definition, process.cwd(), options.log);
     const surfaceOf = fixedSurfaces(settings, definition);
@@ -496,12 +558,16 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     };
     earlier = await earlierResults(resultsFile, planned, context);
     if (earlier.unreadable) options.log(`cohort: ${earlier.unreadable}: no earlier line kept; it is written again at the end`);
+    if (options.retryUndelivered) retired = retryUndelivered(out, earlier.lines, options.log);
     const reused = earlier.lines.size;
     const todo = planned.filter((p) => !earlier!.lines.has(p.id));
     if (reused || earlier.dropped)
       options.log(
         `cohort: resuming: ${reused} of ${planned.length} episode(s) finished${earlier.dropped ? `, ${earlier.dropped} line(s) of ${resultsFile} left out (not what their episode's receipt and the cohort's plan give)` : ''}`,
       );
+    const undelivered = [...earlier.lines.values()].filter((l) => l.includes('"artifact_valid":false')).length;
+    if (undelivered && !options.retryUndelivered)
+      options.log(`cohort: ${undelivered} earlier episode(s) undelivered: kept; --retry-undelivered plays them again`);
     for (const p of todo) setAside(out, p.id);
     // the controls need no agent: computed while the agents run (or read from --controls)
     controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {} });
@@ -516,7 +582,8 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     // the results file holds exactly the lines that count, whatever else was written into it meanwhile
     if (earlier)
       try {
-        dropped = linesNotKept(resultsFile, new Set(kept()));
+        // the lines of the episodes played again are replaced, not "left out"
+        dropped = linesNotKept(resultsFile, new Set([...kept(), ...retired]));
         writeResults(resultsFile, kept());
       } catch (error) {
         options.log(`cohort: ${(error as Error).message.split('\n')[0]}`);
@@ -526,6 +593,34 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   }
   if (dropped)
     options.log(`cohort: ${dropped} line(s) of ${resultsFile} left out (not written by this run, nor what their episode's receipt gives)`);
+  return finish(settings, definition, options, {
+    planned,
+    own,
+    earlier: earlier!,
+    leftOut,
+    controls: await controlsOnce(settings, definition, options, controls!),
+    seconds: (Date.now() - started) / 1000,
+    agentSeconds,
+  });
+}
+
+/** The summaries and the report of the lines that count; the outcome. */
+function finish(
+  settings: Settings,
+  definition: CohortDefinition,
+  options: CohortOptions,
+  held: {
+    planned: readonly PlannedEpisode[];
+    own: ReadonlyMap<string, string>;
+    earlier: Awaited<ReturnType<typeof earlierResults>>;
+    leftOut: ReadonlyMap<string, string>;
+    controls: StoredRecord[];
+    seconds: number;
+    agentSeconds: number;
+  },
+): CohortOutcome {
+  const { planned, own, earlier, leftOut, controls } = held;
+  const out = options.out;
   const results: StoredResult[] = [];
   const missing: { episode: string; reason: string }[] = [];
   for (const p of planned) {
@@ -535,23 +630,21 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     else
       missing.push({
         episode: p.id,
-        reason: parsed ? 'its line is not one the summaries can read' : (leftOut.get(p.id) ?? earlier!.problems.get(p.id) ?? 'not run'),
+        reason: parsed ? 'its line is not one the summaries can read' : (leftOut.get(p.id) ?? earlier.problems.get(p.id) ?? 'not run'),
       });
   }
-  const files = writeCohortSummaries(
-    settings,
-    out,
-    definition,
-    { planned, results, leftOut: missing, log: options.log },
-    await controlsOnce(settings, definition, options, controls!),
-  );
+  const files = writeCohortSummaries(settings, out, definition, { planned, results, leftOut: missing, log: options.log }, controls);
+  const command = options.command ?? `wwref cohort run --agent '${definition.agent}' --out ${out}`;
+  const report = writeCohortReport(settings, out, definition, { results, controls, leftOut: missing, command }, options.log);
   return {
     episodes: results.length,
-    reused: earlier!.lines.size,
+    reused: earlier.lines.size,
     delivered: results.filter((r) => r.artifact_valid).length,
-    seconds: (Date.now() - started) / 1000,
-    agent_seconds: agentSeconds,
-    files: { ...files, results: resultsFile },
+    seconds: held.seconds,
+    agent_seconds: held.agentSeconds,
+    files: { ...files, results: join(out, RESULTS_FILE) },
+    report,
+    undelivered: commonReason(out, results, missing),
   };
 }
 

@@ -46,6 +46,10 @@ export default defineCommand({
         type: 'string',
         describe: "the deadline of each agent run, seconds (default 1800, the benchmark's session)",
       })
+      .option('retry-undelivered', {
+        type: 'boolean',
+        describe: 'run: play again the episodes an earlier run of this cohort recorded undelivered (their folders kept under OUT/retried/)',
+      })
       .option('calls', { type: 'string', describe: 'calculation calls allowed per episode (default 20)' })
       .option('call-seconds', { type: 'string', describe: 'wall seconds a calculation may run (default 45; 30 CPU seconds)' })
       .option('controls', {
@@ -54,6 +58,7 @@ export default defineCommand({
           "a finished 'wwref controls run' folder: run: holding the cohort's cells (default: computed); compare: its methods compared too",
       }),
   run: async (argv, context) => {
+    if (argv.retryUndelivered !== undefined && argv.action !== 'run') throw new UserError('--retry-undelivered is an option of cohort run');
     if (argv.action === 'compare') return compare(argv, context);
     if (argv.action === 'import') return importInspect(argv, context);
     if (argv.inspectLog !== undefined) throw new UserError('--inspect-log is an option of cohort import');
@@ -85,14 +90,26 @@ export default defineCommand({
       out: folder,
       parallel,
       controls: argv.controls,
+      retryUndelivered: argv.retryUndelivered === true,
+      command: commandLine(process.argv.slice(2)),
       log: (line) => process.stderr.write(`${line}\n`),
     });
+    for (const line of outcome.report?.table ?? []) out(line);
     out(
       `${outcome.episodes} episode(s) (${outcome.delivered} delivered${outcome.reused ? `, ${outcome.reused} from an earlier run` : ''}) ` +
         `in ${formatSeconds(outcome.seconds)}: ${outcome.files.results}`,
     );
     out(`summary: ${outcome.files.summary}, ${outcome.files.summary_csv}, ${outcome.files.macro_csv}`);
     out(`figure: ${outcome.files.figures.join(', ')}`);
+    if (outcome.report) out(`report: ${outcome.report.files.report}, ${outcome.report.files.markdown}, ${outcome.report.files.latex}`);
+    if (outcome.delivered === 0) {
+      // nothing to compare an agent by: said in one line, and a non-zero status for scripts
+      const why = outcome.undelivered;
+      process.stderr.write(
+        `cohort: no episode delivered: ${why?.count ?? 0} undelivered; the most common reason (${why?.sharing ?? 0} of them): ${why?.reason ?? 'none run'}${why?.said ? `; its stderr ends: ${why.said}` : ''}\n`,
+      );
+      return 1;
+    }
     return 0;
   },
 });
