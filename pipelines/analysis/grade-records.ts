@@ -502,7 +502,7 @@ export function gradeRecords(
   file: string,
   referencesDir = settings.paths.references,
   onScore?: (score: RecordScore) => void,
-  options: { shared?: boolean } = {},
+  options: { shared?: boolean; lines?: Iterable<{ text: string; line: number }> } = {},
 ): RecordsOutcome {
   const store = new ReferenceStore(referencesDir, settings.paths);
   store.requireManifest();
@@ -523,7 +523,8 @@ export function gradeRecords(
     outcome.differences_total++;
     if (outcome.differences.length < MAX_DIFFERENCES_KEPT) outcome.differences.push(d);
   };
-  for (const { text: raw, line } of recordLines(file)) {
+  // `lines`: records already read (cohort compare's published records, a JSON array), `file` naming them
+  for (const { text: raw, line } of options.lines ?? recordLines(file)) {
     if (raw.trim() === '') continue;
     const record = ++outcome.records;
     const where = `records file ${file}, record ${record} (line ${line})`;

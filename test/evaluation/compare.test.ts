@@ -143,6 +143,27 @@ describe('cohort compare', () => {
     120_000,
   );
 
+  it('counts a published run once (a second copy left out, said); a record whose model is no name is refused', async () => {
+    const lines = readFileSync(published, 'utf8').split('\n').filter(Boolean);
+    const copies = join(dir, 'copies.jsonl');
+    writeFileSync(copies, `${[lines[0], lines[0], lines[0], ...lines.slice(1)].join('\n')}\n`);
+    const once = join(dir, 'compare-once');
+    const twice = join(dir, 'compare-copies');
+    expect((await cliProcess(['cohort', 'compare', cohort, '--published', published, '--out', once], ROOT)).code).toBe(0);
+    const run = await cliProcess(['cohort', 'compare', cohort, '--published', copies, '--out', twice], ROOT);
+    expect(run.code, run.stderr).toBe(0);
+    const [a, b] = [once, twice].map((d) => JSON.parse(readFileSync(join(d, 'compare.json'), 'utf8')));
+    expect(b.cells).toEqual(a.cells);
+    expect(b.left_out.map((l: any) => l.why)).toEqual(
+      Array(2).fill("a second copy of record 1's run (same model, cohort, condition, budget and repeat)"),
+    );
+    const named = join(dir, 'model-object.jsonl');
+    writeFileSync(named, `${JSON.stringify({ ...JSON.parse(lines[0]!), model: { name: 'x' } })}\n`);
+    const refused = await cliProcess(['cohort', 'compare', cohort, '--published', named, '--out', join(dir, 'compare-model')], ROOT);
+    expect([refused.code, refused.stderr.trim()]).toEqual([2, `wwref: published agent-record file ${named}, record 1: "model" is no name`]);
+    expect(existsSync(join(dir, 'compare-model'))).toBe(false);
+  }, 120_000);
+
   it('refuses, in one line: one method, an unknown folder, --out inside what is read', async () => {
     const refused = async (args: string[], pattern: RegExp) => {
       const run = await cliProcess(args, ROOT);

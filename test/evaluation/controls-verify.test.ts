@@ -189,6 +189,12 @@ describe('cohort run --controls DIR', () => {
         /line \d+: the control of wine names reference table none, the cohort's is [0-9a-f]{12}/,
       ],
       [
+        // the random design's records of a chosen seed alone (its mean what the choice made it)
+        'chosen-seeds',
+        records.filter((l) => !(l.includes('"method":"random_degree2"') && l.includes('"seed":0,'))),
+        /the random design's records of wine at budget 8 are seeds 1, not 0 to 0: not a run's draws/,
+      ],
+      [
         'copies',
         [...records, ...[1, 2].map((s) => design.replace('"budget":8,', `"seed":${s},"budget":8,`))],
         /line \d+: a second copy of the record of wine design_degree2 at budget 8 \(the first: .* line \d+\)/,

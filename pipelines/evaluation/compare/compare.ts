@@ -1,10 +1,7 @@
 // `wwref cohort compare`: reads the methods (methods.ts), compares them on the cells they share
 // (statistics.ts) and writes the comparison (outputs.ts); returns the family-macro table the terminal
 // shows. Nothing is written into the folders and files read.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
-import { makeDirs } from '../../core/fsutil.ts';
 import type { Settings } from '../../core/settings.ts';
 import { readVerifiedCohort } from '../cohort/verified.ts';
 import { controlMethods, type LeftOut, publishedMethods, uniqueNames } from './methods.ts';
@@ -57,14 +54,7 @@ export async function compareCohorts(settings: Settings, request: CompareRequest
   const methods: Method[] = [];
   for (const dir of request.cohorts) methods.push(await cohortMethod(settings, dir, leftOut, request.log));
   if (request.controls !== undefined) methods.push(...(await controlMethods(settings, request.controls, leftOut, request.log)));
-  makeDirs(request.out);
-  // the published files are graded through a scratch file of the output folder, removed after
-  const scratch = mkdtempSync(join(request.out, '.compare-'));
-  try {
-    for (const file of request.published) methods.push(...publishedMethods(settings, file, scratch, leftOut));
-  } finally {
-    rmSync(scratch, { recursive: true, force: true });
-  }
+  for (const file of request.published) methods.push(...publishedMethods(settings, file, leftOut));
   const outcome = writeComparison(settings, request.out, uniqueNames(methods), { command: request.command, leftOut });
   for (const warning of outcome.warnings) request.log(`compare: ${warning}`);
   if (leftOut.length)

@@ -4,10 +4,8 @@
 // published agent-record file is one (every record scored again by `grade --records`' grader; the
 // recovery compared is the recomputed one, and a record whose stored score differs is left out,
 // said). Names are unique: a second method of the same name gets its folder's or file's name beside it.
-import { rmSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
-import { writeFileAtomic } from '../../core/fsutil.ts';
 import type { Settings } from '../../core/settings.ts';
 import { gradeRecords } from '../../analysis/grade-records.ts';
 import { isObject, parseStrictJson, readBoundedText } from '../../analysis/strict-json.ts';
@@ -63,6 +61,21 @@ function publishedRecords(file: string): Record<string, unknown>[] {
         .map((l, k) => parseStrictJson(l, `published agent-record file ${file}, line ${k + 1}`));
   if (!Array.isArray(json) || !json.length || !json.every(isObject))
     throw new UserError(`published agent-record file ${file}: expected agent records (a JSON array of objects, or one object a line)`);
+  // what names a record's method and cell: the benchmark's form has each (a model that is no text would be named "[object Object]")
+  for (const [k, r] of json.entries()) {
+    const whole = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v >= 0;
+    const problem =
+      typeof r.model !== 'string' || r.model.trim() === ''
+        ? '"model" is no name'
+        : r.cohort !== undefined && typeof r.cohort !== 'string'
+          ? '"cohort" is no name'
+          : !whole(r.budget)
+            ? '"budget" is no whole number'
+            : !whole(r.repeat)
+              ? '"repeat" is no whole number'
+              : undefined;
+    if (problem) throw new UserError(`published agent-record file ${file}, record ${k + 1}: ${problem}`);
+  }
   return json as Record<string, unknown>[];
 }
 
@@ -71,17 +84,11 @@ function publishedRecords(file: string): Record<string, unknown>[] {
  * too when one model comes in several cohorts). Every record is graded again against the references;
  * one whose stored fields differ from the regrade is left out (`leftOut`).
  */
-export function publishedMethods(settings: Settings, file: string, scratch: string, leftOut: LeftOut[]): Method[] {
+export function publishedMethods(settings: Settings, file: string, leftOut: LeftOut[]): Method[] {
   const records = publishedRecords(file);
-  // the grader reads one record a line: the records as such a file, in the comparison's scratch folder
-  const lines = join(scratch, `${basename(file)}.jsonl`);
-  writeFileAtomic(lines, records.map((r) => `${JSON.stringify(r)}\n`).join(''));
-  let outcome: ReturnType<typeof gradeRecords>;
-  try {
-    outcome = gradeRecords(settings, lines);
-  } finally {
-    rmSync(lines, { force: true });
-  }
+  // graded as `grade --records` grades a file of one record a line (the k-th record as line k)
+  const lines = records.map((r, k) => ({ text: JSON.stringify(r), line: k + 1 }));
+  const outcome = gradeRecords(settings, file, undefined, undefined, { lines });
   const differing = new Map<number, string>();
   for (const d of outcome.differences) if (!differing.has(d.record)) differing.set(d.record, d.field);
   if (outcome.differences_total > outcome.differences.length)
@@ -93,16 +100,24 @@ export function publishedMethods(settings: Settings, file: string, scratch: stri
   const models = new Map<string, Set<string>>();
   for (const r of records) models.set(String(r.model), (models.get(String(r.model)) ?? new Set()).add(String(r.cohort)));
   const byName = new Map<string, MethodRow[]>();
+  const seen = new Map<string, number>();
   for (const scored of outcome.scores) {
     const record = records[scored.record - 1]!;
-    const what = `record ${scored.record} (${String(record.model)}, ${scored.condition}, B=${String(record.budget)})`;
+    const what = `record ${scored.record} (${String(record.model)}, ${scored.condition}, B=${String(record.budget)}, repeat ${String(record.repeat)})`;
     const field = differing.get(scored.record);
     if (field !== undefined) {
       leftOut.push({ from: file, what, why: `its stored ${field} is not what grading it again gives` });
       continue;
     }
+    // one run counts once: a second record of the same model, cohort, condition, budget and repeat is left out
+    const identity = JSON.stringify([record.model, record.cohort ?? null, scored.condition, record.budget, record.repeat]);
+    const first = seen.get(identity);
+    if (first !== undefined) {
+      leftOut.push({ from: file, what, why: `a second copy of record ${first}'s run (same model, cohort, condition, budget and repeat)` });
+      continue;
+    }
+    seen.set(identity, scored.record);
     const condition = conditions.get(scored.condition)!;
-    if (typeof record.budget !== 'number') throw new UserError(`published agent-record file ${file}, ${what}: no budget`);
     const name = models.get(String(record.model))!.size > 1 ? `${String(record.model)} (${String(record.cohort)})` : String(record.model);
     const rows = byName.get(name) ?? [];
     rows.push({
@@ -110,7 +125,7 @@ export function publishedMethods(settings: Settings, file: string, scratch: stri
       instance: condition.source,
       family: condition.family,
       track: trackOf(condition),
-      budget: record.budget,
+      budget: record.budget as number,
       recovery: scored.score.effect_recovery,
       delivered: record.artifact_valid === true,
     });

@@ -5,7 +5,7 @@
 // and report.html. A figure that cannot be drawn is a warning: the tables are written all the same.
 import { join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
-import { writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
+import { makeDirs, writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
 import type { Settings } from '../../core/settings.ts';
 import { drawRecoveryFigure } from '../controls/outputs.ts';
 import type { LeftOut } from './methods.ts';
@@ -68,6 +68,7 @@ export function writeComparison(
     throw new UserError(
       `the methods share no (condition, budget) cell: ${methods.map((m) => `${m.name} has ${new Set(m.rows.map((r) => `${r.condition} B=${r.budget}`)).size}`).join('; ')}`,
     );
+  makeDirs(out); // only now: a comparison refused leaves no folder behind
   const colours = Object.fromEntries(methods.map((m, k) => [m.name, PALETTE[k % PALETTE.length]!]));
   const files: ComparisonFiles = {
     json: join(out, 'compare.json'),

@@ -164,7 +164,9 @@ export async function verifyControlRecords(
       `${wrong[0]}${wrong.length > 1 ? ` (and ${wrong.length - 1} more record(s) like it)` : ''}; a control record is used only as recomputation gives it`,
     );
   const references = Object.fromEntries([...byId].map(([id, p]) => [id, p.context.reference]));
-  return { ...keptOnce(records, options.duplicates ?? 'keep-once'), references };
+  const verified = { ...keptOnce(records, options.duplicates ?? 'keep-once'), references };
+  if (options.requireReference) checkSeeds(verified.records);
+  return verified;
 }
 
 /** Each cell entry once: a second copy is left out and said, or refused. */
@@ -185,4 +187,31 @@ function keptOnce(records: readonly StoredRecord[], duplicates: 'keep-once' | 'r
     left_out.set(key, [...(left_out.get(key) ?? []), { record: r.read_from, why: `a second copy of ${kept.read_from}` }]);
   }
   return { records: [...first.values()], left_out };
+}
+
+/**
+ * Refuses a run's records whose random designs are not seeds 0 … n − 1 in every cell, the same n
+ * everywhere (a run draws them so): records of a chosen few seeds would make the random design's mean
+ * what the choice made it, each record still what recomputation gives.
+ */
+function checkSeeds(records: readonly StoredRecord[]): void {
+  const seeds = new Map<string, number[]>();
+  for (const r of records)
+    if (r.method === 'random_degree2') {
+      const cell = `${r.condition} at budget ${r.budget}`;
+      seeds.set(cell, [...(seeds.get(cell) ?? []), r.seed!]);
+    }
+  let first: [string, number] | undefined;
+  for (const [cell, list] of seeds) {
+    const sorted = [...list].sort((a, b) => a - b);
+    if (sorted.some((seed, k) => seed !== k))
+      throw new UserError(
+        `the random design's records of ${cell} are seeds ${sorted.slice(0, 8).join(', ')}${sorted.length > 8 ? ', …' : ''}, not 0 to ${sorted.length - 1}: not a run's draws (some left out?); use the run's records.jsonl as it wrote it`,
+      );
+    first ??= [cell, sorted.length];
+    if (sorted.length !== first[1])
+      throw new UserError(
+        `the random design has ${sorted.length} seed(s) in ${cell} but ${first[1]} in ${first[0]}: not one run's draws; use the run's records.jsonl as it wrote it`,
+      );
+  }
 }
