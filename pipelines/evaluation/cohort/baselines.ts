@@ -6,13 +6,14 @@
 // budgets), which resumes like any controls run.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { UserError } from '../../core/errors.ts';
+import { Interrupted, UserError } from '../../core/errors.ts';
 import type { Settings } from '../../core/settings.ts';
 import { loadCatalog } from '../../references/store.ts';
 import { catalogLookup, runControls } from '../controls/job.ts';
 import { readControlRecords, type StoredRecord } from '../controls/records.ts';
 import { RECORDS_FILE } from '../controls/resume.ts';
 import { verifyControlRecords } from '../controls/verify.ts';
+import { ownFolder, setAsideEntry } from './folders.ts';
 import type { CohortDefinition } from './plan.ts';
 
 export const CONTROLS_FOLDER = 'controls';
@@ -27,7 +28,7 @@ function uncovered(definition: CohortDefinition, records: readonly StoredRecord[
 export async function cohortControls(
   settings: Settings,
   definition: CohortDefinition,
-  options: { out: string; controls?: string; workers: number; log: (line: string) => void },
+  options: { out: string; controls?: string; workers: number; log: (line: string) => void; warn?: (line: string) => void },
 ): Promise<StoredRecord[]> {
   const wanted = new Map(definition.conditions.map((c) => [c.id, c]));
   const inCells = (r: StoredRecord) => wanted.get(r.condition)?.budgets.includes(r.budget) ?? false;
@@ -61,18 +62,34 @@ export async function cohortControls(
   }
   const groups = new Map<string, string[]>();
   for (const c of definition.conditions) groups.set(c.budgets.join('-'), [...(groups.get(c.budgets.join('-')) ?? []), c.id]);
+  const warn = options.warn ?? options.log;
+  const root = join(options.out, CONTROLS_FOLDER);
+  ownFolder(options.out, root, warn); // never followed through a link an agent put there
   const records: StoredRecord[] = [];
   for (const [budgets, conditions] of groups) {
-    const folder = join(options.out, CONTROLS_FOLDER, groups.size === 1 ? '.' : `b${budgets}`);
-    const outcome = await runControls(settings, {
-      conditions,
-      budgets: budgets.split('-').map(Number),
-      out: folder,
-      workers: options.workers,
-      log: options.log,
-      quiet: true,
-      figures: false, // the cohort's figure draws the controls beside the agent
-    });
+    const folder = groups.size === 1 ? root : join(root, `b${budgets}`);
+    const run = () => {
+      ownFolder(options.out, folder, warn);
+      return runControls(settings, {
+        conditions,
+        budgets: budgets.split('-').map(Number),
+        out: folder,
+        workers: options.workers,
+        log: options.log,
+        quiet: true,
+        figures: false, // the cohort's figure draws the controls beside the agent
+      });
+    };
+    let outcome: Awaited<ReturnType<typeof runControls>>;
+    try {
+      outcome = await run();
+    } catch (error) {
+      if (!(error instanceof UserError) || error instanceof Interrupted) throw error;
+      // the cohort's own controls folder, which its agents can write into (a FIFO at run.json…): set
+      // aside and computed afresh, once, so that nothing an agent left makes the cohort unresumable
+      setAsideEntry(options.out, folder, `could not be resumed (${error.message.split('\n')[0]})`, warn);
+      outcome = await run();
+    }
     records.push(...readControlRecords(outcome.files.records));
   }
   return records;

@@ -8,7 +8,7 @@
 // controls as the methods, with the family-macro table the terminal shows.
 import { join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
-import { makeDirs, writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
+import { writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
 import { digest } from '../../core/hashing.ts';
 import type { Settings } from '../../core/settings.ts';
 import { drawRecoveryFigure } from '../controls/outputs.ts';
@@ -19,6 +19,7 @@ import { uniqueNames } from '../compare/methods.ts';
 import { type ComparisonOutcome, writeComparison } from '../compare/outputs.ts';
 import type { Method, MethodRow } from '../compare/statistics.ts';
 import { significant } from '../compare/tables.ts';
+import { ownFolder } from './folders.ts';
 import { type CohortDefinition, type PlannedEpisode, plannedEpisodes, REPORT_FOLDER } from './plan.ts';
 import { recordCohort, type StoredResult } from './results.ts';
 import { BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, cohortCells, cohortMacroCells, flatCells, type LeftOut } from './summary.ts';
@@ -180,8 +181,16 @@ export function writeCohortReport(
   }
   const methods = cohortMethods(out, definition, given.results, given.controls);
   const leftOut: ComparisonLeftOut[] = given.leftOut.map((l) => ({ from: out, what: `episode ${l.episode}`, why: l.reason }));
-  makeDirs(join(out, REPORT_FOLDER));
-  const outcome = writeComparison(settings, join(out, REPORT_FOLDER), methods, { command: given.command, leftOut });
-  for (const warning of outcome.warnings) log(`cohort: warning: ${warning}`);
-  return { files: outcome.files, table: gainTable(outcome, methods[0]!.name) };
+  try {
+    // the cohort's own folder, never followed through a link an agent put at its name (set aside)
+    ownFolder(out, join(out, REPORT_FOLDER), log);
+    const outcome = writeComparison(settings, join(out, REPORT_FOLDER), methods, { command: given.command, leftOut });
+    for (const warning of outcome.warnings) log(`cohort: warning: ${warning}`);
+    return { files: outcome.files, table: gainTable(outcome, methods[0]!.name) };
+  } catch (error) {
+    // like the figure: a report that cannot be written is a warning, the results and summaries stand
+    if (!(error instanceof UserError)) throw error;
+    log(`cohort: warning: the report could not be written: ${error.message.split('\n')[0]}`);
+    return undefined;
+  }
 }
