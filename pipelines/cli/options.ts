@@ -18,7 +18,7 @@ export function list(value: unknown, flag = 'this option'): string[] {
 
 /** The one whole number an option was given (up to 9 digits; a range is the command's to check). */
 export function wholeNumber(value: unknown, flag: string): number {
-  const written = String(value).trim();
+  const written = String(value); // as given: ' 2' is no more a number than '0x2'
   if (!/^\d{1,9}$/.test(written)) throw new UserError(`--${flag} takes one whole number written in decimal digits, not '${written}'`);
   return Number(written);
 }

@@ -85,4 +85,9 @@ describe('whole-number options', () => {
       expect(readdirSync(cwd)).toEqual([]); // nothing was made
     },
   );
+
+  it("a single whole number is taken as written: ' 2' is refused (a list option, --budget ' 2', is split at spaces)", async () => {
+    const r = await cliInProcess(['controls', 'run', '--condition', 'wine', '--budget', '4', '--workers', ' 2', '--out', 'x'], cwd);
+    expect([r.code, r.stderr.trim()]).toEqual([2, "wwref: --workers takes one whole number written in decimal digits, not ' 2'"]);
+  });
 });
