@@ -136,6 +136,7 @@ ${comparison.not_shared.map((n) => `<tr><td>${esc(n.method)}</td><td>${esc(n.con
 <p class="note">Family-macro effect recovery (repeats within a source, sources within a family, families equally weighted) on the conditions every method has, with 95 % source-bootstrap percentile intervals (${comparison.bootstrap.resamples} resamples, seed ${comparison.bootstrap.seed}); every method and every difference on the same draws (paired).</p>
 <table class="methods"><tr><th>method</th><th>kind</th><th>runs</th><th>read from</th></tr>
 ${methods}</table>
+<p class="note">Runs: a cohort's episodes, a control's records (each seed of the random design one), a published file's records; within a cell a method's runs of one source are averaged first.</p>
 ${svg ? `<figure><img class="figure" src="${esc(svg)}" alt="family-macro effect recovery against budget, with 95 % intervals"></figure>` : ''}
 ${tracks.map((t) => trackSection(comparison, t, context.colours)).join('\n')}
 <h2>Ranking</h2>
