@@ -5,7 +5,7 @@
 // (parallelism aside), and is refused with one line naming what differs otherwise (and the way out
 // when an agent edited the file: remove it, and the folder is checked episode by episode).
 import { existsSync, readdirSync } from 'node:fs';
-import { isAbsolute, join } from 'node:path';
+import { basename, isAbsolute, join } from 'node:path';
 import { lstatOrNothing } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 import { writeJsonAtomic } from '../../core/fsutil.ts';
@@ -173,8 +173,21 @@ const COHORT_ENTRIES = new Set([
 /** The way out of a cohort.json an agent (or anyone) edited. */
 const REMOVE_HINT = `if an agent edited it, remove ${COHORT_FILE} and run again: the folder is then checked episode by episode against this cohort`;
 
+/** A cohort's name as cohort.json may hold it: one path segment, at most 255 characters. */
+const COHORT_NAME = /^[^/\0]{1,255}$/;
+
+/**
+ * The cohort's name (its records' `cohort`), fixed when it was created and stored in cohort.json beside
+ * the definition (its `cohort` label, else its folder's name then), so that a copied or renamed folder
+ * keeps it; a cohort.json without it (an older folder): the label, else the folder's name now.
+ */
+export function storedCohortName(cohortFile: unknown, labels: Record<string, string>, out: string): string {
+  const stored = isObject(cohortFile as Json) ? (cohortFile as Record<string, unknown>).cohort : undefined;
+  return typeof stored === 'string' && COHORT_NAME.test(stored) ? stored : (labels.cohort ?? basename(out));
+}
+
 /** cohort.json's definition and working folder; a UserError (one line, with the way out) when it is no cohort's. */
-function readCohortFile(out: string): { definition: Partial<CohortDefinition>; working_folder?: unknown } {
+function readCohortFile(out: string): { definition: Partial<CohortDefinition>; working_folder?: unknown; cohort?: unknown } {
   const file = join(out, COHORT_FILE);
   let earlier: Json;
   try {
@@ -185,7 +198,7 @@ function readCohortFile(out: string): { definition: Partial<CohortDefinition>; w
   }
   if (!isObject(earlier) || !isObject(earlier.definition))
     throw new UserError(`--out ${out}: its ${COHORT_FILE} is not a cohort's; name another folder, or ${REMOVE_HINT}`);
-  return earlier as unknown as { definition: Partial<CohortDefinition>; working_folder?: unknown };
+  return earlier as unknown as { definition: Partial<CohortDefinition>; working_folder?: unknown; cohort?: unknown };
 }
 
 /**
@@ -193,14 +206,15 @@ function readCohortFile(out: string): { definition: Partial<CohortDefinition>; w
  * holding files of its own. Writes cohort.json (the definition and the folder the agents run in) for
  * a new cohort, or for a cohort folder whose cohort.json was removed (its lines are then each checked
  * against their receipts and this definition, as always). Returns the folder the agents run in: the one
- * the cohort was first started in (a relative agent command means the same on every resume).
+ * the cohort was first started in (a relative agent command means the same on every resume), and the
+ * cohort's name (storedCohortName).
  */
 export function claimCohortFolder(
   out: string,
   definition: CohortDefinition,
   cwd: string = process.cwd(),
   log: (line: string) => void = () => {},
-): { resumed: boolean; workingFolder: string } {
+): { resumed: boolean; workingFolder: string; name: string } {
   const file = join(out, COHORT_FILE);
   if (lstatOrNothing(file)) {
     const earlier = readCohortFile(out);
@@ -220,14 +234,15 @@ export function claimCohortFolder(
       writeJsonAtomic(file, { ...earlier, definition, definition_sha256: digest(definition) });
       log(`cohort: extended from ${before} to ${definition.repeats} repeat(s) (${file} updated); the earlier episodes are kept`);
     }
+    const name = storedCohortName(earlier, definition.labels, out);
     const folder = earlier.working_folder;
-    if (typeof folder !== 'string' || !isAbsolute(folder)) return { resumed: true, workingFolder: cwd };
+    if (typeof folder !== 'string' || !isAbsolute(folder)) return { resumed: true, workingFolder: cwd, name };
     if (!lstatOrNothing(folder)?.isDirectory())
       throw new UserError(
         `--out ${out}: this cohort's agents run in ${folder} (where it was started), which is no folder any more; restore it, or set "working_folder" in ${file}`,
       );
     if (folder !== cwd) log(`cohort: the agents run in ${folder}, where this cohort was started (not in ${cwd})`);
-    return { resumed: true, workingFolder: folder };
+    return { resumed: true, workingFolder: folder, name };
   }
   const present = existsSync(out) ? readdirSync(out).filter((f) => f !== LOCK_FILE) : [];
   const adopted = present.length > 0 && present.includes(EPISODES_FOLDER) && present.every((f) => COHORT_ENTRIES.has(f));
@@ -237,6 +252,7 @@ export function claimCohortFolder(
     );
   if (adopted)
     log(`cohort: ${out} has no ${COHORT_FILE}: taken as this cohort's folder (every results line is checked against its receipt)`);
-  writeJsonAtomic(file, { definition, definition_sha256: digest(definition), working_folder: cwd });
-  return { resumed: adopted, workingFolder: cwd };
+  const name = definition.labels.cohort ?? basename(out);
+  writeJsonAtomic(file, { definition, definition_sha256: digest(definition), working_folder: cwd, cohort: name });
+  return { resumed: adopted, workingFolder: cwd, name };
 }

@@ -177,7 +177,7 @@ export function nonFinitePath(value: unknown, path = ''): string | undefined {
 /** What re-derives a line: the cohort's definition and folder, the references fixed at its start, the shared estimators. */
 export interface ResultContext {
   definition: CohortDefinition;
-  /** The records' `cohort` (recordCohort). */
+  /** The records' `cohort`: the name cohort.json fixed at the cohort's creation (plan.ts storedCohortName). */
   cohort: string;
   /** The folder of the episodes' folders. */
   episodes: string;
@@ -265,15 +265,8 @@ async function lineProblem(
   } catch (error) {
     if (!(error instanceof UserError)) throw error;
   }
-  // without a `cohort` label, a record's cohort is its folder's name when it ran: a folder moved or copied keeps it
-  const named = definition.labels.cohort === undefined && typeof json.cohort === 'string' && /^[^/\0]{1,255}$/.test(json.cohort);
-  const base = {
-    planned: plan,
-    labels: definition.labels,
-    agent: definition.agent,
-    cohort: named ? (json.cohort as string) : context.cohort,
-    surface,
-  };
+  // the cohort's name as fixed at its creation (cohort.json), never as a line writes it
+  const base = { planned: plan, labels: definition.labels, agent: definition.agent, cohort: context.cohort, surface };
   let result: Omit<EpisodeResult, 'shared'>;
   if (state) {
     const problem = receiptProblem(state, plan, definition);
@@ -326,6 +319,8 @@ export interface EarlierResults {
   dropped: number;
   /** Why the line of an episode that has none verified was left out. */
   problems: Map<string, string>;
+  /** The lines that are no planned episode's (torn, of another episode, a second copy), as `<episode> (line N)`, with why. */
+  strays: Map<string, string>;
   /** Why the file could not be read at all (a FIFO, too large): no line kept. */
   unreadable?: string;
 }
@@ -337,7 +332,7 @@ function resultsText(file: string): string {
 
 /** The lines of `file` (an earlier run's) that are results of `planned` episodes, each verified against its receipt, once each. */
 export async function earlierResults(file: string, planned: readonly PlannedEpisode[], context: ResultContext): Promise<EarlierResults> {
-  const kept: EarlierResults = { lines: new Map(), dropped: 0, problems: new Map() };
+  const kept: EarlierResults = { lines: new Map(), dropped: 0, problems: new Map(), strays: new Map() };
   if (!lstatOrNothing(file)) return kept;
   let text: string;
   try {
@@ -347,19 +342,32 @@ export async function earlierResults(file: string, planned: readonly PlannedEpis
     return { ...kept, unreadable: error.message };
   }
   const byId = new Map(planned.map((p) => [p.id, p]));
-  for (const line of text.split('\n')) {
+  const stray = (json: Json | undefined, n: number, why: string) => {
+    kept.dropped++;
+    const named = json !== undefined && isObject(json) ? json.episode : undefined;
+    const episode = typeof named === 'string' ? named : '?';
+    kept.strays.set(`${episode.slice(0, 100)} (line ${n})`, why);
+  };
+  for (const [n, line] of text.split('\n').entries()) {
     if (line.trim() === '') continue;
     let json: Json;
     try {
       json = parseStrictJson(line, 'a results line');
     } catch (error) {
       if (!(error instanceof UserError)) throw error;
-      kept.dropped++;
+      stray(undefined, n + 1, 'not a line of strict JSON (torn or garbled)');
       continue;
     }
     const plan = isObject(json) && typeof json.episode === 'string' ? byId.get(json.episode) : undefined;
-    if (!plan || !isObject(json) || kept.lines.has(plan.id) || !StoredResult.safeParse(json).success) {
-      kept.dropped++;
+    const why = !plan
+      ? 'not a planned episode of the definition in cohort.json'
+      : kept.lines.has(plan.id)
+        ? 'a second line of an episode that has one'
+        : StoredResult.safeParse(json).success
+          ? undefined
+          : 'not of the form of a results line';
+    if (why || !plan || !isObject(json)) {
+      stray(json, n + 1, why ?? 'not a planned episode of the definition in cohort.json');
       continue;
     }
     let problem: string | undefined;

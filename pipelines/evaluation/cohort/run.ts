@@ -11,7 +11,7 @@
 // stops every agent and leaves the folder resumable: the same command skips the finished episodes and
 // starts the unfinished ones again (their folders kept under OUT/interrupted/).
 import { closeSync, mkdirSync, readSync, renameSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { lstatOrNothing, openRegularFile, realPath } from '../../core/containment.ts';
 import { Interrupted, UserError } from '../../core/errors.ts';
 import { appendNoFollow, fsError, makeDirs } from '../../core/fsutil.ts';
@@ -53,7 +53,6 @@ import {
   RESULTS_FILE,
   type ResultContext,
   receiptProblem,
-  recordCohort,
   resultLine,
   StoredResult,
   UNUSABLE_RECEIPT,
@@ -187,6 +186,8 @@ interface Shared {
   surfaceOf: (condition: string) => Surface;
   /** Where the agents run: the folder the cohort was first started in (cohort.json). */
   cwd: string;
+  /** The records' `cohort`: the name cohort.json fixed at the cohort's creation. */
+  cohort: string;
   /** The lines this run wrote, by episode id: they count, whatever the results file holds. */
   own: Map<string, string>;
   /** Why each episode this run could not record was left out. */
@@ -331,7 +332,7 @@ async function recordEpisode(
   const { settings, definition, options } = shared;
   let result: Omit<EpisodeResult, 'shared' | 'finishedAt'>;
   try {
-    result = await scoredResult(shared, planned, dir, outcome, startedAt);
+    result = await resultFromLog(shared, planned, dir, outcome, startedAt);
   } catch (error) {
     if (!(error instanceof UserError)) throw error;
     // the references moved under the episode: not the agent's doing, and no score on either table
@@ -370,12 +371,12 @@ async function recordEpisode(
 
 /** The fields of a line that come from the plan and the agent's run. */
 function lineBase(shared: Shared, planned: PlannedEpisode, outcome: AgentOutcome, startedAt: string) {
-  const { definition, options } = shared;
+  const { definition } = shared;
   return {
     planned,
     labels: definition.labels,
     agent: definition.agent,
-    cohort: recordCohort(definition.labels, options.out),
+    cohort: shared.cohort,
     surface: shared.surfaceOf(planned.condition.id),
     process: outcome,
     startedAt,
@@ -412,6 +413,64 @@ async function scoredResult(
     undeliveredReason: state.ended?.reason,
     calculationCalls: state.calls_used,
   };
+}
+
+/**
+ * The episode's result as its log gives it: the log (events.jsonl) is the record, episode.json only a
+ * copy for readers, so a copy the agent broke (a FIFO, a link, a folder, an edit the episode refuses)
+ * is set aside under OUT/interrupted/ and the episode scored again, the copy rewritten from the log. A
+ * resume reads the state from the log too (results.ts): the run and its check give the same line.
+ */
+async function resultFromLog(
+  shared: Shared,
+  planned: PlannedEpisode,
+  dir: string,
+  outcome: AgentOutcome,
+  startedAt: string,
+): Promise<Omit<EpisodeResult, 'shared' | 'finishedAt'>> {
+  try {
+    return await scoredResult(shared, planned, dir, outcome, startedAt);
+  } catch (error) {
+    const copy = join(dir, STATE_FILE);
+    if (!(error instanceof UserError) || !lstatOrNothing(copy)) throw error;
+    try {
+      readEpisode(dir); // the log itself unreadable: the receipt is unusable, as the check finds it
+    } catch {
+      throw error;
+    }
+    setAsideEntry(
+      shared.options.out,
+      copy,
+      `${planned.id}: its ${STATE_FILE} could not be used (${error.message.split('\n')[0]})`,
+      shared.options.log,
+    );
+    return await scoredResult(shared, planned, dir, outcome, startedAt);
+  }
+}
+
+/**
+ * Moves whatever is at `path` (a folder, FIFO, link an agent put at a file of the cohort) under
+ * OUT/interrupted/ as `<name>.planted.<ms>`, never following it, said on stderr.
+ */
+function setAsideEntry(out: string, path: string, why: string, log: (line: string) => void): void {
+  realFolder(join(out, INTERRUPTED_FOLDER));
+  const aside = join(out, INTERRUPTED_FOLDER, `${basename(path)}.planted.${Date.now()}`);
+  try {
+    renameSync(path, aside);
+  } catch (error) {
+    throw fsError(error, 'set aside', path);
+  }
+  log(`cohort: ${why}: set aside as ${aside}`);
+}
+
+/** The cohort's files written at the end (results, summaries): anything but a regular file at their names is set aside first. */
+const END_FILES = [RESULTS_FILE, 'summary.json', 'summary.csv', 'macro.csv'];
+function clearEndFiles(out: string, log: (line: string) => void): void {
+  for (const name of END_FILES) {
+    const path = join(out, name);
+    const stats = lstatOrNothing(path);
+    if (stats && !stats.isFile()) setAsideEntry(out, path, `${path} is not a file (a folder, FIFO or link was put there)`, log);
+  }
 }
 
 /** A frame border of a Python exception group's traceback (`+---- 1 ----`, `+-+---- 2 ----`, `+------`), its `| ` prefixes stripped. */
@@ -527,7 +586,7 @@ async function controlsOnce(
 }
 
 /** What a run needs before its episodes start. */
-type RunState = Pick<Shared, 'settings' | 'definition' | 'options' | 'fitter' | 'surfaceOf' | 'cwd' | 'own' | 'leftOut'>;
+type RunState = Pick<Shared, 'settings' | 'definition' | 'options' | 'fitter' | 'surfaceOf' | 'cwd' | 'cohort' | 'own' | 'leftOut'>;
 
 export async function runCohort(settings: Settings, options: CohortOptions): Promise<CohortOutcome> {
   const started = Date.now();
@@ -547,11 +606,11 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   /** The earlier lines of the undelivered episodes played again (--retry-undelivered). */
   let retired: string[] = [];
   try {
-    const { workingFolder } = claimCohortFolder(out, definition, process.cwd(), options.log);
+    const { workingFolder, name } = claimCohortFolder(out, definition, process.cwd(), options.log);
     const surfaceOf = fixedSurfaces(settings, definition);
     const context: ResultContext = {
       definition,
-      cohort: recordCohort(definition.labels, out),
+      cohort: name,
       episodes: join(out, EPISODES_FOLDER),
       surfaceOf,
       refit: (surface, observations, recovery) => fitter.fit(surface, observations, recovery),
@@ -573,7 +632,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {} });
     controls.catch(() => undefined); // awaited below, after the episodes
     if (options.controls !== undefined) await controls; // only read: refused before any agent runs
-    const run: RunState = { settings, definition, options, fitter, surfaceOf, cwd: workingFolder, own, leftOut };
+    const run: RunState = { settings, definition, options, fitter, surfaceOf, cwd: workingFolder, cohort: name, own, leftOut };
     if (todo.length) agentSeconds = await runEpisodes(run, todo);
   } catch (error) {
     await controls?.catch(() => undefined);
@@ -584,6 +643,8 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
       try {
         // the lines of the episodes played again are replaced, not "left out"
         dropped = linesNotKept(resultsFile, new Set([...kept(), ...retired]));
+        // a folder, FIFO or link an agent put at results.jsonl (or a summary's name): set aside, never followed
+        clearEndFiles(out, options.log);
         writeResults(resultsFile, kept());
       } catch (error) {
         options.log(`cohort: ${(error as Error).message.split('\n')[0]}`);

@@ -1,0 +1,164 @@
+// What a cohort's results are, whatever is done to its folder (issue 40's red team): a line's `cohort`
+// is the name cohort.json fixed at the cohort's creation (a forged one is left out, a copied folder
+// keeps verifying); an edited cohort.json is refused by `cohort compare`, and lines of no planned
+// episode are listed as left out; a copy of the state an agent broke (a FIFO at episode.json) gives
+// the line its log gives, on the run and on resume alike; a folder or FIFO an agent put at
+// results.jsonl or summary.json is set aside and the results written. Real agents (node, sh), the real
+// server, controls worker and files; wine at B = 4.
+import { cpSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../../pipelines/core/paths.ts';
+import { digest } from '../../pipelines/core/hashing.ts';
+import { UNUSABLE_RECEIPT } from '../../pipelines/evaluation/cohort/results.ts';
+import { readVerifiedCohort } from '../../pipelines/evaluation/cohort/verified.ts';
+import { currentSettings } from '../support/workspace.ts';
+import { BIN } from '../support/cli.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'wwref-cohort-integrity-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const HOSTILE = join(ROOT, 'test', 'support', 'hostile-agent.mjs');
+/** A finished cohort of two undelivered episodes (agent `true`), with its controls: copied below, its controls reused. */
+const ORIGINAL = join(dir, 'original');
+
+async function wwref(args: string[], seconds = 150) {
+  const run = await execa('node', [BIN, ...args], { cwd: ROOT, reject: false, timeout: seconds * 1000, killSignal: 'SIGKILL' });
+  return { code: run.exitCode ?? -1, stdout: String(run.stdout), stderr: String(run.stderr), timedOut: run.timedOut };
+}
+const cells = ['--condition', 'wine', '--budget', '4', '--repeats', '2'];
+const cohort = (agent: string, out: string, more: string[] = []) =>
+  wwref(['cohort', 'run', '--agent', agent, '--out', out, ...cells, ...more]);
+const text = (file: string) => readFileSync(file, 'utf8');
+const lines = (file: string) =>
+  text(file)
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, any>);
+
+beforeAll(async () => {
+  const run = await cohort('true', ORIGINAL);
+  expect(run.code, run.stderr).toBe(1); // nothing delivered
+  expect(lines(join(ORIGINAL, 'results.jsonl'))).toHaveLength(2);
+}, 300_000);
+
+describe("a line's cohort", () => {
+  it('is the name fixed at creation: a copied folder resumes with every line kept, and compares', async () => {
+    expect(JSON.parse(text(join(ORIGINAL, 'cohort.json'))).cohort).toBe('original');
+    const copy = join(dir, 'copy');
+    cpSync(ORIGINAL, copy, { recursive: true });
+    const resumed = await cohort('true', copy);
+    expect(resumed.code, resumed.stderr).toBe(1);
+    expect(resumed.stderr).toContain('resuming: 2 of 2 episode(s) finished');
+    expect(resumed.stderr).not.toContain('left out');
+    expect(text(join(copy, 'results.jsonl'))).toBe(text(join(ORIGINAL, 'results.jsonl')));
+    expect(lines(join(copy, 'results.jsonl')).map((l) => l.cohort)).toEqual(['original', 'original']);
+    const compared = await wwref(['cohort', 'compare', copy, '--controls', join(copy, 'controls'), '--out', join(dir, 'compare-copy')]);
+    expect(compared.code, compared.stderr).toBe(0);
+    const json = JSON.parse(text(join(dir, 'compare-copy', 'compare.json')));
+    expect(json.methods.filter((m: any) => m.kind === 'cohort').map((m: any) => [m.name, m.from, m.rows])).toEqual([['original', copy, 2]]);
+    expect(json.left_out).toEqual([]);
+  }, 240_000);
+
+  it('a line whose only change is its cohort is left out on resume, the episode played again', async () => {
+    const forged = join(dir, 'forged');
+    cpSync(ORIGINAL, forged, { recursive: true });
+    const file = join(forged, 'results.jsonl');
+    writeFileSync(file, text(file).replace('"cohort":"original"', '"cohort":"FORGED"'));
+    expect(text(file)).toContain('"cohort":"FORGED"');
+    const resumed = await cohort('true', forged);
+    expect(resumed.code, resumed.stderr).toBe(1);
+    expect(resumed.stderr).toContain('resuming: 1 of 2 episode(s) finished, 1 line(s)');
+    expect(text(file)).not.toContain('FORGED');
+    expect(lines(file).map((l) => [l.episode, l.cohort])).toEqual([
+      ['wine__b4__r0', 'original'],
+      ['wine__b4__r1', 'original'],
+    ]);
+  }, 240_000);
+});
+
+describe('cohort compare reads cohort.json as written', () => {
+  it('an edited definition is refused (one line, naming the file); lines of no planned episode are left out, with why', async () => {
+    const edited = join(dir, 'edited');
+    cpSync(ORIGINAL, edited, { recursive: true });
+    const file = join(edited, 'cohort.json');
+    const json = JSON.parse(text(file));
+    json.definition.repeats = 1; // definition_sha256 left as it was
+    writeFileSync(file, JSON.stringify(json, null, 2));
+    const refused = await wwref(['cohort', 'compare', edited, '--out', join(dir, 'compare-edited')]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+    expect(refused.stderr).toContain(`cohort file ${file}: its definition is not the one its definition_sha256 records`);
+    expect(existsSync(join(dir, 'compare-edited'))).toBe(false);
+    // the digest made to match: read, and the line of the episode it no longer plans is listed as left out
+    json.definition_sha256 = digest(json.definition);
+    writeFileSync(file, JSON.stringify(json, null, 2));
+    const read = await readVerifiedCohort(currentSettings(), edited, () => {});
+    expect(read.name).toBe('original');
+    expect(read.results.map((r) => r.episode)).toEqual(['wine__b4__r0']);
+    expect([...read.leftOut]).toEqual([['wine__b4__r1 (line 2)', 'not a planned episode of the definition in cohort.json']]);
+    // a cohort.json without the name (an older folder): the folder's name, which these lines were not written under
+    delete json.cohort;
+    writeFileSync(file, JSON.stringify(json, null, 2));
+    const older = await readVerifiedCohort(currentSettings(), edited, () => {});
+    expect([older.name, older.results.length, older.leftOut.get('wine__b4__r0')]).toEqual([
+      'edited',
+      0,
+      'not the line its receipt and the plan give',
+    ]);
+  }, 120_000);
+});
+
+describe('an agent breaking the files the cohort writes', () => {
+  it('a FIFO at episode.json: the line is the one its log gives, kept on resume (no replay)', async () => {
+    const out = join(dir, 'fifo');
+    const args = ['--controls', join(ORIGINAL, 'controls')];
+    const run = await cohort(`node ${HOSTILE} fifo`, out, args);
+    expect(run.timedOut, run.stderr).toBe(false);
+    expect(run.code, run.stderr).toBe(0);
+    const first = lines(join(out, 'results.jsonl'));
+    expect(first.map((r) => [r.episode, r.artifact_valid, r.undelivered_reason])).toEqual([
+      ['wine__b4__r0', false, 'the agent exited with status 1 without submitting'],
+      ['wine__b4__r1', true, null],
+    ]);
+    expect(first[0]!.undelivered_reason).not.toContain(UNUSABLE_RECEIPT);
+    expect(run.stderr).toMatch(/wine__b4__r0: its episode\.json could not be used .*: set aside as /);
+    const before = text(join(out, 'results.jsonl'));
+    const resumed = await cohort(`node ${HOSTILE} fifo`, out, args);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stderr).toContain('resuming: 2 of 2 episode(s) finished');
+    expect(resumed.stderr).not.toContain('left out');
+    expect(text(join(out, 'results.jsonl'))).toBe(before);
+    expect(readdirSync(join(out, 'interrupted')).filter((f) => f.startsWith('wine__b4__r0'))).toEqual([]);
+  }, 240_000);
+
+  it('a folder at results.jsonl and summary.json, a FIFO at summary.csv: set aside, the results and summaries written', async () => {
+    const agent = join(dir, 'swap-results.mjs');
+    writeFileSync(
+      agent,
+      [
+        "import { mkdirSync, rmSync } from 'node:fs';",
+        "import { execFileSync } from 'node:child_process';",
+        "import { dirname, join } from 'node:path';",
+        'const out = dirname(dirname(JSON.parse(process.env.WWREF_MCP_COMMAND).at(-1)));',
+        "if (process.env.WWREF_EPISODE_ID.endsWith('__r1')) {",
+        "  for (const f of ['results.jsonl', 'summary.json']) { rmSync(join(out, f), { force: true, recursive: true }); mkdirSync(join(out, f, 'x'), { recursive: true }); }",
+        "  rmSync(join(out, 'summary.csv'), { force: true }); execFileSync('mkfifo', [join(out, 'summary.csv')]);",
+        '}',
+      ].join('\n'),
+    );
+    const out = join(dir, 'swapped');
+    const run = await cohort(`node ${agent}`, out, ['--controls', join(ORIGINAL, 'controls')]);
+    expect(run.timedOut, run.stderr).toBe(false);
+    expect(run.code, run.stderr).toBe(1); // nothing delivered, every result recorded
+    expect(run.stderr).toMatch(/results\.jsonl is not a file \(a folder, FIFO or link was put there\): set aside as .*interrupted/);
+    expect(lines(join(out, 'results.jsonl')).map((l) => l.episode)).toEqual(['wine__b4__r0', 'wine__b4__r1']);
+    expect(lstatSync(join(out, 'summary.json')).isFile()).toBe(true);
+    expect(JSON.parse(text(join(out, 'summary.json'))).cells[0].episodes).toBe(2);
+    expect(lstatSync(join(out, 'summary.csv')).isFile()).toBe(true);
+    const aside = readdirSync(join(out, 'interrupted')).map((f) => f.replace(/\d+$/, 'T'));
+    expect(aside.sort()).toEqual(['results.jsonl.planted.T', 'summary.csv.planted.T', 'summary.json.planted.T']);
+  }, 240_000);
+});
