@@ -87,7 +87,7 @@ export async function cohortControls(
       if (!(error instanceof UserError) || error instanceof Interrupted) throw error;
       // the cohort's own controls folder, which its agents can write into (a FIFO at run.json…): set
       // aside and computed afresh, once, so that nothing an agent left makes the cohort unresumable
-      setAsideEntry(options.out, folder, `could not be resumed (${error.message.split('\n')[0]})`, warn);
+      setAsideEntry(options.out, folder, `${folder} could not be resumed (${error.message.split('\n')[0]})`, warn);
       outcome = await run();
     }
     records.push(...readControlRecords(outcome.files.records));

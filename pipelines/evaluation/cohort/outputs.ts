@@ -15,9 +15,9 @@ import { drawRecoveryFigure } from '../controls/outputs.ts';
 import type { StoredRecord } from '../controls/records.ts';
 import { cellsCsv, macroCells } from '../controls/summary.ts';
 import type { LeftOut as ComparisonLeftOut } from '../compare/methods.ts';
-import { uniqueNames } from '../compare/methods.ts';
+import { cohortMethodName, controlsAsMethods, methodRow, uniqueNames } from '../compare/methods.ts';
 import { type ComparisonOutcome, writeComparison } from '../compare/outputs.ts';
-import type { Method, MethodRow } from '../compare/statistics.ts';
+import type { Method } from '../compare/statistics.ts';
 import { significant } from '../compare/tables.ts';
 import { ownFolder } from './folders.ts';
 import { type CohortDefinition, type PlannedEpisode, plannedEpisodes, REPORT_FOLDER } from './plan.ts';
@@ -116,31 +116,13 @@ function cohortMethods(
   results: readonly StoredResult[],
   controls: readonly StoredRecord[],
 ): Method[] {
-  const row = (
-    r: { condition: string; instance: string; family: string; track: string; budget: number },
-    recovery: number,
-    delivered: boolean,
-  ): MethodRow => ({
-    condition: r.condition,
-    instance: r.instance,
-    family: r.family,
-    track: r.track,
-    budget: r.budget,
-    recovery,
-    delivered,
-  });
-  const byMethod = new Map<string, MethodRow[]>();
-  for (const r of controls) byMethod.set(r.method, [...(byMethod.get(r.method) ?? []), row(r, r.score.effect_recovery, true)]);
   const agent: Method = {
-    name: definition.labels.agent ?? recordCohort(definition.labels, out),
+    name: cohortMethodName(definition.labels, results[0]?.cohort ?? recordCohort(definition.labels, out)), // the stored name the lines carry
     kind: 'cohort',
     from: out,
-    rows: results.map((r) => row(r, r.effect_recovery, r.artifact_valid)),
+    rows: results.map((r) => methodRow(r, r.effect_recovery, r.artifact_valid)),
   };
-  return uniqueNames([
-    agent,
-    ...[...byMethod].map(([name, rows]): Method => ({ name, kind: 'control', from: join(out, 'controls'), rows })),
-  ]);
+  return uniqueNames([agent, ...controlsAsMethods(controls, join(out, 'controls'))]);
 }
 
 /** Per (track, budget): the agent's recovery with its interval, then its gain over each control with the paired interval. */

@@ -11,10 +11,10 @@
 // stops every agent and leaves the folder resumable: the same command skips the finished episodes and
 // starts the unfinished ones again (their folders kept under OUT/interrupted/).
 import { closeSync, mkdirSync, readSync, renameSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { lstatOrNothing, openRegularFile, realPath } from '../../core/containment.ts';
 import { Interrupted, UserError } from '../../core/errors.ts';
-import { appendNoFollow, fsError, makeDirs } from '../../core/fsutil.ts';
+import { appendNoFollow, fsError } from '../../core/fsutil.ts';
 import { ROOT } from '../../core/paths.ts';
 import { Progress } from '../../core/progress.ts';
 import type { Settings } from '../../core/settings.ts';
@@ -32,6 +32,7 @@ import { type EpisodesServer, serveEpisodes } from '../episodes-server.ts';
 import { type SharedScores, sharedScores } from '../shared-scores.ts';
 import { AGENT_GROUP_FILE, type AgentOutcome, runAgent, stopLeftAgent } from './agent.ts';
 import { cohortControls } from './baselines.ts';
+import { realFolder, setAsideEntry } from './folders.ts';
 import { type CohortFiles, writeCohortReport, writeCohortSummaries } from './outputs.ts';
 import {
   claimCohortFolder,
@@ -215,13 +216,6 @@ function referenceChange(settings: Settings, definition: CohortDefinition, plan:
     if (!(error instanceof UserError)) throw error;
     return `the reference of ${id} cannot be read as at the cohort's start: ${error.message.split('\n')[0]}`;
   }
-}
-
-/** A real folder (not a link) at `path`, created when missing; a UserError otherwise. */
-function realFolder(path: string): void {
-  if (!lstatOrNothing(path)) makeDirs(path);
-  const stats = lstatOrNothing(path);
-  if (!stats?.isDirectory()) throw new UserError(`${path} is not a folder of the cohort (a link or a file was put there); refused`);
 }
 
 /**
@@ -448,21 +442,6 @@ async function resultFromLog(
   }
 }
 
-/**
- * Moves whatever is at `path` (a folder, FIFO, link an agent put at a file of the cohort) under
- * OUT/interrupted/ as `<name>.planted.<ms>`, never following it, said on stderr.
- */
-function setAsideEntry(out: string, path: string, why: string, log: (line: string) => void): void {
-  realFolder(join(out, INTERRUPTED_FOLDER));
-  const aside = join(out, INTERRUPTED_FOLDER, `${basename(path)}.planted.${Date.now()}`);
-  try {
-    renameSync(path, aside);
-  } catch (error) {
-    throw fsError(error, 'set aside', path);
-  }
-  log(`cohort: ${why}: set aside as ${aside}`);
-}
-
 /** The cohort's files written at the end (results, summaries): anything but a regular file at their names is set aside first. */
 const END_FILES = [RESULTS_FILE, 'summary.json', 'summary.csv', 'macro.csv'];
 function clearEndFiles(out: string, log: (line: string) => void): void {
@@ -581,7 +560,7 @@ async function controlsOnce(
   } catch (error) {
     if (options.controls !== undefined) throw error;
     options.log(`cohort: the controls stopped (${(error as Error).message.split('\n')[0]}); started again`);
-    return cohortControls(settings, definition, { out: options.out, workers: 1, log: () => {} });
+    return cohortControls(settings, definition, { out: options.out, workers: 1, log: () => {}, warn: options.log });
   }
 }
 
@@ -629,7 +608,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
       options.log(`cohort: ${undelivered} earlier episode(s) undelivered: kept; --retry-undelivered plays them again`);
     for (const p of todo) setAside(out, p.id);
     // the controls need no agent: computed while the agents run (or read from --controls)
-    controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {} });
+    controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {}, warn: options.log });
     controls.catch(() => undefined); // awaited below, after the episodes
     if (options.controls !== undefined) await controls; // only read: refused before any agent runs
     const run: RunState = { settings, definition, options, fitter, surfaceOf, cwd: workingFolder, cohort: name, own, leftOut };

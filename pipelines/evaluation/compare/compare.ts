@@ -4,9 +4,9 @@
 import { UserError } from '../../core/errors.ts';
 import type { Settings } from '../../core/settings.ts';
 import { readVerifiedCohort } from '../cohort/verified.ts';
-import { controlMethods, type LeftOut, publishedMethods, uniqueNames } from './methods.ts';
+import { cohortMethodName, controlMethods, type LeftOut, methodRow, publishedMethods, uniqueNames } from './methods.ts';
 import { type ComparisonOutcome, writeComparison } from './outputs.ts';
-import type { Method, MethodRow } from './statistics.ts';
+import type { Method } from './statistics.ts';
 import { significant } from './tables.ts';
 
 export interface CompareRequest {
@@ -23,17 +23,9 @@ export interface CompareRequest {
 async function cohortMethod(settings: Settings, dir: string, leftOut: LeftOut[], log: (line: string) => void): Promise<Method> {
   const cohort = await readVerifiedCohort(settings, dir, log);
   for (const [episode, why] of cohort.leftOut) leftOut.push({ from: dir, what: `episode ${episode}`, why });
-  const rows: MethodRow[] = cohort.results.map((r) => ({
-    condition: r.condition,
-    instance: r.instance,
-    family: r.family,
-    track: r.track,
-    budget: r.budget,
-    recovery: r.effect_recovery,
-    delivered: r.artifact_valid,
-  }));
+  const rows = cohort.results.map((r) => methodRow(r, r.effect_recovery, r.artifact_valid));
   if (!rows.length) throw new UserError(`cohort ${dir} has no result its receipts vouch for (${cohort.leftOut.size} left out)`);
-  return { name: cohort.name, kind: 'cohort', from: dir, rows };
+  return { name: cohortMethodName(cohort.definition.labels, cohort.name), kind: 'cohort', from: dir, rows };
 }
 
 /** The terminal's table: each cell's methods, best first, with their intervals. */

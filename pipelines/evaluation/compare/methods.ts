@@ -12,7 +12,7 @@ import { isObject, parseStrictJson, readBoundedText } from '../../analysis/stric
 import { loadCatalog } from '../../references/store.ts';
 import { trackOf } from '../controls/grid.ts';
 import { catalogLookup } from '../controls/job.ts';
-import { MAX_RECORDS_FILE_BYTES, readControlRecords } from '../controls/records.ts';
+import { MAX_RECORDS_FILE_BYTES, readControlRecords, type StoredRecord } from '../controls/records.ts';
 import { verifyControlRecords } from '../controls/verify.ts';
 import { RECORDS_FILE } from '../controls/resume.ts';
 import type { Method, MethodRow } from './statistics.ts';
@@ -21,6 +21,27 @@ export interface LeftOut {
   from: string;
   what: string;
   why: string;
+}
+
+/** A run of a method as a comparison reads it. */
+export function methodRow(
+  r: { condition: string; instance: string; family: string; track: string; budget: number },
+  recovery: number,
+  delivered: boolean,
+): MethodRow {
+  return { condition: r.condition, instance: r.instance, family: r.family, track: r.track, budget: r.budget, recovery, delivered };
+}
+
+/** Control records as methods, one per control method (each seed of the random design a run of it). */
+export function controlsAsMethods(records: readonly StoredRecord[], from: string): Method[] {
+  const byMethod = new Map<string, MethodRow[]>();
+  for (const r of records) byMethod.set(r.method, [...(byMethod.get(r.method) ?? []), methodRow(r, r.score.effect_recovery, true)]);
+  return [...byMethod].map(([name, rows]) => ({ name, kind: 'control', from, rows }));
+}
+
+/** A cohort's name as a method: its `cohort` label, else its `agent` or `model` label, else `fallback` (its folder's name). */
+export function cohortMethodName(labels: Readonly<Record<string, string>>, fallback: string): string {
+  return labels.cohort ?? labels.agent ?? labels.model ?? fallback;
 }
 
 /**
@@ -33,21 +54,7 @@ export async function controlMethods(settings: Settings, dir: string, leftOut: L
   const read = readControlRecords(file, catalogLookup(loadCatalog(settings)));
   const verified = await verifyControlRecords(settings, read, { workers: 1, requireReference: true, log });
   for (const left of [...verified.left_out.values()].flat()) leftOut.push({ from: file, what: left.record, why: left.why });
-  const byMethod = new Map<string, MethodRow[]>();
-  for (const r of verified.records) {
-    const rows = byMethod.get(r.method) ?? [];
-    rows.push({
-      condition: r.condition,
-      instance: r.instance,
-      family: r.family,
-      track: r.track,
-      budget: r.budget,
-      recovery: r.score.effect_recovery,
-      delivered: true,
-    });
-    byMethod.set(r.method, rows);
-  }
-  return [...byMethod].map(([name, rows]) => ({ name, kind: 'control', from: dir, rows }));
+  return controlsAsMethods(verified.records, dir);
 }
 
 /** The records of a published agent-record file: a JSON array (results/agent_results.json) or one record a line. */
@@ -120,15 +127,14 @@ export function publishedMethods(settings: Settings, file: string, leftOut: Left
     const condition = conditions.get(scored.condition)!;
     const name = models.get(String(record.model))!.size > 1 ? `${String(record.model)} (${String(record.cohort)})` : String(record.model);
     const rows = byName.get(name) ?? [];
-    rows.push({
+    const cell = {
       condition: condition.id,
       instance: condition.source,
       family: condition.family,
       track: trackOf(condition),
       budget: record.budget as number,
-      recovery: scored.score.effect_recovery,
-      delivered: record.artifact_valid === true,
-    });
+    };
+    rows.push(methodRow(cell, scored.score.effect_recovery, record.artifact_valid === true));
     byName.set(name, rows);
   }
   return [...byName].map(([name, rows]) => ({ name, kind: 'published', from: file, rows }));
