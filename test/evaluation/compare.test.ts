@@ -32,6 +32,15 @@ beforeAll(async () => {
   const args = ['cohort', 'run', '--agent', agent, '--out', cohort, '--condition', 'wine', 'concrete', 'seeds', '--budget', '4', '8'];
   const run = await cliProcess([...args, '--label', 'agent=pair_ridge', '--parallel', '2'], ROOT);
   if (run.code !== 0) throw new Error(`the cohort did not run: ${run.stderr}`);
+  // two more agents of the examples (examples/agents/simple.py) on two of the conditions: four cohorts in all
+  for (const policy of ['random', 'constant']) {
+    const other = ['cohort', 'run', '--agent', `examples/agents/.venv/bin/python examples/agents/simple.py ${policy}`];
+    const ran = await cliProcess(
+      [...other, '--out', join(dir, policy), '--condition', 'wine', 'concrete', '--budget', '4', '8', '--label', `agent=${policy}`],
+      ROOT,
+    );
+    if (ran.code !== 0) throw new Error(`the ${policy} cohort did not run: ${ran.stderr}`);
+  }
   cpSync(cohort, copy, { recursive: true });
   // the wine and concrete lines as a published agent-record file: seeds is not shared with it
   const lines = readFileSync(join(cohort, 'results.jsonl'), 'utf8').split('\n').filter(Boolean);
@@ -77,6 +86,29 @@ describe('cohort compare', () => {
     expect(existsSync(join(cohort, 'compare.json'))).toBe(false);
     expect(readFileSync(join(cohort, 'results.jsonl'))).toEqual(readFileSync(join(copy, 'results.jsonl')));
   }, 300_000);
+
+  it('compares four cohorts in one command: every pair on the same draws, a ranking, the cells not shared said', async () => {
+    const four = join(dir, 'four');
+    const cohorts = [cohort, join(dir, 'random'), join(dir, 'constant'), copy];
+    const run = await cliProcess(['cohort', 'compare', ...cohorts, '--out', four], ROOT);
+    expect(run.code, run.stderr).toBe(0);
+    const comparison = JSON.parse(readFileSync(join(four, 'compare.json'), 'utf8'));
+    expect(comparison.methods.map((m: any) => [m.name, m.kind])).toEqual([
+      [PAIR, 'cohort'],
+      ['random', 'cohort'],
+      ['constant', 'cohort'],
+      [COPY, 'cohort'],
+    ]);
+    for (const cell of comparison.cells) {
+      expect(cell.conditions).toEqual(['concrete', 'wine']);
+      expect(cell.differences).toHaveLength(6);
+      expect(cell.ranking).toHaveLength(4);
+      expect(cell.differences.find((d: any) => d.a === PAIR && d.b === COPY)).toMatchObject({ difference: 0, interval: [0, 0] });
+    }
+    // seeds: the two pair_ridge cohorts have it, random and constant do not
+    expect(new Set(comparison.not_shared.map((n: any) => n.condition))).toEqual(new Set(['seeds']));
+    expect(comparison.ranking.map((r: any) => r.method).sort()).toEqual([PAIR, COPY, 'constant', 'random'].sort());
+  }, 120_000);
 
   it("one cell's intervals, recomputed from the results files by an independent script, agree", async () => {
     const comparison = json();
