@@ -166,10 +166,13 @@ describe('cohort run --controls DIR', () => {
       '--controls',
       controls,
     );
-  const folder = (name: string, content: string[]) => {
+  /** A controls folder of `content` and the honest run's run.json (its task count less `fewerTasks`: an edit made to match). */
+  const folder = (name: string, content: string[], fewerTasks = 0) => {
     const d = join(dir, `controls-${name}`);
     mkdirSync(d);
     writeFileSync(join(d, 'records.jsonl'), `${content.join('\n')}\n`);
+    const run = JSON.parse(readFileSync(join(honest, 'run.json'), 'utf8'));
+    writeFileSync(join(d, 'run.json'), JSON.stringify({ ...run, tasks: run.tasks - fewerTasks }));
     return d;
   };
 
@@ -189,8 +192,14 @@ describe('cohort run --controls DIR', () => {
         /line \d+: the control of wine names reference table none, the cohort's is [0-9a-f]{12}/,
       ],
       [
-        // the random design's records of a chosen seed alone (its mean what the choice made it)
+        // the random design's records of a chosen seed alone (its mean what the choice made it): fewer tasks than the run's
         'chosen-seeds',
+        records.filter((l) => !(l.includes('"method":"random_degree2"') && l.includes('"seed":0,'))),
+        /records\.jsonl holds the records of 3 task\(s\), its run\.json counts 4: not the run's complete set/,
+      ],
+      [
+        // the same with run.json's count edited to match: the seeds are not a run's draws 0 … n − 1
+        'chosen-seeds-counted',
         records.filter((l) => !(l.includes('"method":"random_degree2"') && l.includes('"seed":0,'))),
         /the random design's records of wine at budget 8 are seeds 1, not 0 to 0: not a run's draws/,
       ],
@@ -202,7 +211,7 @@ describe('cohort run --controls DIR', () => {
     ];
     for (const [name, content, pattern] of cases) {
       const out = join(dir, `cohort-${name}`);
-      const r = await cohort(folder(name, content), out);
+      const r = await cohort(folder(name, content, name === 'chosen-seeds-counted' ? 1 : 0), out);
       expect(r.code, `${name}: ${r.stderr}`).toBe(2);
       expect(r.stderr, name).toMatch(pattern);
       expect(r.stderr.trim().split('\n'), name).toHaveLength(1);

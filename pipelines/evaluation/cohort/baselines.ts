@@ -12,7 +12,7 @@ import { loadCatalog } from '../../references/store.ts';
 import { catalogLookup, runControls } from '../controls/job.ts';
 import { readControlRecords, type StoredRecord } from '../controls/records.ts';
 import { RECORDS_FILE } from '../controls/resume.ts';
-import { verifyControlRecords } from '../controls/verify.ts';
+import { checkCompleteRun, verifyControlRecords } from '../controls/verify.ts';
 import { ownFolder, setAsideEntry } from './folders.ts';
 import type { CohortDefinition } from './plan.ts';
 
@@ -35,7 +35,9 @@ export async function cohortControls(
   if (options.controls !== undefined) {
     const file = join(options.controls, RECORDS_FILE);
     if (!existsSync(file)) throw new UserError(`--controls ${options.controls} holds no ${RECORDS_FILE} (a finished 'wwref controls run')`);
-    const read = readControlRecords(file, catalogLookup(loadCatalog(settings))).filter(inCells);
+    const all = readControlRecords(file, catalogLookup(loadCatalog(settings)));
+    checkCompleteRun(options.controls, all); // a folder cut down is refused before any of it is used
+    const read = all.filter(inCells);
     const other = read.find((r) => {
       const reference = (r as { reference?: { table_sha256?: unknown } }).reference;
       return reference?.table_sha256 !== wanted.get(r.condition)!.reference.table_sha256;

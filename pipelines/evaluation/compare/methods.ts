@@ -13,7 +13,7 @@ import { loadCatalog } from '../../references/store.ts';
 import { trackOf } from '../controls/grid.ts';
 import { catalogLookup } from '../controls/job.ts';
 import { MAX_RECORDS_FILE_BYTES, readControlRecords, type StoredRecord } from '../controls/records.ts';
-import { verifyControlRecords } from '../controls/verify.ts';
+import { checkCompleteRun, verifyControlRecords } from '../controls/verify.ts';
 import { RECORDS_FILE } from '../controls/resume.ts';
 import type { Method, MethodRow } from './statistics.ts';
 
@@ -52,6 +52,7 @@ export function cohortMethodName(labels: Readonly<Record<string, string>>, fallb
 export async function controlMethods(settings: Settings, dir: string, leftOut: LeftOut[], log: (line: string) => void): Promise<Method[]> {
   const file = join(dir, RECORDS_FILE);
   const read = readControlRecords(file, catalogLookup(loadCatalog(settings)));
+  checkCompleteRun(dir, read);
   const verified = await verifyControlRecords(settings, read, { workers: 1, requireReference: true, log });
   for (const left of [...verified.left_out.values()].flat()) leftOut.push({ from: file, what: left.record, why: left.why });
   return controlsAsMethods(verified.records, dir);

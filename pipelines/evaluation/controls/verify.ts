@@ -6,15 +6,17 @@
 // A record that names another reference is refused naming both tables; one that names none is refused
 // where the records must be wwref's own (a run folder). Second copies of one cell entry are kept once,
 // and said. Anything else is refused in one line naming the file and line of the first such record.
+import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { UserError } from '../../core/errors.ts';
 import type { Settings } from '../../core/settings.ts';
 import { differingFields } from '../../analysis/grade-records.ts';
-import { isObject, type Json } from '../../analysis/strict-json.ts';
+import { isObject, type Json, readStrictJsonFile } from '../../analysis/strict-json.ts';
 import { loadCatalog } from '../../references/store.ts';
 import { computeTasks, type Prepared, prepareConditions } from './compute.ts';
 import { type ControlTask, type MethodName, taskKey } from './grid.ts';
 import { recordIdentity, recordName, recordText, type StoredRecord } from './records.ts';
+import { RECORDS_FILE, RUN_FILE } from './resume.ts';
 import type { LeftOut } from './summary.ts';
 
 export interface VerifiedRecords {
@@ -214,4 +216,26 @@ function checkSeeds(records: readonly StoredRecord[]): void {
         `the random design has ${sorted.length} seed(s) in ${cell} but ${first[1]} in ${first[0]}: not one run's draws; use the run's records.jsonl as it wrote it`,
       );
   }
+}
+
+/**
+ * Refuses the records of a `controls run` folder that are not its complete set: as many tasks as its
+ * run.json counts, each at the same budgets (the run writes records.jsonl only when every task is in
+ * it). A folder cut down (seeds of the random design, a whole method left out) would make a mean what
+ * the cut made it, every record left still what recomputation gives.
+ */
+export function checkCompleteRun(dir: string, records: readonly StoredRecord[]): void {
+  const file = join(dir, RUN_FILE);
+  const run = readStrictJsonFile(file, 'controls run file', 1 << 20);
+  if (!isObject(run) || typeof run.tasks !== 'number') throw new UserError(`${file} is no controls run's (it counts no tasks)`);
+  const budgets = new Map<string, Set<number>>();
+  for (const r of records) {
+    const key = taskKey({ condition: r.condition, method: r.method, seed: r.method === 'random_degree2' ? r.seed! : null });
+    budgets.set(key, (budgets.get(key) ?? new Set()).add(r.budget));
+  }
+  const counts = new Set([...budgets.values()].map((b) => b.size));
+  if (budgets.size !== run.tasks || counts.size > 1)
+    throw new UserError(
+      `${join(dir, RECORDS_FILE)} holds the records of ${budgets.size} task(s)${counts.size > 1 ? ' at different budgets' : ''}, its run.json counts ${run.tasks}: not the run's complete set (records left out?); use the run's records.jsonl as it wrote it`,
+    );
 }
