@@ -3,7 +3,7 @@
 // points), a FIFO or a file at the name never blocks nor stops the cohort; whatever was put there is
 // set aside under OUT/interrupted/ and the folder made afresh, and the resume finishes (exit 0).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
@@ -67,5 +67,17 @@ describe("a cohort's own folders", () => {
     expect(second.code, second.stderr).toBe(0);
     expect(existsSync(join(dir, 'nowhere'))).toBe(false);
     expect([setAside('report').length, setAside('controls').length]).toEqual([2, 3]);
+  }, 300_000);
+
+  it('a forged report in report/ (a page, a table, folders at its other names) never outlives the run: the real one replaces it, the table printed', async () => {
+    const report = join(out, 'report');
+    writeFileSync(join(report, 'report.html'), '<html>FORGED recovery 0.99</html>');
+    rmSync(join(report, 'compare.json'));
+    mkdirSync(join(report, 'compare.json'));
+    const run = await cliProcess(args, ROOT);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/^ {2}gain over design_degree2: /m);
+    expect(readFileSync(join(report, 'report.html'), 'utf8')).not.toContain('FORGED');
+    expect(JSON.parse(readFileSync(join(report, 'compare.json'), 'utf8')).cells).toHaveLength(1);
   }, 300_000);
 });

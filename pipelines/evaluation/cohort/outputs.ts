@@ -6,7 +6,10 @@
 // why. Each file is written atomically. And the report `cohort compare` writes (OUT/report/: the
 // page, the Markdown and LaTeX tables, compare.json, CSV, the figure), the cohort and each of its
 // controls as the methods, with the family-macro table the terminal shows.
-import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, renameSync, rmSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { lstatOrNothing } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 import { writeFileAtomic, writeJsonAtomic } from '../../core/fsutil.ts';
 import { digest } from '../../core/hashing.ts';
@@ -17,9 +20,9 @@ import { cellsCsv, macroCells } from '../controls/summary.ts';
 import type { LeftOut as ComparisonLeftOut } from '../compare/methods.ts';
 import { cohortMethodName, controlsAsMethods, methodRow, uniqueNames } from '../compare/methods.ts';
 import { type ComparisonOutcome, writeComparison } from '../compare/outputs.ts';
-import type { Method } from '../compare/statistics.ts';
-import { significant } from '../compare/tables.ts';
-import { ownFolder } from './folders.ts';
+import { type Comparison, compareMethods, type Method } from '../compare/statistics.ts';
+import { printable, significant } from '../compare/tables.ts';
+import { setAsideEntry } from './folders.ts';
 import { type CohortDefinition, type PlannedEpisode, plannedEpisodes, REPORT_FOLDER } from './plan.ts';
 import { recordCohort, type StoredResult } from './results.ts';
 import { BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, cohortCells, cohortMacroCells, flatCells, type LeftOut } from './summary.ts';
@@ -126,13 +129,13 @@ function cohortMethods(
 }
 
 /** Per (track, budget): the agent's recovery with its interval, then its gain over each control with the paired interval. */
-function gainTable(outcome: ComparisonOutcome, agent: string): string[] {
+function gainTable(comparison: Comparison, agent: string): string[] {
   const lines: string[] = [];
   const span = ([low, high]: readonly [number, number], signed = false) => `[${significant(low, signed)}, ${significant(high, signed)}]`;
-  for (const cell of outcome.comparison.cells) {
+  for (const cell of comparison.cells) {
     const own = cell.methods[agent]!;
     lines.push(
-      `${cell.track} B=${cell.budget} (${cell.conditions.length} condition(s), ${cell.sources} source(s)): ${agent} ${significant(own.recovery)} ${span(own.interval)}`,
+      `${cell.track} B=${cell.budget} (${cell.conditions.length} condition(s), ${cell.sources} source(s)): ${printable(agent)} ${significant(own.recovery)} ${span(own.interval)}`,
     );
     for (const d of cell.differences) {
       if (d.a !== agent && d.b !== agent) continue;
@@ -140,7 +143,7 @@ function gainTable(outcome: ComparisonOutcome, agent: string): string[] {
       const sign = d.a === agent ? 1 : -1;
       const gain = sign * d.difference;
       const interval: [number, number] = sign > 0 ? d.interval : [-d.interval[1], -d.interval[0]];
-      lines.push(`  gain over ${d.a === agent ? d.b : d.a}: ${significant(gain, true)} ${span(interval, true)}`);
+      lines.push(`  gain over ${printable(d.a === agent ? d.b : d.a)}: ${significant(gain, true)} ${span(interval, true)}`);
     }
   }
   return lines;
@@ -156,23 +159,41 @@ export function writeCohortReport(
   definition: CohortDefinition,
   given: { results: readonly StoredResult[]; controls: readonly StoredRecord[]; leftOut: readonly LeftOut[]; command: string },
   log: (line: string) => void,
-): { files: ComparisonOutcome['files']; table: string[] } | undefined {
+): { files?: ComparisonOutcome['files']; table: string[] } | undefined {
   if (!given.results.length) {
     log('cohort: no results line to compare: no report written');
     return undefined;
   }
   const methods = cohortMethods(out, definition, given.results, given.controls);
   const leftOut: ComparisonLeftOut[] = given.leftOut.map((l) => ({ from: out, what: `episode ${l.episode}`, why: l.reason }));
+  // the table is wwref's whatever becomes of the files
+  const table = gainTable(compareMethods(methods), methods[0]!.name);
+  // written whole into a new folder of the cohort's own, then put in the place of the earlier report: no
+  // file of an earlier report (or one an agent put there) outlives a report that could not be written
+  const report = join(out, REPORT_FOLDER);
+  const fresh = join(out, `.${REPORT_FOLDER}.${process.pid}.${randomBytes(8).toString('hex')}`);
   try {
-    // the cohort's own folder, never followed through a link an agent put at its name (set aside)
-    ownFolder(out, join(out, REPORT_FOLDER), log);
-    const outcome = writeComparison(settings, join(out, REPORT_FOLDER), methods, { command: given.command, leftOut });
+    mkdirSync(fresh);
+    const outcome = writeComparison(settings, fresh, methods, { command: given.command, leftOut });
     for (const warning of outcome.warnings) log(`cohort: warning: ${warning}`);
-    return { files: outcome.files, table: gainTable(outcome, methods[0]!.name) };
+    const earlier = lstatOrNothing(report);
+    if (earlier?.isDirectory())
+      rmSync(report, { recursive: true, force: true }); // links inside are removed, never followed
+    else if (earlier) setAsideEntry(out, report, `${report} was no folder of the cohort (a link, FIFO or file was put there)`, log);
+    renameSync(fresh, report);
+    const moved = Object.fromEntries(
+      Object.entries(outcome.files).map(([k, v]) => [
+        k,
+        Array.isArray(v) ? v.map((f) => join(report, basename(f))) : join(report, basename(v)),
+      ]),
+    ) as unknown as ComparisonOutcome['files'];
+    return { files: moved, table };
   } catch (error) {
+    rmSync(fresh, { recursive: true, force: true });
     // like the figure: a report that cannot be written is a warning, the results and summaries stand
-    if (!(error instanceof UserError)) throw error;
-    log(`cohort: warning: the report could not be written: ${error.message.split('\n')[0]}`);
-    return undefined;
+    if (!(error instanceof UserError) && !(error as NodeJS.ErrnoException).code) throw error;
+    log(`cohort: warning: the report could not be written (${(error as Error).message.split('\n')[0]}); no report is left in ${report}`);
+    if (lstatOrNothing(report)?.isDirectory()) rmSync(report, { recursive: true, force: true });
+    return { table };
   }
 }

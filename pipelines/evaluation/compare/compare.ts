@@ -1,13 +1,15 @@
 // `wwref cohort compare`: reads the methods (methods.ts), compares them on the cells they share
 // (statistics.ts) and writes the comparison (outputs.ts); returns the family-macro table the terminal
 // shows. Nothing is written into the folders and files read.
+import { dirname, join } from 'node:path';
+import { lstatOrNothing } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 import type { Settings } from '../../core/settings.ts';
 import { readVerifiedCohort } from '../cohort/verified.ts';
 import { cohortMethodName, controlMethods, type LeftOut, methodRow, publishedMethods, uniqueNames } from './methods.ts';
 import { type ComparisonOutcome, writeComparison } from './outputs.ts';
 import type { Method } from './statistics.ts';
-import { significant } from './tables.ts';
+import { printable, significant } from './tables.ts';
 
 export interface CompareRequest {
   cohorts: readonly string[];
@@ -35,18 +37,32 @@ function terminalTable(outcome: ComparisonOutcome): string[] {
     lines.push(`${cell.track} B=${cell.budget} (${cell.conditions.length} condition(s), ${cell.sources} source(s)):`);
     for (const name of cell.ranking) {
       const m = cell.methods[name]!;
-      lines.push(`  ${m.rank}. ${name}: ${significant(m.recovery)} [${significant(m.interval[0])}, ${significant(m.interval[1])}]`);
+      lines.push(
+        `  ${m.rank}. ${printable(name)}: ${significant(m.recovery)} [${significant(m.interval[0])}, ${significant(m.interval[1])}]`,
+      );
     }
   }
   return lines;
 }
 
 export async function compareCohorts(settings: Settings, request: CompareRequest): Promise<ComparisonOutcome & { table: string[] }> {
+  // a folder of its own: never a cohort's, a controls run's, or a cohort's report (each rewritten by its command)
+  const own = [join(request.out, 'cohort.json'), join(request.out, 'run.json'), join(dirname(request.out), 'cohort.json')].find((f) =>
+    lstatOrNothing(f),
+  );
+  if (own)
+    throw new UserError(
+      `--out ${request.out} is part of a cohort's or a controls run's folder (${own} is there); name a folder of its own`,
+    );
   const leftOut: LeftOut[] = [];
   const methods: Method[] = [];
   for (const dir of request.cohorts) methods.push(await cohortMethod(settings, dir, leftOut, request.log));
   if (request.controls !== undefined) methods.push(...(await controlMethods(settings, request.controls, leftOut, request.log)));
   for (const file of request.published) methods.push(...publishedMethods(settings, file, leftOut));
+  if (methods.length < 2 && leftOut.length)
+    throw new UserError(
+      `nothing to compare: ${methods.length} method(s), ${leftOut.length} run(s) left out (e.g. ${leftOut[0]!.what}: ${leftOut[0]!.why})`,
+    );
   const outcome = writeComparison(settings, request.out, uniqueNames(methods), { command: request.command, leftOut });
   for (const warning of outcome.warnings) request.log(`compare: ${warning}`);
   if (leftOut.length)

@@ -7,6 +7,9 @@ import type { Comparison, ComparisonCell } from './statistics.ts';
 export const TRACK_TITLES: Record<string, string> = { four: 'four options', six: 'paired six options', six_added: 'added six options' };
 const trackTitle = (track: string) => TRACK_TITLES[track] ?? track;
 
+/** A name as a table or a terminal shows it: a control character (a newline, an escape sequence's ESC) as '?'. */
+export const printable = (text: string) => text.replace(/\p{Cc}/gu, '?');
+
 /** 3 significant digits (0.412, 1.00, 0.0351); a difference with its sign. */
 export function significant(x: number, signed = false): string {
   const text = Math.abs(x) < 5e-324 ? '0.00' : x.toPrecision(3);
@@ -82,7 +85,7 @@ function trackGrids(comparison: Comparison): { track: string; recovery: Grid; di
   });
 }
 
-const markdownCell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+const markdownCell = (text: string) => printable(text).replace(/\|/g, '\\|');
 
 function markdownGrid(grid: Grid): string {
   const [header, ...rows] = grid;
@@ -129,7 +132,7 @@ const LATEX_SPECIAL: Record<string, string> = {
   '−': '$-$',
 };
 
-export const latexText = (text: string) => text.replace(/[\\&%$#_{}~^−]/g, (c) => LATEX_SPECIAL[c]!);
+export const latexText = (text: string) => printable(text).replace(/[\\&%$#_{}~^−]/g, (c) => LATEX_SPECIAL[c]!);
 
 /** A table cell in LaTeX: its text escaped, a number's minus sign as a mathematical minus ("-0.39" → "$-$0.39"). */
 const latexCell = (text: string) => latexText(text).replace(/(^|[\s[(])-(?=\d)/g, '$1$-$');

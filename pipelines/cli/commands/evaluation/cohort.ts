@@ -101,7 +101,8 @@ export default defineCommand({
     );
     out(`summary: ${outcome.files.summary}, ${outcome.files.summary_csv}, ${outcome.files.macro_csv}`);
     out(`figure: ${outcome.files.figures.join(', ')}`);
-    if (outcome.report) out(`report: ${outcome.report.files.report}, ${outcome.report.files.markdown}, ${outcome.report.files.latex}`);
+    if (outcome.report?.files)
+      out(`report: ${outcome.report.files.report}, ${outcome.report.files.markdown}, ${outcome.report.files.latex}`);
     if (outcome.delivered === 0) {
       // nothing to compare an agent by: said in one line, and a non-zero status for scripts
       const why = outcome.undelivered;
