@@ -5,7 +5,18 @@
 // the line its log gives, on the run and on resume alike; a folder or FIFO an agent put at
 // results.jsonl or summary.json is set aside and the results written. Real agents (node, sh), the real
 // server, controls worker and files; wine at B = 4.
-import { cpSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
@@ -101,6 +112,7 @@ describe('cohort compare reads cohort.json as written', () => {
     expect([...read.leftOut]).toEqual([['wine__b4__r1 (line 2)', 'not a planned episode of the definition in cohort.json']]);
     // a cohort.json without the name (an older folder): the folder's name, which these lines were not written under
     delete json.cohort;
+    delete json.name_sha256;
     writeFileSync(file, JSON.stringify(json, null, 2));
     const older = await readVerifiedCohort(currentSettings(), edited, () => {});
     expect([older.name, older.results.length, older.leftOut.get('wine__b4__r0')]).toEqual([
@@ -158,7 +170,139 @@ describe('an agent breaking the files the cohort writes', () => {
     expect(lstatSync(join(out, 'summary.json')).isFile()).toBe(true);
     expect(JSON.parse(text(join(out, 'summary.json'))).cells[0].episodes).toBe(2);
     expect(lstatSync(join(out, 'summary.csv')).isFile()).toBe(true);
-    const aside = readdirSync(join(out, 'interrupted')).map((f) => f.replace(/\d+$/, 'T'));
+    const aside = readdirSync(join(out, 'interrupted')).map((f) => f.replace(/\d+\.[0-9a-f]{12}$/, 'T'));
     expect(aside.sort()).toEqual(['results.jsonl.planted.T', 'summary.csv.planted.T', 'summary.json.planted.T']);
+  }, 240_000);
+});
+
+/** A node agent at `dir/<name>.mjs`: it buys two masks, submits the pair ridge, then runs `after` (JS, with `out`, `episode`, `repeat`, fs and path at hand). */
+function submittingAgent(name: string, after: string): string {
+  const file = join(dir, `${name}.mjs`);
+  writeFileSync(
+    file,
+    [
+      "import * as fs from 'node:fs';",
+      "import { execFileSync } from 'node:child_process';",
+      "import { dirname, join } from 'node:path';",
+      'const episode = JSON.parse(process.env.WWREF_MCP_COMMAND).at(-1);',
+      'const out = dirname(dirname(episode));',
+      'const repeat = Number(/__r(\\d+)$/.exec(process.env.WWREF_EPISODE_ID)[1]);',
+      'let id = 0;',
+      'const call = async (name, args) => {',
+      '  const r = await fetch(process.env.WWREF_MCP_URL, { method: "POST", headers: { authorization: "Bearer " + process.env.WWREF_MCP_TOKEN, "content-type": "application/json", accept: "application/json, text/event-stream" },',
+      '    body: JSON.stringify({ jsonrpc: "2.0", id: ++id, method: "tools/call", params: { name, arguments: args } }) });',
+      '  return r.text();',
+      '};',
+      "await call('observe', { masks: ['0011', '0101'] });",
+      "await call('submit_diagnosis', { estimator: 'ridge_pair' });",
+      after,
+    ].join('\n'),
+  );
+  return `node ${file}`;
+}
+
+describe('an agent breaking the set-aside names and the episodes folder (issue 40, second red team)', () => {
+  it('interrupted/ linked elsewhere, results.jsonl a folder, the set-aside names planted: the results are written', async () => {
+    const victim = join(dir, 'victim-interrupted');
+    mkdirSync(victim);
+    const agent = submittingAgent(
+      'aside',
+      [
+        'const interrupted = join(out, "interrupted");',
+        `if (repeat === 0) { fs.rmSync(interrupted, { recursive: true, force: true }); fs.symlinkSync(${JSON.stringify(victim)}, interrupted); }`,
+        'if (repeat >= 1) {',
+        '  if (repeat === 2) { const now = Date.now(); for (let t = now; t < now + 3000; t++) fs.mkdirSync(join(interrupted, "results.jsonl.planted." + t, "x"), { recursive: true }); }',
+        '  fs.rmSync(join(out, "results.jsonl"), { force: true }); fs.mkdirSync(join(out, "results.jsonl", "x"), { recursive: true });',
+        '}',
+      ].join('\n'),
+    );
+    const out = join(dir, 'aside');
+    const args = ['--controls', join(ORIGINAL, 'controls')];
+    const run = await cohort(agent, out, args);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toMatch(/interrupted was no folder of the cohort .*: set aside as .*interrupted\.planted\.\d+\.[0-9a-f]{12}/);
+    expect(lines(join(out, 'results.jsonl')).map((l) => l.episode)).toEqual(['wine__b4__r0', 'wine__b4__r1']);
+    expect(lstatSync(join(out, 'interrupted')).isDirectory()).toBe(true);
+    expect(readdirSync(victim)).toEqual([]); // nothing set aside through the link
+    // extended: r2 plants folders at every name a timestamp alone would give
+    const extended = await wwref(['cohort', 'run', '--agent', agent, '--out', out, ...cells.slice(0, -1), '3', ...args]);
+    expect(extended.code, extended.stderr).toBe(0);
+    expect(lines(join(out, 'results.jsonl')).map((l) => l.episode)).toEqual(['wine__b4__r0', 'wine__b4__r1', 'wine__b4__r2']);
+  }, 240_000);
+
+  it('an edited cohort name is refused by cohort run and compare (one line); an unprintable or long name is refused at creation', async () => {
+    const renamed = join(dir, 'renamed');
+    cpSync(ORIGINAL, renamed, { recursive: true });
+    const file = join(renamed, 'cohort.json');
+    const json = JSON.parse(text(file));
+    expect(json.name_sha256).toMatch(/^[0-9a-f]{64}$/);
+    json.cohort = 'other';
+    writeFileSync(file, JSON.stringify(json, null, 2));
+    const resumed = await cohort('true', renamed);
+    expect(resumed.code).toBe(2);
+    expect(resumed.stderr.trim().split('\n')).toHaveLength(1);
+    expect(resumed.stderr).toContain(
+      'its cohort name is not the one its name_sha256 records (the file was edited); if an agent edited it, remove cohort.json',
+    );
+    await expect(readVerifiedCohort(currentSettings(), renamed, () => {})).rejects.toThrow(
+      `cohort file ${file}: its cohort name is not the one its name_sha256 records`,
+    );
+    for (const name of ['bad\u001b[8mname', 'n'.repeat(201)]) {
+      const made = await cohort('true', join(dir, name));
+      expect(made.code).toBe(2);
+      expect(made.stderr.trim().split('\n')).toHaveLength(1);
+      expect(existsSync(join(dir, name, 'cohort.json'))).toBe(false);
+    }
+  }, 120_000);
+
+  it('a FIFO at its own events.jsonl after submitting: the undelivered line is kept on resume and by compare', async () => {
+    const agent = submittingAgent(
+      'fifo-events',
+      'if (repeat === 1) { fs.rmSync(join(episode, "events.jsonl")); execFileSync("mkfifo", [join(episode, "events.jsonl")]); }',
+    );
+    const out = join(dir, 'fifo-events');
+    const args = ['--controls', join(ORIGINAL, 'controls')];
+    const run = await cohort(agent, out, args);
+    expect(run.code, run.stderr).toBe(0);
+    const first = text(join(out, 'results.jsonl'));
+    expect(lines(join(out, 'results.jsonl')).map((l) => [l.episode, l.artifact_valid])).toEqual([
+      ['wine__b4__r0', true],
+      ['wine__b4__r1', false],
+    ]);
+    expect(lines(join(out, 'results.jsonl'))[1]!.undelivered_reason).toContain(UNUSABLE_RECEIPT);
+    const resumed = await cohort(agent, out, args);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stderr).toContain('resuming: 2 of 2 episode(s) finished');
+    expect(resumed.stderr).not.toContain('left out');
+    expect(text(join(out, 'results.jsonl'))).toBe(first);
+    const read = await readVerifiedCohort(currentSettings(), out, () => {});
+    expect([read.results.length, read.leftOut.size]).toEqual([2, 0]);
+  }, 240_000);
+
+  it('episodes/ linked outside OUT: set aside, the lines only its receipts there vouched for replayed; compare reads no receipt through a link', async () => {
+    const copy = join(dir, 'episodes-copy');
+    const marker = join(dir, 'episodes-linked');
+    const agent = submittingAgent(
+      'link-episodes',
+      `if (repeat === 0 && !fs.existsSync(${JSON.stringify(marker)})) { fs.writeFileSync(${JSON.stringify(marker)}, ''); fs.cpSync(join(out, 'episodes'), ${JSON.stringify(copy)}, { recursive: true }); fs.renameSync(join(out, 'episodes'), join(out, 'episodes.moved')); fs.symlinkSync(${JSON.stringify(copy)}, join(out, 'episodes')); }`,
+    );
+    const out = join(dir, 'linked-episodes');
+    const args = ['--controls', join(ORIGINAL, 'controls')];
+    const run = await cohort(agent, out, args);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toMatch(/episodes was no folder of the cohort .*: set aside as /);
+    const resumed = await cohort(agent, out, args);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stderr).toContain('resuming: 1 of 2 episode(s) finished, 1 line(s)');
+    expect(lstatSync(join(out, 'episodes')).isDirectory()).toBe(true);
+    expect(readdirSync(join(out, 'episodes')).sort()).toEqual(['wine__b4__r0', 'wine__b4__r1']);
+    // read-only: a cohort folder whose episodes/ is a link vouches for no line
+    const linked = join(dir, 'linked-copy');
+    cpSync(ORIGINAL, linked, { recursive: true });
+    rmSync(join(linked, 'episodes'), { recursive: true });
+    symlinkSync(join(ORIGINAL, 'episodes'), join(linked, 'episodes'));
+    const read = await readVerifiedCohort(currentSettings(), linked, () => {});
+    expect(read.results).toEqual([]);
+    expect(read.leftOut.get('wine__b4__r0')).toContain('no receipt is read through it');
   }, 240_000);
 });

@@ -173,17 +173,34 @@ const COHORT_ENTRIES = new Set([
 /** The way out of a cohort.json an agent (or anyone) edited. */
 const REMOVE_HINT = `if an agent edited it, remove ${COHORT_FILE} and run again: the folder is then checked episode by episode against this cohort`;
 
-/** A cohort's name as cohort.json may hold it: one path segment, at most 255 characters. */
-const COHORT_NAME = /^[^/\0]{1,255}$/;
+/** The longest cohort name (its characters): it is printed in tables and stored in every line. */
+const NAME_MAX = 200;
+
+/** Why `name` cannot be a cohort's name (undefined: it can): printable (no control character), no '/', 1 to 200 characters. */
+export function cohortNameProblem(name: string): string | undefined {
+  if (name === '' || [...name].length > NAME_MAX) return `it must have 1 to ${NAME_MAX} characters`;
+  if (/\p{Cc}/u.test(name)) return 'it holds a control character';
+  if (name.includes('/')) return "it holds a '/'";
+  return undefined;
+}
+
+/** The digest cohort.json stores beside the cohort's name, so that an edited name is seen (as definition_sha256 for the definition). */
+export const nameDigest = (name: string): string => digest({ cohort: name });
 
 /**
  * The cohort's name (its records' `cohort`), fixed when it was created and stored in cohort.json beside
- * the definition (its `cohort` label, else its folder's name then), so that a copied or renamed folder
- * keeps it; a cohort.json without it (an older folder): the label, else the folder's name now.
+ * the definition (its `cohort` label, else its folder's name then) with its digest (`name_sha256`), so
+ * that a copied or renamed folder keeps it; a cohort.json without either (an older folder): the label,
+ * else the folder's name now. An edited name (or digest) is handed to `refuse` with why.
  */
-export function storedCohortName(cohortFile: unknown, labels: Record<string, string>, out: string): string {
-  const stored = isObject(cohortFile as Json) ? (cohortFile as Record<string, unknown>).cohort : undefined;
-  return typeof stored === 'string' && COHORT_NAME.test(stored) ? stored : (labels.cohort ?? basename(out));
+export function storedCohortName(cohortFile: unknown, labels: Record<string, string>, out: string, refuse: (why: string) => never): string {
+  const json = isObject(cohortFile as Json) ? (cohortFile as Record<string, unknown>) : {};
+  const [stored, sha] = [json.cohort, json.name_sha256];
+  if (stored === undefined && sha === undefined) return labels.cohort ?? basename(out);
+  if (typeof stored !== 'string' || typeof sha !== 'string' || nameDigest(stored) !== sha)
+    return refuse('its cohort name is not the one its name_sha256 records (the file was edited)');
+  const problem = cohortNameProblem(stored);
+  return problem ? refuse(`its cohort name cannot be one (${problem})`) : stored;
 }
 
 /** cohort.json's definition and working folder; a UserError (one line, with the way out) when it is no cohort's. */
@@ -218,6 +235,9 @@ export function claimCohortFolder(
   const file = join(out, COHORT_FILE);
   if (lstatOrNothing(file)) {
     const earlier = readCohortFile(out);
+    const name = storedCohortName(earlier, definition.labels, out, (why) => {
+      throw new UserError(`--out ${out}: ${why}; ${REMOVE_HINT}`);
+    });
     const changed = differences(earlier.definition, definition);
     const before = earlier.definition.repeats;
     // more repeats extend the cohort (its episodes keep their ids); fewer are refused
@@ -234,7 +254,6 @@ export function claimCohortFolder(
       writeJsonAtomic(file, { ...earlier, definition, definition_sha256: digest(definition) });
       log(`cohort: extended from ${before} to ${definition.repeats} repeat(s) (${file} updated); the earlier episodes are kept`);
     }
-    const name = storedCohortName(earlier, definition.labels, out);
     const folder = earlier.working_folder;
     if (typeof folder !== 'string' || !isAbsolute(folder)) return { resumed: true, workingFolder: cwd, name };
     if (!lstatOrNothing(folder)?.isDirectory())
@@ -253,6 +272,17 @@ export function claimCohortFolder(
   if (adopted)
     log(`cohort: ${out} has no ${COHORT_FILE}: taken as this cohort's folder (every results line is checked against its receipt)`);
   const name = definition.labels.cohort ?? basename(out);
-  writeJsonAtomic(file, { definition, definition_sha256: digest(definition), working_folder: cwd, cohort: name });
+  const problem = cohortNameProblem(name);
+  if (problem)
+    throw new UserError(
+      `the cohort's name ${JSON.stringify(name).slice(0, 80)} (${definition.labels.cohort === undefined ? "--out's folder name" : 'its cohort label'}) cannot be used: ${problem}`,
+    );
+  writeJsonAtomic(file, {
+    definition,
+    definition_sha256: digest(definition),
+    working_folder: cwd,
+    cohort: name,
+    name_sha256: nameDigest(name),
+  });
   return { resumed: adopted, workingFolder: cwd, name };
 }

@@ -12,10 +12,9 @@
 // cohort's plan give again character for character (`earlierResults`: the line made again, the
 // shared estimators refitted); anything else an agent or anyone wrote into the file is left out, and
 // the file is rewritten to exactly the lines kept.
-import { closeSync, readSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as z from 'zod';
-import { lstatOrNothing, openRegularFile, readRegularFile } from '../../core/containment.ts';
+import { lstatOrNothing, readRegularFile } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 import { writeFileAtomic } from '../../core/fsutil.ts';
 import { canonicalJson } from '../../core/hashing.ts';
@@ -199,39 +198,6 @@ export function receiptProblem(state: EpisodeState, plan: PlannedEpisode, defini
   return state.closed ? undefined : 'its receipt records an episode still open';
 }
 
-/** Why the first line of an episode's events log is not its start by this cohort (undefined: it is). */
-export function startProblem(dir: string, plan: PlannedEpisode): string | undefined {
-  let head: Buffer;
-  try {
-    const { fd } = openRegularFile(join(dir, EVENTS_FILE), 'events log');
-    try {
-      const block = Buffer.alloc(64 << 10);
-      head = block.subarray(0, readSync(fd, block, 0, block.length, 0));
-    } finally {
-      closeSync(fd);
-    }
-  } catch (error) {
-    if (error instanceof UserError) return 'no receipt in its episode folder';
-    throw error;
-  }
-  const end = head.indexOf(0x0a);
-  let start: Json;
-  try {
-    start = parseStrictJson(head.subarray(0, end < 0 ? head.length : end).toString('utf8'), 'a start');
-  } catch (error) {
-    if (error instanceof UserError) return 'a receipt without its start';
-    throw error;
-  }
-  const reference = isObject(start) && isObject(start.reference) ? start.reference : undefined;
-  return isObject(start) &&
-    start.action === 'start' &&
-    start.condition === plan.condition.id &&
-    start.budget === plan.budget &&
-    reference?.table_sha256 === plan.condition.reference.table_sha256
-    ? undefined
-    : 'a receipt that is not the start of this episode';
-}
-
 /**
  * Why `line` is not the line its episode's receipt and the cohort's plan give (undefined: it is). The
  * line is made again from them (every field but how the agent's process ended and the times, which
@@ -296,8 +262,9 @@ async function lineProblem(
     const reason = json.undelivered_reason;
     if (typeof reason !== 'string' || !reason.startsWith(`${UNUSABLE_RECEIPT}: `) || reason.length > UNUSABLE_REASON_MAX)
       return 'its receipt cannot be read';
-    const problem = startProblem(dir, plan);
-    if (problem) return problem;
+    // exactly when the run writes such a line: an events log there that cannot be read as one (not a
+    // regular file — a FIFO, a link, a folder — or not a valid log); none at all is no receipt
+    if (!lstatOrNothing(join(dir, EVENTS_FILE))) return 'no receipt in its episode folder';
     result = {
       ...base,
       observations: anchorsOf(surface),

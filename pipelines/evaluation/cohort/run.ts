@@ -10,6 +10,7 @@
 // that their receipts give again (results.ts), never from what else the results file holds. Ctrl-C
 // stops every agent and leaves the folder resumable: the same command skips the finished episodes and
 // starts the unfinished ones again (their folders kept under OUT/interrupted/).
+import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, readSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { lstatOrNothing, openRegularFile, realPath } from '../../core/containment.ts';
@@ -32,7 +33,7 @@ import { type EpisodesServer, serveEpisodes } from '../episodes-server.ts';
 import { type SharedScores, sharedScores } from '../shared-scores.ts';
 import { AGENT_GROUP_FILE, type AgentOutcome, runAgent, stopLeftAgent } from './agent.ts';
 import { cohortControls } from './baselines.ts';
-import { realFolder, setAsideEntry } from './folders.ts';
+import { asideFolder, ownFolder, renameAside, setAsideEntry } from './folders.ts';
 import { type CohortFiles, writeCohortReport, writeCohortSummaries } from './outputs.ts';
 import {
   claimCohortFolder,
@@ -224,16 +225,10 @@ function referenceChange(settings: Settings, definition: CohortDefinition, plan:
  */
 function freshEpisodeFolder(out: string, id: string, log: (line: string) => void): string {
   const episodes = join(out, EPISODES_FOLDER);
-  realFolder(episodes);
+  ownFolder(out, episodes, log);
   const dir = join(episodes, id);
   if (lstatOrNothing(dir)) {
-    realFolder(join(out, INTERRUPTED_FOLDER));
-    const aside = join(out, INTERRUPTED_FOLDER, `${id}.planted.${Date.now()}`);
-    try {
-      renameSync(dir, aside); // a link is moved itself, never what it points to
-    } catch (error) {
-      throw fsError(error, 'set aside', dir);
-    }
+    const aside = renameAside(dir, asideFolder(out, log)); // a link is moved itself, never what it points to
     log(`cohort: ${id}: something was already at ${dir} before the episode started: set aside as ${aside}`);
   }
   try {
@@ -484,13 +479,12 @@ function lastLine(file: string): string {
 }
 
 /** Keeps the folder of an episode an earlier run left unfinished under OUT/interrupted/ (or retried, under OUT/retried/), so that it can start afresh. */
-function setAside(out: string, id: string, folder = INTERRUPTED_FOLDER): void {
+function setAside(out: string, id: string, log: (line: string) => void, folder = INTERRUPTED_FOLDER): void {
   const dir = join(out, EPISODES_FOLDER, id);
   const stats = lstatOrNothing(dir);
   if (!stats) return;
   if (stats.isDirectory()) stopLeftAgent(join(dir, AGENT_GROUP_FILE)); // what the agent of a killed run (kill -9) left running
-  realFolder(join(out, folder));
-  renameSync(dir, join(out, folder, `${id}.${Date.now()}`));
+  renameSync(dir, join(asideFolder(out, log, folder), `${id}.${Date.now()}.${randomBytes(4).toString('hex')}`));
 }
 
 /**
@@ -501,7 +495,7 @@ function retryUndelivered(out: string, lines: Map<string, string>, log: (line: s
   const retired: string[] = [];
   for (const [id, line] of lines) {
     if ((JSON.parse(line) as { artifact_valid?: unknown }).artifact_valid !== false) continue;
-    setAside(out, id, RETRIED_FOLDER);
+    setAside(out, id, log, RETRIED_FOLDER);
     lines.delete(id);
     retired.push(line);
   }
@@ -584,8 +578,12 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   let dropped = 0;
   /** The earlier lines of the undelivered episodes played again (--retry-undelivered). */
   let retired: string[] = [];
+  /** Why results.jsonl could not be written at the end, if it could not. */
+  let unwritten: string | undefined;
   try {
     const { workingFolder, name } = claimCohortFolder(out, definition, process.cwd(), options.log);
+    // whatever is at episodes/ but a real folder (a link to elsewhere): set aside before any receipt is read through it
+    ownFolder(out, join(out, EPISODES_FOLDER), options.log);
     const surfaceOf = fixedSurfaces(settings, definition);
     const context: ResultContext = {
       definition,
@@ -606,7 +604,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     const undelivered = [...earlier.lines.values()].filter((l) => l.includes('"artifact_valid":false')).length;
     if (undelivered && !options.retryUndelivered)
       options.log(`cohort: ${undelivered} earlier episode(s) undelivered: kept; --retry-undelivered plays them again`);
-    for (const p of todo) setAside(out, p.id);
+    for (const p of todo) setAside(out, p.id, options.log);
     // the controls need no agent: computed while the agents run (or read from --controls)
     controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {}, warn: options.log });
     controls.catch(() => undefined); // awaited below, after the episodes
@@ -626,14 +624,15 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
         clearEndFiles(out, options.log);
         writeResults(resultsFile, kept());
       } catch (error) {
-        options.log(`cohort: ${(error as Error).message.split('\n')[0]}`);
+        unwritten = (error as Error).message.split('\n')[0];
+        options.log(`cohort: ${unwritten}`);
       }
     await fitter.close();
     release();
   }
   if (dropped)
     options.log(`cohort: ${dropped} line(s) of ${resultsFile} left out (not written by this run, nor what their episode's receipt gives)`);
-  return finish(settings, definition, options, {
+  const outcome = finish(settings, definition, options, {
     planned,
     own,
     earlier: earlier!,
@@ -642,6 +641,9 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     seconds: (Date.now() - started) / 1000,
     agentSeconds,
   });
+  // the summaries and report are written; a run whose results file is not must not pass for a success
+  if (unwritten !== undefined) throw new UserError(`the results could not be written to ${resultsFile}: ${unwritten}`);
+  return outcome;
 }
 
 /** The summaries and the report of the lines that count; the outcome. */

@@ -70,6 +70,13 @@ export async function readVerifiedCohort(settings: Settings, dir: string, log: (
       refit: async (surface, observations, own) => sharedScores(await worker, surface, observations, own),
     });
     if (kept.unreadable) throw new UserError(kept.unreadable);
+    // no receipt is read through a link: an `episodes` that is no real folder vouches for no line
+    const episodes = lstatOrNothing(join(dir, EPISODES_FOLDER));
+    if (episodes && !episodes.isDirectory()) {
+      const why = `its ${EPISODES_FOLDER} is not a real folder (a link or a file was put there): no receipt is read through it`;
+      kept.lines.clear();
+      for (const p of planned) kept.problems.set(p.id, why);
+    }
     if (kept.dropped)
       log(`cohort ${dir}: ${kept.dropped} line(s) of its ${RESULTS_FILE} left out (not what their episode's receipt gives)`);
     const results: StoredResult[] = [];
@@ -98,5 +105,8 @@ function readDefinition(file: string, dir: string): { definition: CohortDefiniti
   if (digest((json as { definition: unknown }).definition) !== parsed.data.definition_sha256)
     throw new UserError(`cohort file ${file}: its definition is not the one its definition_sha256 records (the file was edited); refused`);
   const definition = parsed.data.definition as unknown as CohortDefinition;
-  return { definition, name: storedCohortName(json, definition.labels, dir) };
+  const name = storedCohortName(json, definition.labels, dir, (why) => {
+    throw new UserError(`cohort file ${file}: ${why}; refused`);
+  });
+  return { definition, name };
 }
