@@ -54,10 +54,10 @@ export function setAsideEntry(out: string, path: string, why: string, log: (line
   log(`cohort: ${why}: set aside as ${aside}`);
 }
 
-/** The cohort's folder `path` (inside `out`), a real one: anything else found at its name is set aside first. */
-export function ownFolder(out: string, path: string, log: (line: string) => void): void {
+/** The cohort's folder `path` (inside `out`), a real one: anything else found at its name is set aside first (then, with `create`, the folder made). */
+export function ownFolder(out: string, path: string, log: (line: string) => void, create = true): void {
   const stats = lstatOrNothing(path);
   if (stats && !stats.isDirectory())
     setAsideEntry(out, path, `${path} was no folder of the cohort (a link, FIFO or file was put there)`, log);
-  realFolder(path);
+  if (create) realFolder(path);
 }

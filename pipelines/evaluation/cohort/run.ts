@@ -583,7 +583,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   try {
     const { workingFolder, name } = claimCohortFolder(out, definition, process.cwd(), options.log);
     // whatever is at episodes/ but a real folder (a link to elsewhere): set aside before any receipt is read through it
-    ownFolder(out, join(out, EPISODES_FOLDER), options.log);
+    ownFolder(out, join(out, EPISODES_FOLDER), options.log, false); // made by the first episode, once nothing refused the run
     const surfaceOf = fixedSurfaces(settings, definition);
     const context: ResultContext = {
       definition,
