@@ -97,7 +97,7 @@ describe('a cohort whose agent fails, then is fixed', () => {
     ]);
     // the old folders are kept, each with the failed run's stderr
     const kept = readdirSync(join(out, 'retried')).sort();
-    expect(kept.map((f) => f.replace(/\.\d+$/, ''))).toEqual(['concrete__b4__r0', 'wine__b4__r0']);
+    expect(kept.map((f) => f.replace(/\.\d+(\.[0-9a-f]+)?$/, ''))).toEqual(['concrete__b4__r0', 'wine__b4__r0']);
     expect(readFileSync(join(out, 'retried', kept[1]!, 'agent.stderr'), 'utf8')).toContain('ExceptionGroup');
 
     // the terminal's table: the agent's recovery and its gain over each control, as compare.json has them
