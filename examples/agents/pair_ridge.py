@@ -20,15 +20,11 @@ import os
 import sys
 from pathlib import Path
 
+from agents_env import run_in_agents_env
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-VENV = HERE / ".venv"
-
-if Path(sys.prefix).resolve() != VENV.resolve():
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        sys.exit(f"pair_ridge: its environment {VENV} is missing: run 'npm run setup' (scripts/setup-agents)")
-    os.execv(python, [str(python), str(Path(__file__).resolve()), *sys.argv[1:]])
+run_in_agents_env(__file__, "pair_ridge")
 
 import asyncio  # noqa: E402
 import json  # noqa: E402

@@ -13,21 +13,14 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-VENV = HERE / ".venv"
+from agents_env import run_in_agents_env
 
-if Path(sys.prefix).resolve() != VENV.resolve():
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        sys.exit(f"simple: its environment {VENV} is missing: run 'npm run setup' (scripts/setup-agents)")
-    os.execv(python, [str(python), str(Path(__file__).resolve()), *sys.argv[1:]])
+run_in_agents_env(__file__, "simple")
 
 import asyncio  # noqa: E402
 import random  # noqa: E402
 
-sys.path.insert(0, str(HERE))
 from mcp import Client  # noqa: E402
 from pair_ridge import call, endpoint  # noqa: E402
 
