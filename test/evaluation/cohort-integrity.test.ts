@@ -247,7 +247,8 @@ describe('an agent breaking the set-aside names and the episodes folder (issue 4
     await expect(readVerifiedCohort(currentSettings(), renamed, () => {})).rejects.toThrow(
       `cohort file ${file}: its cohort name is not the one its name_sha256 records`,
     );
-    for (const name of ['bad\u001b[8mname', 'n'.repeat(201)]) {
+    // a word joiner would make a name that looks like a control's (issue 40, third red team: Q5)
+    for (const name of ['bad\u001b[8mname', 'n'.repeat(201), 'design_degree2\u2060', 'design\u202e2eerged']) {
       const made = await cohort('true', join(dir, name));
       expect(made.code).toBe(2);
       expect(made.stderr.trim().split('\n')).toHaveLength(1);
@@ -305,4 +306,34 @@ describe('an agent breaking the set-aside names and the episodes folder (issue 4
     expect(read.results).toEqual([]);
     expect(read.leftOut.get('wine__b4__r0')).toContain('no receipt is read through it');
   }, 240_000);
+});
+
+describe('issue 40, third red team', () => {
+  it('--retry-undelivered with a --controls that is refused moves no episode folder (every refusal comes first)', async () => {
+    const copy = join(dir, 'retry-refused');
+    cpSync(ORIGINAL, copy, { recursive: true });
+    const before = readdirSync(join(copy, 'episodes')).sort();
+    const empty = join(dir, 'controls-empty');
+    mkdirSync(empty);
+    const run = await cohort('true', copy, ['--retry-undelivered', '--controls', empty]);
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toContain(`--controls ${empty} holds no records.jsonl`);
+    expect(readdirSync(join(copy, 'episodes')).sort()).toEqual(before);
+    expect(existsSync(join(copy, 'retried'))).toBe(false);
+    expect(existsSync(join(copy, 'interrupted'))).toBe(false);
+    expect(text(join(copy, 'results.jsonl'))).toBe(text(join(ORIGINAL, 'results.jsonl')));
+  }, 120_000);
+
+  it("cohort.json removed: a folder holding the cohort's own interrupted.planted.* entries is still taken as this cohort's", async () => {
+    const copy = join(dir, 'adopt-planted', 'original'); // its folder's name: the name its lines carry
+    cpSync(ORIGINAL, copy, { recursive: true });
+    // what folders.ts leaves when an agent planted a file at `interrupted`
+    writeFileSync(join(copy, 'interrupted.planted.1765000000000.0123456789ab'), 'planted');
+    rmSync(join(copy, 'cohort.json'));
+    const run = await cohort('true', copy, ['--controls', join(ORIGINAL, 'controls')]);
+    expect(run.stderr).not.toContain('holds files of its own');
+    expect(run.stderr).toContain('taken as this cohort');
+    expect(run.code, run.stderr).toBe(1); // resumed: its two undelivered lines kept, nothing delivered
+    expect(run.stderr).toContain('resuming: 2 of 2 episode(s) finished');
+  }, 120_000);
 });

@@ -18,6 +18,7 @@ import { type Track, TRACK_BUDGETS, trackOf } from '../controls/grid.ts';
 import { isObject, type Json, readStrictJsonFile } from '../../analysis/strict-json.ts';
 import { startLimits } from '../episode.ts';
 import { checkLabels } from '../labels.ts';
+import { printable, UNSHOWABLE } from '../compare/tables.ts';
 
 export const COHORT_FILE = 'cohort.json';
 export const EPISODES_FOLDER = 'episodes';
@@ -170,16 +171,27 @@ const COHORT_ENTRIES = new Set([
   'cohort-recovery.png',
 ]);
 
+/** What the cohort itself renames aside in OUT (folders.ts asideFolder: an `interrupted` or `retried` that was no real folder), or leaves of a report a killed run was writing (outputs.ts). */
+const COHORT_ASIDE = /^(?:(?:interrupted|retried)\.planted\.\d+\.[0-9a-f]{12}|\.report\.\d+\.[0-9a-f]{16})$/;
+const isCohortEntry = (name: string) => COHORT_ENTRIES.has(name) || COHORT_ASIDE.test(name);
+
 /** The way out of a cohort.json an agent (or anyone) edited. */
 const REMOVE_HINT = `if an agent edited it, remove ${COHORT_FILE} and run again: the folder is then checked episode by episode against this cohort`;
 
 /** The longest cohort name (its characters): it is printed in tables and stored in every line. */
 const NAME_MAX = 200;
 
-/** Why `name` cannot be a cohort's name (undefined: it can): printable (no control character), no '/', 1 to 200 characters. */
+/**
+ * Why `name` cannot be a cohort's name (undefined: it can): printable (no control character, nor one a
+ * table cannot show as itself: a format or invisible one such as U+2060 could make a name look like a
+ * control's), no '/', 1 to 200 characters.
+ */
 export function cohortNameProblem(name: string): string | undefined {
   if (name === '' || [...name].length > NAME_MAX) return `it must have 1 to ${NAME_MAX} characters`;
   if (/\p{Cc}/u.test(name)) return 'it holds a control character';
+  const hidden = UNSHOWABLE.exec(name)?.[0];
+  if (hidden !== undefined)
+    return `it holds U+${hidden.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}, a format, invisible, private-use or unassigned character`;
   if (name.includes('/')) return "it holds a '/'";
   return undefined;
 }
@@ -264,7 +276,7 @@ export function claimCohortFolder(
     return { resumed: true, workingFolder: folder, name };
   }
   const present = existsSync(out) ? readdirSync(out).filter((f) => f !== LOCK_FILE) : [];
-  const adopted = present.length > 0 && present.includes(EPISODES_FOLDER) && present.every((f) => COHORT_ENTRIES.has(f));
+  const adopted = present.length > 0 && present.includes(EPISODES_FOLDER) && present.every(isCohortEntry);
   if (present.length && !adopted)
     throw new UserError(
       `--out ${out} holds files of its own (${present.slice(0, 3).join(', ')}${present.length > 3 ? ', …' : ''}) and no cohort; name a new or empty folder`,
@@ -275,8 +287,17 @@ export function claimCohortFolder(
   const problem = cohortNameProblem(name);
   if (problem)
     throw new UserError(
-      `the cohort's name ${JSON.stringify(name).slice(0, 80)} (${definition.labels.cohort === undefined ? "--out's folder name" : 'its cohort label'}) cannot be used: ${problem}`,
+      `the cohort's name ${printable(JSON.stringify(name).slice(0, 80))} (${definition.labels.cohort === undefined ? "--out's folder name" : 'its cohort label'}) cannot be used: ${problem}`,
     );
+  // the labels that may name the cohort in a comparison instead (compare/methods.ts cohortMethodName)
+  for (const key of ['agent', 'model'] as const) {
+    const label = definition.labels[key];
+    const hidden = label === undefined ? undefined : UNSHOWABLE.exec(label)?.[0];
+    if (hidden !== undefined)
+      throw new UserError(
+        `label ${key}: it names the cohort in comparisons and holds U+${hidden.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}, a character a table cannot show as itself`,
+      );
+  }
   writeJsonAtomic(file, {
     definition,
     definition_sha256: digest(definition),

@@ -594,6 +594,11 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     };
     earlier = await earlierResults(resultsFile, planned, context);
     if (earlier.unreadable) options.log(`cohort: ${earlier.unreadable}: no earlier line kept; it is written again at the end`);
+    // the controls need no agent: computed while the agents run, or read from --controls and refused
+    // before any episode folder is moved (to retried/ or interrupted/)
+    controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {}, warn: options.log });
+    controls.catch(() => undefined); // awaited below, after the episodes
+    if (options.controls !== undefined) await controls;
     if (options.retryUndelivered) retired = retryUndelivered(out, earlier.lines, options.log);
     const reused = earlier.lines.size;
     const todo = planned.filter((p) => !earlier!.lines.has(p.id));
@@ -605,10 +610,6 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     if (undelivered && !options.retryUndelivered)
       options.log(`cohort: ${undelivered} earlier episode(s) undelivered: kept; --retry-undelivered plays them again`);
     for (const p of todo) setAside(out, p.id, options.log);
-    // the controls need no agent: computed while the agents run (or read from --controls)
-    controls = cohortControls(settings, definition, { out, controls: options.controls, workers: 1, log: () => {}, warn: options.log });
-    controls.catch(() => undefined); // awaited below, after the episodes
-    if (options.controls !== undefined) await controls; // only read: refused before any agent runs
     const run: RunState = { settings, definition, options, fitter, surfaceOf, cwd: workingFolder, cohort: name, own, leftOut };
     if (todo.length) agentSeconds = await runEpisodes(run, todo);
   } catch (error) {

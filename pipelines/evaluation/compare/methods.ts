@@ -3,7 +3,7 @@
 // method of a controls folder is one (its records recomputed first: controls/verify.ts), and each model of a
 // published agent-record file is one (every record scored again by `grade --records`' grader; the
 // recovery compared is the recomputed one, and a record whose stored score differs is left out,
-// said). Names are unique: a second method of the same name gets its folder's or file's name beside it.
+// said). Names are unique as shown: a second method of the same shown name gets its folder's or file's name beside it.
 import { basename, join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
 import type { Settings } from '../../core/settings.ts';
@@ -16,6 +16,7 @@ import { MAX_RECORDS_FILE_BYTES, readControlRecords, type StoredRecord } from '.
 import { checkCompleteRun, verifyControlRecords } from '../controls/verify.ts';
 import { RECORDS_FILE } from '../controls/resume.ts';
 import type { Method, MethodRow } from './statistics.ts';
+import { printable } from './tables.ts';
 
 export interface LeftOut {
   from: string;
@@ -141,14 +142,20 @@ export function publishedMethods(settings: Settings, file: string, leftOut: Left
   return [...byName].map(([name, rows]) => ({ name, kind: 'published', from: file, rows }));
 }
 
-/** Unique names: a repeated name gets where it was read beside it ("pair_ridge (cohort-b)"). */
+/**
+ * Unique names as they are shown: each name (and the folder or file beside it) with the characters a
+ * table cannot show as themselves as '?' (tables.ts `printable`), then a name shown twice gets where it
+ * was read beside it ("pair_ridge (cohort-b)"): two methods never look alike, whatever their names held.
+ */
 export function uniqueNames(methods: readonly Method[]): Method[] {
+  const shown = methods.map((m) => printable(m.name));
   const count = new Map<string, number>();
-  for (const m of methods) count.set(m.name, (count.get(m.name) ?? 0) + 1);
+  for (const name of shown) count.set(name, (count.get(name) ?? 0) + 1);
   const used = new Set<string>();
-  return methods.map((m) => {
-    let name = count.get(m.name)! > 1 ? `${m.name} (${basename(m.from)})` : m.name;
-    for (let k = 2; used.has(name); k++) name = `${m.name} (${basename(m.from)} #${k})`;
+  return methods.map((m, k) => {
+    const [base, from] = [shown[k]!, printable(basename(m.from))];
+    let name = count.get(base)! > 1 ? `${base} (${from})` : base;
+    for (let n = 2; used.has(name); n++) name = `${base} (${from} #${n})`;
     used.add(name);
     return { ...m, name };
   });

@@ -6,10 +6,11 @@
 // compare.json). A small script only records, in the page's own DOM, whether each figure loaded and
 // any script error (read back by the browser test); nothing is fetched from elsewhere.
 import type { Comparison } from './statistics.ts';
-import { significant, TRACK_TITLES } from './tables.ts';
+import { printable, significant, TRACK_TITLES } from './tables.ts';
 
+/** Text as the page shows it: HTML-escaped, a character it cannot show as itself (a bidi override, U+2060…) as '?'. */
 const esc = (s: string | number): string =>
-  String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+  printable(String(s)).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 const STYLE = `body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.6em 0 1.4em}th,td{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:right}

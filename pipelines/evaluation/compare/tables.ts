@@ -7,8 +7,15 @@ import type { Comparison, ComparisonCell } from './statistics.ts';
 export const TRACK_TITLES: Record<string, string> = { four: 'four options', six: 'paired six options', six_added: 'added six options' };
 const trackTitle = (track: string) => TRACK_TITLES[track] ?? track;
 
-/** A name as a table or a terminal shows it: a control character (a newline, an escape sequence's ESC) as '?'. */
-export const printable = (text: string) => text.replace(/\p{Cc}/gu, '?');
+/**
+ * What cannot be shown as itself: control characters (a newline, an escape sequence's ESC), format and
+ * invisible ones (U+200B, U+2060, U+00AD, bidi overrides, variation selectors: any default-ignorable
+ * code point), line and paragraph separators, private-use, surrogate and unassigned code points.
+ */
+export const UNSHOWABLE = /[\p{C}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/u;
+
+/** A name as a table, a page or a terminal shows it: each character it cannot show as itself (UNSHOWABLE) as '?'. */
+export const printable = (text: string) => text.replace(new RegExp(UNSHOWABLE.source, 'gu'), '?');
 
 /** 3 significant digits (0.412, 1.00, 0.0351); a difference with its sign. */
 export function significant(x: number, signed = false): string {
