@@ -324,6 +324,48 @@ describe('issue 40, third red team', () => {
     expect(text(join(copy, 'results.jsonl'))).toBe(text(join(ORIGINAL, 'results.jsonl')));
   }, 120_000);
 
+  it('a controls folder cut down, its run.json edited to match, is refused by cohort run and compare naming what is missing (Q2)', async () => {
+    const cut = join(dir, 'controls-cut');
+    mkdirSync(cut);
+    const source = join(ORIGINAL, 'controls');
+    const records = text(join(source, 'records.jsonl')).split('\n').filter(Boolean);
+    // every random design's seed from 5 on left out, and the design_degree2 control: run.json's count edited to match
+    const kept = records.filter(
+      (l) => !l.includes('"method":"design_degree2"') && !/"method":"random_degree2".*"seed":([5-9]|1\d),/.test(l),
+    );
+    expect(kept.length).toBe(records.length - 16);
+    writeFileSync(join(cut, 'records.jsonl'), `${kept.join('\n')}\n`);
+    const run = JSON.parse(text(join(source, 'run.json')));
+    writeFileSync(join(cut, 'run.json'), JSON.stringify({ ...run, tasks: run.tasks - 16 }));
+    const missing =
+      /records\.jsonl is not a complete controls run of the cells needed .*: wine B=4 design_degree2; wine B=4 random_degree2 seeds 5 … 19 \(15\); run 'wwref controls run'/;
+    const compared = await wwref(['cohort', 'compare', ORIGINAL, '--controls', cut, '--out', join(dir, 'compare-cut')]);
+    expect(compared.code, compared.stderr).toBe(2);
+    expect(compared.stderr).toMatch(missing);
+    expect(compared.stderr.trim().split('\n')).toHaveLength(1);
+    const copy = join(dir, 'cut-controls-cohort');
+    cpSync(ORIGINAL, copy, { recursive: true });
+    const resumed = await cohort('true', copy, ['--controls', cut]);
+    expect(resumed.code, resumed.stderr).toBe(2);
+    expect(resumed.stderr).toMatch(missing);
+  }, 120_000);
+
+  it("the cohort's own controls made with fewer seeds (another run.json): set aside under interrupted/ and computed afresh, said (Q2)", async () => {
+    const copy = join(dir, 'own-controls-fewer');
+    cpSync(ORIGINAL, copy, { recursive: true });
+    rmSync(join(copy, 'controls'), { recursive: true });
+    const fewer = await wwref(['controls', 'run', '--condition', 'wine', '--budget', '4', '--seeds', '2', '--out', join(copy, 'controls')]);
+    expect(fewer.code, fewer.stderr).toBe(0);
+    const resumed = await cohort('true', copy);
+    expect(resumed.code, resumed.stderr).toBe(1); // nothing delivered, as before
+    expect(resumed.stderr).toMatch(/controls could not be resumed \(.*another run.*\): set aside as .*interrupted\/controls\.planted\./);
+    const seeds = lines(join(copy, 'controls', 'records.jsonl'))
+      .filter((r) => r.method === 'random_degree2')
+      .map((r) => r.seed);
+    expect(new Set(seeds).size).toBe(20);
+    expect(text(join(copy, 'controls', 'records.jsonl'))).toBe(text(join(ORIGINAL, 'controls', 'records.jsonl')));
+  }, 120_000);
+
   it("cohort.json removed: a folder holding the cohort's own interrupted.planted.* entries is still taken as this cohort's", async () => {
     const copy = join(dir, 'adopt-planted', 'original'); // its folder's name: the name its lines carry
     cpSync(ORIGINAL, copy, { recursive: true });

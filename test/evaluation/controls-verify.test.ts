@@ -151,6 +151,21 @@ describe('controls summary', () => {
 });
 
 describe('cohort run --controls DIR', () => {
+  /** `controls run`'s defaults on wine at B = 4 and 8: every method of its grid, the random design at seeds 0 … 19. */
+  const full = join(dir, 'full');
+  let fullRecords: string[];
+  const findFull = (method: string, budget: number, seed = 0) =>
+    fullRecords.find(
+      (l) =>
+        l.includes(`"method":"${method}"`) &&
+        l.includes(`"budget":${budget},`) &&
+        (method !== 'random_degree2' || l.includes(`"seed":${seed},`)),
+    )!;
+  beforeAll(async () => {
+    const r = await wwref('controls', 'run', '--condition', 'wine', ...RUN_BUDGETS, '--out', full);
+    expect(r.code, r.stderr).toBe(0);
+    fullRecords = lines(join(full, 'records.jsonl'));
+  }, 300_000);
   const cohort = (controls: string, out: string) =>
     wwref(
       'cohort',
@@ -166,21 +181,23 @@ describe('cohort run --controls DIR', () => {
       '--controls',
       controls,
     );
-  /** A controls folder of `content` and the honest run's run.json (its task count less `fewerTasks`: an edit made to match). */
+  /** A controls folder of `content` and the full run's run.json (its task count less `fewerTasks`: an edit made to match). */
   const folder = (name: string, content: string[], fewerTasks = 0) => {
     const d = join(dir, `controls-${name}`);
     mkdirSync(d);
     writeFileSync(join(d, 'records.jsonl'), `${content.join('\n')}\n`);
-    const run = JSON.parse(readFileSync(join(honest, 'run.json'), 'utf8'));
+    const run = JSON.parse(readFileSync(join(full, 'run.json'), 'utf8'));
     writeFileSync(join(d, 'run.json'), JSON.stringify({ ...run, tasks: run.tasks - fewerTasks }));
     return d;
   };
+  const isRandom = (l: string, seed?: (s: number) => boolean) =>
+    l.includes('"method":"random_degree2"') && (seed === undefined || seed(Number(/"seed":(\d+),/.exec(l)![1])));
 
   it('refuses an edited score, a record without its reference and copies of one cell, in one line naming the record', async () => {
-    const design = find('design_degree2', 8);
-    const at = records.indexOf(design);
-    const swap = (line: string) => records.map((l, k) => (k === at ? line : l));
-    const cases: [string, string[], RegExp][] = [
+    const design = findFull('design_degree2', 8);
+    const at = fullRecords.indexOf(design);
+    const swap = (line: string) => fullRecords.map((l, k) => (k === at ? line : l));
+    const cases: [string, string[], RegExp, number?][] = [
       [
         'edited',
         swap(design.replace(/"effect_recovery":[^,]+/, '"effect_recovery":0.9')),
@@ -192,26 +209,41 @@ describe('cohort run --controls DIR', () => {
         /line \d+: the control of wine names reference table none, the cohort's is [0-9a-f]{12}/,
       ],
       [
-        // the random design's records of a chosen seed alone (its mean what the choice made it): fewer tasks than the run's
+        // the random design's records of chosen seeds (its mean what the choice made it)
         'chosen-seeds',
-        records.filter((l) => !(l.includes('"method":"random_degree2"') && l.includes('"seed":0,'))),
-        /records\.jsonl holds the records of 3 task\(s\), its run\.json counts 4: not the run's complete set/,
+        fullRecords.filter((l) => !isRandom(l, (s) => s === 0)),
+        /records\.jsonl is not a complete controls run of the cells needed \(every method of its grid, the random design at seeds 0 … 19\): wine B=8 random_degree2 seed 0; run 'wwref controls run'/,
       ],
       [
-        // the same with run.json's count edited to match: the seeds are not a run's draws 0 … n − 1
+        // the same with run.json's count edited to match: what must be there is never read from a count
         'chosen-seeds-counted',
-        records.filter((l) => !(l.includes('"method":"random_degree2"') && l.includes('"seed":0,'))),
-        /the random design's records of wine at budget 8 are seeds 1, not 0 to 0: not a run's draws/,
+        fullRecords.filter((l) => !isRandom(l, (s) => s === 0)),
+        /wine B=8 random_degree2 seed 0; run 'wwref controls run'/,
+        1,
+      ],
+      [
+        // issue 40, third red team (Q2): fewer seeds (0 … 4), their count edited in run.json: a run's draws, but not the default ones
+        'fewer-seeds-counted',
+        fullRecords.filter((l) => !isRandom(l, (s) => s >= 5)),
+        /wine B=8 random_degree2 seeds 5 … 19 \(15\); run 'wwref controls run'/,
+        15,
+      ],
+      [
+        // a whole method left out, run.json's count edited to match
+        'method-left-out-counted',
+        fullRecords.filter((l) => !l.includes('"method":"design_degree2"')),
+        /: wine B=8 design_degree2; run 'wwref controls run'/,
+        1,
       ],
       [
         'copies',
-        [...records, ...[1, 2].map((s) => design.replace('"budget":8,', `"seed":${s},"budget":8,`))],
+        [...fullRecords, ...[1, 2].map((s) => design.replace('"budget":8,', `"seed":${s},"budget":8,`))],
         /line \d+: a second copy of the record of wine design_degree2 at budget 8 \(the first: .* line \d+\)/,
       ],
     ];
-    for (const [name, content, pattern] of cases) {
+    for (const [name, content, pattern, fewerTasks] of cases) {
       const out = join(dir, `cohort-${name}`);
-      const r = await cohort(folder(name, content, name === 'chosen-seeds-counted' ? 1 : 0), out);
+      const r = await cohort(folder(name, content, fewerTasks ?? 0), out);
       expect(r.code, `${name}: ${r.stderr}`).toBe(2);
       expect(r.stderr, name).toMatch(pattern);
       expect(r.stderr.trim().split('\n'), name).toHaveLength(1);

@@ -18,12 +18,6 @@ import type { CohortDefinition } from './plan.ts';
 
 export const CONTROLS_FOLDER = 'controls';
 
-/** The cohort's (condition, budget) cells that `records` leave without any control. */
-function uncovered(definition: CohortDefinition, records: readonly StoredRecord[]): string[] {
-  const have = new Set(records.map((r) => `${r.condition} B=${r.budget}`));
-  return definition.conditions.flatMap((c) => c.budgets.map((b) => `${c.id} B=${b}`)).filter((cell) => !have.has(cell));
-}
-
 /** The control records of the cohort's cells. */
 export async function cohortControls(
   settings: Settings,
@@ -35,8 +29,15 @@ export async function cohortControls(
   if (options.controls !== undefined) {
     const file = join(options.controls, RECORDS_FILE);
     if (!existsSync(file)) throw new UserError(`--controls ${options.controls} holds no ${RECORDS_FILE} (a finished 'wwref controls run')`);
-    const all = readControlRecords(file, catalogLookup(loadCatalog(settings)));
-    checkCompleteRun(options.controls, all); // a folder cut down is refused before any of it is used
+    const catalog = loadCatalog(settings);
+    const all = readControlRecords(file, catalogLookup(catalog));
+    // every control method at the default seeds in every cell of the cohort: a folder cut down is refused before any of it is used
+    const cells = definition.conditions.flatMap((c) => {
+      const condition = catalog.conditions.get(c.id);
+      if (!condition) throw new UserError(`--controls ${options.controls}: the cohort's condition ${c.id} is not in the catalog`);
+      return c.budgets.map((budget) => ({ condition, budget }));
+    });
+    checkCompleteRun(options.controls, all, cells);
     const read = all.filter(inCells);
     const other = read.find((r) => {
       const reference = (r as { reference?: { table_sha256?: unknown } }).reference;
@@ -47,11 +48,6 @@ export async function cohortControls(
         `--controls ${options.controls}: ${other.read_from}: the control of ${other.condition} names reference table ` +
           `${String((other as { reference?: { table_sha256?: unknown } }).reference?.table_sha256 ?? 'none').slice(0, 12)}, the cohort's is ` +
           `${wanted.get(other.condition)!.reference.table_sha256.slice(0, 12)}`,
-      );
-    const missing = uncovered(definition, read);
-    if (missing.length)
-      throw new UserError(
-        `--controls ${options.controls} has no controls for ${missing.slice(0, 4).join(', ')}${missing.length > 4 ? ', …' : ''}; run them, or leave out --controls`,
       );
     // used only as recomputation on the references gives them: an edited score, a forged table, a second copy are refused
     const verified = await verifyControlRecords(settings, read, {

@@ -22,8 +22,15 @@ export interface CompareRequest {
 }
 
 /** A cohort folder as one method: the results lines its own check vouches for. */
-async function cohortMethod(settings: Settings, dir: string, leftOut: LeftOut[], log: (line: string) => void): Promise<Method> {
+async function cohortMethod(
+  settings: Settings,
+  dir: string,
+  leftOut: LeftOut[],
+  log: (line: string) => void,
+  cells: { condition: string; budget: number }[],
+): Promise<Method> {
   const cohort = await readVerifiedCohort(settings, dir, log);
+  for (const c of cohort.definition.conditions) for (const budget of c.budgets) cells.push({ condition: c.id, budget });
   for (const [episode, why] of cohort.leftOut) leftOut.push({ from: dir, what: `episode ${episode}`, why });
   const rows = cohort.results.map((r) => methodRow(r, r.effect_recovery, r.artifact_valid));
   if (!rows.length) throw new UserError(`cohort ${dir} has no result its receipts vouch for (${cohort.leftOut.size} left out)`);
@@ -56,8 +63,9 @@ export async function compareCohorts(settings: Settings, request: CompareRequest
     );
   const leftOut: LeftOut[] = [];
   const methods: Method[] = [];
-  for (const dir of request.cohorts) methods.push(await cohortMethod(settings, dir, leftOut, request.log));
-  if (request.controls !== undefined) methods.push(...(await controlMethods(settings, request.controls, leftOut, request.log)));
+  const cells: { condition: string; budget: number }[] = [];
+  for (const dir of request.cohorts) methods.push(await cohortMethod(settings, dir, leftOut, request.log, cells));
+  if (request.controls !== undefined) methods.push(...(await controlMethods(settings, request.controls, leftOut, request.log, cells)));
   for (const file of request.published) methods.push(...publishedMethods(settings, file, leftOut));
   if (methods.length < 2 && leftOut.length)
     throw new UserError(

@@ -46,14 +46,27 @@ export function cohortMethodName(labels: Readonly<Record<string, string>>, fallb
 }
 
 /**
- * The control methods of a finished `wwref controls run` folder, one method each: every record
- * recomputed on the references first (controls/verify.ts; one that recomputation does not give, or
+ * The control methods of a finished `wwref controls run` folder, one method each: refused unless it
+ * holds every control method at the default seeds in each cell it has and each cell in `needed` (the
+ * compared cohorts'; controls/verify.ts checkCompleteRun); every record recomputed on the references first (controls/verify.ts; one that recomputation does not give, or
  * of another reference table, is refused), a second copy of one record left out and said.
  */
-export async function controlMethods(settings: Settings, dir: string, leftOut: LeftOut[], log: (line: string) => void): Promise<Method[]> {
+export async function controlMethods(
+  settings: Settings,
+  dir: string,
+  leftOut: LeftOut[],
+  log: (line: string) => void,
+  needed: readonly { condition: string; budget: number }[] = [],
+): Promise<Method[]> {
   const file = join(dir, RECORDS_FILE);
-  const read = readControlRecords(file, catalogLookup(loadCatalog(settings)));
-  checkCompleteRun(dir, read);
+  const catalog = loadCatalog(settings);
+  const read = readControlRecords(file, catalogLookup(catalog));
+  // every control method at the default seeds in every cell it holds and every cell a compared cohort has
+  const cells = [...needed, ...read].flatMap(({ condition, budget }) => {
+    const known = catalog.conditions.get(condition);
+    return known ? [{ condition: known, budget }] : [];
+  });
+  checkCompleteRun(dir, read, cells);
   const verified = await verifyControlRecords(settings, read, { workers: 1, requireReference: true, log });
   for (const left of [...verified.left_out.values()].flat()) leftOut.push({ from: file, what: left.record, why: left.why });
   return controlsAsMethods(verified.records, dir);

@@ -89,6 +89,11 @@ function methodsOf(condition: CatalogCondition, request: GridRequest): { run: Me
   };
 }
 
+/** The methods a grid (`controls run`'s default, or `--grid published`) runs on `condition`. */
+export function gridMethods(condition: CatalogCondition, grid?: 'published'): MethodName[] {
+  return methodsOf(condition, { conditions: [condition], grid, published: new Set() }).run;
+}
+
 /** The tasks of a grid; refuses (UserError) a budget outside 0 … 2^d − 2 and seeds ≤ 0. */
 export function planGrid(request: GridRequest): Grid {
   const seeds = request.seeds ?? DEFAULT_SEEDS;

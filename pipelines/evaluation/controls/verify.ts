@@ -14,7 +14,8 @@ import { differingFields } from '../../analysis/grade-records.ts';
 import { isObject, type Json, readStrictJsonFile } from '../../analysis/strict-json.ts';
 import { loadCatalog } from '../../references/store.ts';
 import { computeTasks, type Prepared, prepareConditions } from './compute.ts';
-import { type ControlTask, type MethodName, taskKey } from './grid.ts';
+import { type ControlTask, DEFAULT_SEEDS, gridMethods, type MethodName, taskKey } from './grid.ts';
+import type { CatalogCondition } from '../../catalog/catalog.ts';
 import { recordIdentity, recordName, recordText, type StoredRecord } from './records.ts';
 import { RECORDS_FILE, RUN_FILE } from './resume.ts';
 import type { LeftOut } from './summary.ts';
@@ -218,24 +219,53 @@ function checkSeeds(records: readonly StoredRecord[]): void {
   }
 }
 
+/** A (condition, budget) cell a summary needs controls for. */
+export interface NeededCell {
+  condition: CatalogCondition;
+  budget: number;
+}
+
 /**
- * Refuses the records of a `controls run` folder that are not its complete set: as many tasks as its
- * run.json counts, each at the same budgets (the run writes records.jsonl only when every task is in
- * it). A folder cut down (seeds of the random design, a whole method left out) would make a mean what
- * the cut made it, every record left still what recomputation gives.
+ * Refuses, in one line naming what is missing, the records of a `controls run` folder that do not hold
+ * every control method its grid runs (`controls run`'s default, or `--grid published` as its run.json
+ * says) at the default seeds (the random design at seeds 0 … 19, as the summaries and a cohort's own
+ * controls have them) in every cell in `cells`. What must be there is derived from the cells and the
+ * methods, never from a count run.json stores: a folder cut down (seeds, a method left out) with its
+ * run.json edited to match is refused like any other.
  */
-export function checkCompleteRun(dir: string, records: readonly StoredRecord[]): void {
+export function checkCompleteRun(dir: string, records: readonly StoredRecord[], cells: readonly NeededCell[]): void {
   const file = join(dir, RUN_FILE);
   const run = readStrictJsonFile(file, 'controls run file', 1 << 20);
-  if (!isObject(run) || typeof run.tasks !== 'number') throw new UserError(`${file} is no controls run's (it counts no tasks)`);
-  const budgets = new Map<string, Set<number>>();
-  for (const r of records) {
-    const key = taskKey({ condition: r.condition, method: r.method, seed: r.method === 'random_degree2' ? r.seed! : null });
-    budgets.set(key, (budgets.get(key) ?? new Set()).add(r.budget));
+  if (!isObject(run) || !isObject(run.identity)) throw new UserError(`${file} is no controls run's (it has no identity)`);
+  const grid = run.grid === 'published' ? 'published' : undefined;
+  const held = new Set(
+    records.map((r) => `${r.condition}\u0000${r.budget}\u0000${r.method}\u0000${r.method === 'random_degree2' ? r.seed : ''}`),
+  );
+  const missing: string[] = [];
+  const seen = new Set<string>();
+  for (const { condition, budget } of cells) {
+    const cell = `${condition.id} B=${budget}`;
+    if (seen.has(cell)) continue;
+    seen.add(cell);
+    for (const method of gridMethods(condition, grid)) {
+      const seeds = method === 'random_degree2' ? Array.from({ length: DEFAULT_SEEDS }, (_, s) => s) : [''];
+      const absent = seeds.filter((seed) => !held.has(`${condition.id}\u0000${budget}\u0000${method}\u0000${seed}`));
+      if (!absent.length) continue;
+      const which =
+        method !== 'random_degree2'
+          ? ''
+          : absent.length === 1
+            ? ` seed ${absent[0]}`
+            : ` seeds ${absent[0]} … ${absent.at(-1)} (${absent.length})`;
+      missing.push(`${cell} ${method}${which}`);
+    }
+    const extra = records.find(
+      (r) => r.condition === condition.id && r.budget === budget && r.method === 'random_degree2' && r.seed! >= DEFAULT_SEEDS,
+    );
+    if (extra) missing.push(`${cell}: random_degree2 seed ${extra.seed} beyond the default ${DEFAULT_SEEDS} seeds`);
   }
-  const counts = new Set([...budgets.values()].map((b) => b.size));
-  if (budgets.size !== run.tasks || counts.size > 1)
+  if (missing.length)
     throw new UserError(
-      `${join(dir, RECORDS_FILE)} holds the records of ${budgets.size} task(s)${counts.size > 1 ? ' at different budgets' : ''}, its run.json counts ${run.tasks}: not the run's complete set (records left out?); use the run's records.jsonl as it wrote it`,
+      `${join(dir, RECORDS_FILE)} is not a complete controls run of the cells needed (every method of its grid, the random design at seeds 0 … ${DEFAULT_SEEDS - 1}): ${missing.slice(0, 3).join('; ')}${missing.length > 3 ? `; and ${missing.length - 3} more` : ''}; run 'wwref controls run' on these conditions and budgets with its default methods and seeds`,
     );
 }
