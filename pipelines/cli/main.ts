@@ -20,6 +20,7 @@ import diff from './commands/analysis/diff.ts';
 import doctor from './commands/runs/doctor.ts';
 import effects from './commands/analysis/effects.ts';
 import cohort from './commands/evaluation/cohort.ts';
+import connect from './commands/evaluation/connect.ts';
 import controls from './commands/evaluation/controls.ts';
 import episode from './commands/evaluation/episode.ts';
 import serve from './commands/evaluation/serve.ts';
@@ -64,6 +65,7 @@ export const COMMANDS: Command[] = [
   serve,
   controls,
   cohort,
+  connect,
 ];
 
 /**

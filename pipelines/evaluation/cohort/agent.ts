@@ -2,7 +2,8 @@
 // stdout and stderr written to files (each cut at a bound: past it the agent is stopped), ended by its
 // own exit, by the episode closing (a grace period, then stopped), or by the deadline. Whatever the
 // agent leaves running in its group when it ends (children, grandchildren) is killed then. A process
-// that leaves the group (setsid) escapes this: run an untrusted agent in a sandbox of its own.
+// that leaves the group (setsid) escapes this, unless the run is sandboxed (`sandbox`: bwrap's
+// arguments, sandbox.ts): the sandbox's pid namespace ends with the agent's shell, and all in it.
 import { spawn } from 'node:child_process';
 import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
 import { readRegularFile } from '../../core/containment.ts';
@@ -19,6 +20,8 @@ const TERM_SECONDS = 1;
 export interface AgentRun {
   command: string;
   cwd: string;
+  /** bwrap and its arguments up to `--` (sandbox.ts `sandboxArguments`): the shell runs inside; none: as the user. */
+  sandbox?: readonly string[];
   env: NodeJS.ProcessEnv;
   deadlineSeconds: number;
   stdoutFile: string;
@@ -141,7 +144,8 @@ export function runAgent(run: AgentRun): Promise<AgentOutcome> {
   const started = Date.now();
   const out = new BoundedFile(run.stdoutFile);
   const err = new BoundedFile(run.stderrFile);
-  const child = spawn('/bin/sh', ['-c', run.command], { cwd: run.cwd, env: run.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const argv = [...(run.sandbox ?? []), '/bin/sh', '-c', run.command];
+  const child = spawn(argv[0]!, argv.slice(1), { cwd: run.cwd, env: run.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   const pgid = child.pid!;
   if (run.groupFile) writeFileAtomic(run.groupFile, `${JSON.stringify({ pgid, url: run.env.WWREF_MCP_URL ?? null })}\n`);
   let stopped: AgentOutcome['stopped'] = null;

@@ -83,6 +83,7 @@ export function writeCohortSummaries(
   };
   writeJsonAtomic(files.summary, {
     definition_sha256: digest(definition),
+    agents_sandboxed: definition.agents_sandboxed === true,
     labels: definition.labels,
     planned: planned.length,
     episodes: results.length,

@@ -43,6 +43,8 @@ export interface CohortRequest {
   /** Calculation calls per episode and wall seconds per call (default: the episode's, 20 and 45). */
   calls?: number;
   callSeconds?: number;
+  /** Each agent run in a sandbox of its own (sandbox.ts). */
+  sandboxAgents?: boolean;
 }
 
 export interface CohortCondition {
@@ -60,6 +62,8 @@ export interface CohortDefinition {
   /** 2: results lines in the published agent-record form (1: observations as an object, an undelivered score null). */
   cohort_version: 2;
   agent: string;
+  /** The agents ran sandboxed (--sandbox-agents); absent: as the user (so a cohort.json written before the field keeps its digest). */
+  agents_sandboxed?: true;
   repeats: number;
   labels: Record<string, string>;
   session_seconds: number;
@@ -114,6 +118,7 @@ export function defineCohort(settings: Settings, request: CohortRequest): Cohort
   return {
     cohort_version: 2,
     agent: request.agent,
+    ...(request.sandboxAgents === true && { agents_sandboxed: true as const }),
     repeats: request.repeats,
     labels: checkLabels(request.labels),
     session_seconds: request.sessionSeconds,
@@ -142,6 +147,7 @@ export function plannedEpisodes(definition: CohortDefinition): PlannedEpisode[] 
 function differences(earlier: Partial<CohortDefinition>, now: CohortDefinition): string[] {
   const fields: [keyof CohortDefinition, string][] = [
     ['agent', 'the agent command'],
+    ['agents_sandboxed', 'whether the agents run sandboxed (--sandbox-agents)'],
     ['repeats', 'the repeats'],
     ['labels', 'the labels'],
     ['session_seconds', 'the session seconds'],
@@ -151,7 +157,7 @@ function differences(earlier: Partial<CohortDefinition>, now: CohortDefinition):
     ['conditions', 'the conditions, budgets or their references'],
     ['cohort_version', 'the cohort format'],
   ];
-  return fields.filter(([key]) => canonicalJson(earlier[key] ?? null) !== canonicalJson(now[key])).map(([, what]) => what);
+  return fields.filter(([key]) => canonicalJson(earlier[key] ?? null) !== canonicalJson(now[key] ?? null)).map(([, what]) => what);
 }
 
 /** What a cohort writes into its folder: a folder holding only these (and no cohort.json) is taken as a cohort's whose file was removed. */

@@ -33,10 +33,12 @@ import { type EpisodesServer, serveEpisodes } from '../episodes-server.ts';
 import { type SharedScores, sharedScores } from '../shared-scores.ts';
 import { AGENT_GROUP_FILE, type AgentOutcome, runAgent, stopLeftAgent } from './agent.ts';
 import { cohortControls } from './baselines.ts';
+import { type AgentSandbox, checkWorkingFolder, hiddenFolders, prepareSandbox, sandboxArguments } from './sandbox.ts';
 import { asideFolder, ownFolder, renameAside, setAsideEntry } from './folders.ts';
 import { type CohortFiles, writeCohortReport, writeCohortSummaries } from './outputs.ts';
 import {
   claimCohortFolder,
+  COHORT_FILE,
   type CohortDefinition,
   type CohortRequest,
   defineCohort,
@@ -99,6 +101,8 @@ function agentEnvironment(
   dir: string,
   id: string,
 ) {
+  // sandboxed, the episode's folder is hidden: its stdio is a bridge to the same endpoint (`wwref connect`)
+  const stdio = definition.agents_sandboxed ? ['connect'] : ['serve', '--episode', dir];
   return {
     ...process.env,
     // the numerical profile's kernel choices and one thread, so that an agent computing with NumPy
@@ -107,7 +111,7 @@ function agentEnvironment(
     ...profileEnvironment(settings.profile, settings.environment),
     WWREF_MCP_URL: endpoint.url,
     WWREF_MCP_TOKEN: endpoint.token,
-    WWREF_MCP_COMMAND: JSON.stringify([process.execPath, join(ROOT, 'bin', 'wwref.mjs'), 'serve', '--episode', dir]),
+    WWREF_MCP_COMMAND: JSON.stringify([process.execPath, join(ROOT, 'bin', 'wwref.mjs'), ...stdio]),
     WWREF_EPISODE_ID: id,
     WWREF_SESSION_SECONDS: String(definition.session_seconds),
   };
@@ -188,6 +192,8 @@ interface Shared {
   surfaceOf: (condition: string) => Surface;
   /** Where the agents run: the folder the cohort was first started in (cohort.json). */
   cwd: string;
+  /** The agents' sandbox (--sandbox-agents), its hidden folders those of the cohort's start. */
+  sandbox?: AgentSandbox;
   /** The records' `cohort`: the name cohort.json fixed at the cohort's creation. */
   cohort: string;
   /** The lines this run wrote, by episode id: they count, whatever the results file holds. */
@@ -290,6 +296,7 @@ async function playEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ d
     outcome = await runAgent({
       command: definition.agent,
       cwd: shared.cwd,
+      ...(shared.sandbox && { sandbox: sandboxArguments(shared.sandbox, shared.cwd) }),
       env: agentEnvironment(settings, definition, endpoint, dir, planned.id),
       deadlineSeconds: definition.session_seconds,
       stdoutFile: join(dir, 'agent.stdout'),
@@ -559,12 +566,33 @@ async function controlsOnce(
 }
 
 /** What a run needs before its episodes start. */
-type RunState = Pick<Shared, 'settings' | 'definition' | 'options' | 'fitter' | 'surfaceOf' | 'cwd' | 'cohort' | 'own' | 'leftOut'>;
+type RunState = Pick<
+  Shared,
+  'settings' | 'definition' | 'options' | 'fitter' | 'surfaceOf' | 'cwd' | 'sandbox' | 'cohort' | 'own' | 'leftOut'
+>;
+
+/**
+ * --sandbox-agents: the sandbox made once before anything is written (a UserError otherwise); without
+ * it, said once that the agents run as the user.
+ */
+function agentSandbox(settings: Settings, definition: CohortDefinition, options: CohortOptions): AgentSandbox | undefined {
+  // a resume's working folder is cohort.json's: checked once the file is read
+  const resumed = lstatOrNothing(join(options.out, COHORT_FILE)) !== undefined;
+  if (definition.agents_sandboxed) return prepareSandbox(settings, hiddenOf(options), resumed ? undefined : process.cwd());
+  options.log(
+    `cohort: the agents run unsandboxed, as you: an agent can rewrite ${options.out} (its results, receipts and cohort.json) and read the references; --sandbox-agents runs each in a sandbox of its own`,
+  );
+  return undefined;
+}
+
+/** What the agents' sandbox hides beyond the settings' folders: the cohort's folder and a --controls folder. */
+const hiddenOf = (options: CohortOptions) => [options.out, ...(options.controls === undefined ? [] : [options.controls])];
 
 export async function runCohort(settings: Settings, options: CohortOptions): Promise<CohortOutcome> {
   const started = Date.now();
   const definition = defineCohort(settings, options);
   const out = options.out;
+  let sandbox = agentSandbox(settings, definition, options);
   const release = await lockFolder(out, 0);
   const resultsFile = join(out, RESULTS_FILE);
   const planned = plannedEpisodes(definition);
@@ -582,6 +610,10 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
   let unwritten: string | undefined;
   try {
     const { workingFolder, name } = claimCohortFolder(out, definition, process.cwd(), options.log);
+    if (sandbox) {
+      sandbox = { ...sandbox, hidden: hiddenFolders(settings, hiddenOf(options)) }; // --out exists now
+      checkWorkingFolder(sandbox, workingFolder); // a resume's, as cohort.json fixed it
+    }
     // whatever is at episodes/ but a real folder (a link to elsewhere): set aside before any receipt is read through it
     ownFolder(out, join(out, EPISODES_FOLDER), options.log, false); // made by the first episode, once nothing refused the run
     const surfaceOf = fixedSurfaces(settings, definition);
@@ -610,7 +642,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
     if (undelivered && !options.retryUndelivered)
       options.log(`cohort: ${undelivered} earlier episode(s) undelivered: kept; --retry-undelivered plays them again`);
     for (const p of todo) setAside(out, p.id, options.log);
-    const run: RunState = { settings, definition, options, fitter, surfaceOf, cwd: workingFolder, cohort: name, own, leftOut };
+    const run: RunState = { settings, definition, options, fitter, surfaceOf, cwd: workingFolder, sandbox, cohort: name, own, leftOut };
     if (todo.length) agentSeconds = await runEpisodes(run, todo);
   } catch (error) {
     await controls?.catch(() => undefined);
@@ -677,7 +709,8 @@ function finish(
       });
   }
   const files = writeCohortSummaries(settings, out, definition, { planned, results, leftOut: missing, log: options.log }, controls);
-  const command = options.command ?? `wwref cohort run --agent '${definition.agent}' --out ${out}`;
+  const sandboxed = definition.agents_sandboxed ? ' --sandbox-agents' : '';
+  const command = options.command ?? `wwref cohort run --agent '${definition.agent}'${sandboxed} --out ${out}`;
   const report = writeCohortReport(settings, out, definition, { results, controls, leftOut: missing, command }, options.log);
   return {
     episodes: results.length,

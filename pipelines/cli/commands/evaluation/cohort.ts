@@ -50,6 +50,12 @@ export default defineCommand({
         type: 'boolean',
         describe: 'run: play again the episodes an earlier run of this cohort recorded undelivered (their folders kept under OUT/retried/)',
       })
+      .option('sandbox-agents', {
+        type: 'boolean',
+        describe:
+          'run: each agent in a bubblewrap sandbox of its own: a read-only view of /, a private /tmp, the network shared, ' +
+          "the cohort's folder, the references and the data they are computed from hidden (part of the cohort's definition)",
+      })
       .option('calls', { type: 'string', describe: 'calculation calls allowed per episode (default 20)' })
       .option('call-seconds', { type: 'string', describe: 'wall seconds a calculation may run (default 45; 30 CPU seconds)' })
       .option('controls', {
@@ -59,6 +65,7 @@ export default defineCommand({
       }),
   run: async (argv, context) => {
     if (argv.retryUndelivered !== undefined && argv.action !== 'run') throw new UserError('--retry-undelivered is an option of cohort run');
+    if (argv.sandboxAgents !== undefined && argv.action !== 'run') throw new UserError('--sandbox-agents is an option of cohort run');
     if (argv.action === 'compare') return compare(argv, context);
     if (argv.action === 'import') return importInspect(argv, context);
     if (argv.inspectLog !== undefined) throw new UserError('--inspect-log is an option of cohort import');
@@ -91,6 +98,7 @@ export default defineCommand({
       parallel,
       controls: argv.controls,
       retryUndelivered: argv.retryUndelivered === true,
+      sandboxAgents: argv.sandboxAgents === true,
       command: commandLine(process.argv.slice(2)),
       log: (line) => process.stderr.write(`${line}\n`),
     });
@@ -99,6 +107,7 @@ export default defineCommand({
       `${outcome.episodes} episode(s) (${outcome.delivered} delivered${outcome.reused ? `, ${outcome.reused} from an earlier run` : ''}) ` +
         `in ${formatSeconds(outcome.seconds)}: ${outcome.files.results}`,
     );
+    out(argv.sandboxAgents === true ? 'agents: each ran in a sandbox of its own (--sandbox-agents)' : 'agents: ran unsandboxed, as you');
     out(`summary: ${outcome.files.summary}, ${outcome.files.summary_csv}, ${outcome.files.macro_csv}`);
     out(`figure: ${outcome.files.figures.join(', ')}`);
     if (outcome.report?.files)

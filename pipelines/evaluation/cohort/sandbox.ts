@@ -1,0 +1,159 @@
+// The sandbox of each agent run of `cohort run --sandbox-agents`: bubblewrap (bwrap) with a user
+// namespace mapped to the caller's uid and gid, its own pid, ipc, uts and (where the kernel allows)
+// cgroup namespaces, every capability dropped and no further user namespace; a read-only view of /,
+// a fresh /proc (only the sandbox's own processes: no sibling's WWREF_MCP_TOKEN) and /dev, a private
+// writable /tmp, /var/tmp and /dev/shm; and an empty tmpfs over each folder holding the answers or the
+// data they are computed from (the cohort's folder, the references, the checkout's outputs/, prepared/
+// and .git, the cache, the raw mirrors, the published folder, a --controls folder), so the checkout's
+// code stays readable. The network is shared: an LLM harness must reach its model's API, and the
+// episode's endpoint on 127.0.0.1. The pid namespace ends with the agent's shell (bwrap's init exits
+// then): whatever it left behind, setsid or not, is killed with it; --die-with-parent ends it when the
+// cohort itself is killed. No seccomp filter: the sandbox keeps the agent from the cohort's files, not
+// from the kernel (the calculation sandbox, ../sandbox/, is the strict one).
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants, existsSync, realpathSync } from 'node:fs';
+import { delimiter, isAbsolute, join, relative } from 'node:path';
+import { UserError } from '../../core/errors.ts';
+import { ROOT } from '../../core/paths.ts';
+import type { Settings } from '../../core/settings.ts';
+
+/** The variable naming the bwrap program to use (default: `bwrap` on PATH). */
+export const BWRAP_VARIABLE = 'WWREF_BWRAP';
+const INSTALL = 'install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap)';
+/** The private /tmp, /var/tmp and /dev/shm of one agent, each at most this many bytes (kept in memory). */
+const TMP_BYTES = 1 << 30;
+
+export interface AgentSandbox {
+  bwrap: string;
+  /** The folders an agent sees empty (real paths, none inside another). */
+  hidden: string[];
+}
+
+/** The bwrap program: WWREF_BWRAP, else `bwrap` on PATH; a UserError naming what to install when there is none. */
+function findBwrap(env: Readonly<Record<string, string | undefined>>): string {
+  const named = env[BWRAP_VARIABLE]?.trim();
+  const candidates = named
+    ? [named]
+    : (env.PATH ?? '/usr/bin:/bin')
+        .split(delimiter)
+        .filter((d) => isAbsolute(d))
+        .map((d) => join(d, 'bwrap'));
+  for (const path of candidates)
+    try {
+      accessSync(path, constants.X_OK);
+      return path;
+    } catch {
+      // not there, or not runnable
+    }
+  throw new UserError(
+    `--sandbox-agents: ${named ? `${BWRAP_VARIABLE}=${named} is no program that can be run` : 'bwrap is not on PATH'}; ${INSTALL}`,
+  );
+}
+
+/** Whether `path` is `folder` or inside it. */
+const within = (path: string, folder: string) => {
+  const rel = relative(folder, path);
+  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+};
+
+/** The real paths of the folders an agent must not see that exist now, none inside another. */
+export function hiddenFolders(settings: Settings, extra: readonly string[]): string[] {
+  const { paths } = settings;
+  const wanted = [
+    ...extra,
+    paths.references,
+    join(ROOT, 'outputs'),
+    join(ROOT, 'prepared'),
+    join(ROOT, '.git'),
+    paths.prepared,
+    paths.cache,
+    paths.published,
+    ...settings.mirrors,
+  ];
+  const real = new Set<string>();
+  for (const path of wanted)
+    try {
+      real.add(realpathSync(path));
+    } catch {
+      // absent: nothing to hide (the agent cannot create it on a read-only /)
+    }
+  const sorted = [...real].sort((a, b) => a.length - b.length);
+  return sorted.filter((path, k) => !sorted.slice(0, k).some((outer) => within(path, outer)));
+}
+
+/** bwrap's arguments up to the command (ending in `--`): the agent's sandbox, run in `cwd`. */
+export function sandboxArguments(sandbox: AgentSandbox, cwd: string): string[] {
+  const uid = String(process.getuid?.() ?? 0);
+  const gid = String(process.getgid?.() ?? 0);
+  const tmpfs = (place: string, bytes?: number) => [...(bytes ? ['--size', String(bytes)] : []), '--tmpfs', place];
+  return [
+    sandbox.bwrap,
+    '--unshare-user',
+    '--uid',
+    uid,
+    '--gid',
+    gid,
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup-try',
+    '--disable-userns',
+    '--die-with-parent',
+    '--cap-drop',
+    'ALL',
+    '--ro-bind',
+    '/',
+    '/',
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    ...tmpfs('/tmp', TMP_BYTES),
+    ...tmpfs('/var/tmp', TMP_BYTES),
+    ...tmpfs('/dev/shm', TMP_BYTES),
+    // empty and read-only (a tmpfs mounted by bwrap is writable: remounted read-only after)
+    ...sandbox.hidden.flatMap((folder) => [...tmpfs(folder, 4096), '--remount-ro', folder]),
+    '--setenv',
+    'TMPDIR',
+    '/tmp',
+    '--chdir',
+    cwd,
+    '--',
+  ];
+}
+
+/**
+ * The agents' sandbox, checked before anything is written: bwrap found, the working folder `cwd` (when
+ * known) outside every hidden folder, and a sandbox made once (a shell in it that sees /tmp writable,
+ * / not, and the hidden folders empty). A UserError (one line) otherwise.
+ */
+export function prepareSandbox(settings: Settings, hidden: readonly string[], cwd: string | undefined): AgentSandbox {
+  const bwrap = findBwrap(settings.environment);
+  const sandbox: AgentSandbox = { bwrap, hidden: hiddenFolders(settings, hidden) };
+  if (cwd !== undefined) checkWorkingFolder(sandbox, cwd);
+  const argv = sandboxArguments(sandbox, '/');
+  const check = 'echo ok > /tmp/probe && [ ! -w / ] && for d in "$@"; do [ -z "$(ls -A "$d")" ] || exit 3; done';
+  const probe = spawnSync(argv[0]!, [...argv.slice(1), '/bin/sh', '-c', check, 'probe', ...sandbox.hidden], {
+    encoding: 'utf8',
+    env: { PATH: '/usr/bin:/bin' },
+    timeout: 30_000,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  if (probe.status !== 0) {
+    const said = probe.error?.message ?? ((probe.stderr ?? '').trim().split('\n').at(-1) || `exit status ${probe.status ?? probe.signal}`);
+    throw new UserError(
+      `--sandbox-agents: no agent sandbox can be made with ${bwrap} (${said.slice(0, 200)}); ${INSTALL}, and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0)`,
+    );
+  }
+  return sandbox;
+}
+
+/** Refuses (one line) a working folder inside a folder the sandbox hides: the agent would run in an empty folder. */
+export function checkWorkingFolder(sandbox: AgentSandbox, cwd: string): void {
+  const real = existsSync(cwd) ? realpathSync(cwd) : cwd;
+  const folder = sandbox.hidden.find((h) => within(real, h));
+  if (folder)
+    throw new UserError(
+      `--sandbox-agents: the agents' working folder ${cwd} is inside ${folder}, which the sandbox hides from them; start the cohort from another folder`,
+    );
+}

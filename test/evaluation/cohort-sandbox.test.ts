@@ -1,0 +1,206 @@
+// `cohort run --sandbox-agents` with real bwrap, real agent processes (test/support/sandboxed-agent.py
+// in the example agents' environment), the real server and controls worker: the example agent
+// sandboxed gives the design_degree2 controls' records; a hostile agent's attacks (the cohort's files,
+// its episode, the controls, the references, other processes' tokens, a setsid child, the tmpfs) all
+// fail and its lines are a well-behaved agent's; the stdio bridge (`wwref connect`) under the Python
+// SDK's stdio client; the sandboxes end with a cohort killed with -9; the setting is part of the
+// definition; and the refusals (no bwrap, a working folder the sandbox hides) are one line, exit 2.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../../pipelines/core/paths.ts';
+import { BIN } from '../support/cli.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'wwref-cohort-sandbox-'));
+const PYTHON = 'examples/agents/.venv/bin/python';
+const AGENT = `${PYTHON} test/support/sandboxed-agent.py`;
+/** The first cohort: the example agent sandboxed, its controls computed (the others take them with --controls). */
+const FIRST = join(dir, 'example');
+const CONTROLS = join(FIRST, 'controls');
+/** A process outside every sandbox holding a token in its environment (an agent must not find it). */
+const DECOY = `decoy-${process.pid}-${Date.now()}`;
+const decoy = spawn('sleep', ['120'], { env: { ...process.env, WWREF_MCP_TOKEN: DECOY }, stdio: 'ignore' });
+afterAll(() => {
+  decoy.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+beforeAll(async () => {
+  await execa('bash', [join(ROOT, 'scripts', 'setup-agents')], { cwd: ROOT }); // idempotent
+}, 600_000);
+
+async function cohort(args: string[], options: { cwd?: string; env?: Record<string, string> } = {}) {
+  const run = await execa('node', [BIN, 'cohort', 'run', ...args], {
+    cwd: options.cwd ?? ROOT,
+    env: options.env ?? {},
+    reject: false,
+    timeout: 120_000,
+    killSignal: 'SIGKILL',
+  });
+  return { code: run.exitCode ?? -1, stdout: String(run.stdout), stderr: String(run.stderr) };
+}
+const lines = (file: string) =>
+  readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, any>);
+const cell = (out: string) => JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')).cells[0];
+const wine = (agent: string, out: string, more: string[] = []) => [
+  '--agent',
+  agent,
+  '--out',
+  out,
+  '--condition',
+  'wine',
+  '--budget',
+  '4',
+  ...more,
+];
+/** What the score, purchases and shared estimators of a results line are (the times and process aside). */
+const scored = (r: Record<string, any>) => [
+  r.artifact_valid,
+  r.observations,
+  r.score,
+  r.shared_degree1_score,
+  r.shared_degree2_score,
+  r.shared_gp_score,
+];
+/** The live processes whose command line holds `mark` (zombies, already ended, aside). */
+function processesWith(mark: string): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        return (
+          stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z' &&
+          readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(mark)
+        );
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+describe('cohort run --sandbox-agents', () => {
+  it('the example agent sandboxed gives the design_degree2 controls record; the summary and terminal say it', async () => {
+    const run = await cohort([...wine(`${PYTHON} examples/agents/pair_ridge.py`, FIRST), '--sandbox-agents']);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).not.toContain('unsandboxed');
+    expect(run.stdout).toContain('agents: each ran in a sandbox of its own (--sandbox-agents)');
+    const [r] = lines(join(FIRST, 'results.jsonl'));
+    const control = lines(join(CONTROLS, 'records.jsonl')).find((c) => c.method === 'design_degree2' && c.condition === 'wine')!;
+    expect(r!.artifact_valid).toBe(true);
+    expect(r!.acquisition_order).toEqual(control.acquisition_order);
+    expect(Object.fromEntries(Object.keys(control.score).map((k) => [k, r!.score[k]]))).toEqual(control.score);
+    expect(JSON.parse(readFileSync(join(FIRST, 'summary.json'), 'utf8')).agents_sandboxed).toBe(true);
+    expect(JSON.parse(readFileSync(join(FIRST, 'cohort.json'), 'utf8')).definition.agents_sandboxed).toBe(true);
+  }, 120_000);
+
+  it("a hostile agent reaches none of the cohort's files, the references or another's token; its lines are a well-behaved agent's", async () => {
+    const out = join(dir, 'hostile');
+    const mark = `${4000 + (process.pid % 1000)}.${Date.now() % 100000}`; // `sleep MARK`, left by setsid
+    const run = await cohort([
+      ...wine(`${AGENT} hostile ${out} ${mark}`, out, ['--repeats', '2', '--parallel', '2']),
+      '--sandbox-agents',
+      '--controls',
+      CONTROLS,
+    ]);
+    expect(run.code, run.stderr).toBe(0);
+    for (const id of ['wine__b4__r0', 'wine__b4__r1']) {
+      const said = JSON.parse(readFileSync(join(out, 'episodes', id, 'agent.stdout'), 'utf8').split('\n')[0]!);
+      // hidden: the cohort's folder, the checkout's outputs/ (the references in it); the code is readable
+      expect(said.sees, id).toMatchObject({ out: [], outputs: [], references: [], code: true });
+      expect(said.sees.processes, id).toBeLessThanOrEqual(4); // bwrap's init, the shell, the agent (and ls)
+      expect(said.foreign_tokens, id).toBe(0);
+      expect(said.left_running, id).toBe(true);
+      expect(said.fds, id).toEqual([]);
+      for (const [what, outcome] of Object.entries(said.writes as Record<string, string>))
+        expect([what, outcome], id).toEqual([what, what === 'tmp' ? 'done' : expect.not.stringMatching(/^done$/)]);
+      expect([said.umount, said.unshare], id).toEqual(['Operation not permitted', 'CalledProcessError']);
+    }
+    expect(processesWith(`sleep ${mark}`)).toEqual([]); // ended with its sandbox
+    expect(existsSync(join(ROOT, 'planted.txt'))).toBe(false);
+    const [good] = lines(join(FIRST, 'results.jsonl'));
+    const results = lines(join(out, 'results.jsonl'));
+    expect(results.map((r) => r.episode)).toEqual(['wine__b4__r0', 'wine__b4__r1']);
+    for (const r of results) expect(scored(r)).toEqual(scored(good!));
+    const fields = (c: Record<string, unknown>) => [c.recovery_mean, c.mean_credits, c.shared_gp_recovery, c.gain_over_controls];
+    expect([cell(out).delivered, ...fields(cell(out))]).toEqual([2, ...fields(cell(FIRST))]);
+  }, 120_000);
+
+  it('an agent reaches its episode over stdio through WWREF_MCP_COMMAND (wwref connect) under the Python SDK', async () => {
+    const out = join(dir, 'bridge');
+    const run = await cohort([...wine(`${AGENT} bridge`, out), '--sandbox-agents', '--controls', CONTROLS]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(join(out, 'episodes', 'wine__b4__r0', 'agent.stdout'), 'utf8'))).toEqual({ stdio: ['connect'] });
+    expect(scored(lines(join(out, 'results.jsonl'))[0]!)).toEqual(scored(lines(join(FIRST, 'results.jsonl'))[0]!));
+  }, 120_000);
+
+  it('the sandboxes end when the cohort is killed with -9', async () => {
+    const out = join(dir, 'killed');
+    const mark = `${5000 + (process.pid % 1000)}.${Date.now() % 100000}`;
+    const child = execa('node', [BIN, 'cohort', 'run', ...wine(`${AGENT} wait ${mark}`, out), '--sandbox-agents', '--controls', CONTROLS], {
+      cwd: ROOT,
+      reject: false,
+    });
+    const said = join(out, 'episodes', 'wine__b4__r0', 'agent.stdout');
+    const running = () => existsSync(said) && readFileSync(said, 'utf8').includes('waiting') && processesWith(`sleep ${mark}`).length > 0;
+    for (let k = 0; k < 300 && !running(); k++) await new Promise((r) => setTimeout(r, 100));
+    expect(processesWith(`sleep ${mark}`)).toHaveLength(1);
+    child.kill('SIGKILL');
+    await child;
+    let left = processesWith(`sleep ${mark}`);
+    for (let k = 0; k < 50 && left.length; k++) {
+      await new Promise((r) => setTimeout(r, 100));
+      left = processesWith(`sleep ${mark}`);
+    }
+    expect(left).toEqual([]);
+  }, 120_000);
+
+  it('is part of the definition: a resume with the other setting is refused; unsandboxed, the run says so once', async () => {
+    const plain = join(dir, 'plain');
+    const first = await cohort([...wine('true', plain), '--controls', CONTROLS]);
+    expect(first.code).toBe(1); // nothing delivered
+    expect(first.stderr.match(/the agents run unsandboxed, as you: an agent can rewrite/g)).toHaveLength(1);
+    expect(first.stderr).toContain('--sandbox-agents runs each in a sandbox of its own');
+    expect(first.stdout).toContain('agents: ran unsandboxed, as you');
+    expect(JSON.parse(readFileSync(join(plain, 'cohort.json'), 'utf8')).definition).not.toHaveProperty('agents_sandboxed');
+    expect(JSON.parse(readFileSync(join(plain, 'summary.json'), 'utf8')).agents_sandboxed).toBe(false);
+    const sandboxed = await cohort([...wine('true', plain), '--controls', CONTROLS, '--sandbox-agents']);
+    expect([sandboxed.code, sandboxed.stderr.trim().split('\n')]).toEqual([
+      2,
+      [expect.stringContaining('whether the agents run sandboxed')],
+    ]);
+    const unsandboxed = await cohort(wine(`${PYTHON} examples/agents/pair_ridge.py`, FIRST));
+    expect(unsandboxed.code).toBe(2);
+    expect(unsandboxed.stderr).toMatch(/holds another cohort \(whether the agents run sandboxed \(--sandbox-agents\) differ\)/);
+    // the same setting resumes (the field absent: the file as an older wwref wrote it)
+    const again = await cohort([...wine('true', plain), '--controls', CONTROLS]);
+    expect(again.stdout).toContain('1 from an earlier run');
+  }, 120_000);
+
+  it('refuses with one line, exit 2, nothing written: no bwrap; a working folder the sandbox hides', async () => {
+    const missing = join(dir, 'no-bwrap');
+    const run = await cohort([...wine('true', missing), '--sandbox-agents'], { env: { WWREF_BWRAP: join(dir, 'nothing', 'bwrap') } });
+    expect(run.code).toBe(2);
+    expect(run.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/^wwref: --sandbox-agents: WWREF_BWRAP=.* is no program that can be run; install bubblewrap/),
+    ]);
+    expect(existsSync(missing)).toBe(false);
+    const refused = await cohort([...wine('true', missing), '--sandbox-agents'], { env: { WWREF_BWRAP: '/bin/false' } });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/^wwref: --sandbox-agents: no agent sandbox can be made with \/bin\/false .*install bubblewrap/),
+    ]);
+    expect(existsSync(missing)).toBe(false);
+    const hidden = await cohort([...wine('true', missing), '--sandbox-agents'], { cwd: join(ROOT, 'outputs') });
+    expect(hidden.code).toBe(2);
+    expect(hidden.stderr.trim().split('\n')).toEqual([expect.stringContaining(`working folder ${join(ROOT, 'outputs')} is inside`)]);
+    expect(existsSync(missing)).toBe(false);
+  }, 60_000);
+});

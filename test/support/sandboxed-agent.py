@@ -1,0 +1,127 @@
+"""Agents for test/evaluation/cohort-sandbox.test.ts, run by examples/agents/.venv/bin/python inside the
+sandbox of `cohort run --sandbox-agents` (this file is in the checkout: the sandbox hides /tmp).
+
+    sandboxed-agent.py bridge            the example agent (pair_ridge.py) over WWREF_MCP_COMMAND (stdio)
+    sandboxed-agent.py hostile OUT MARK  every attack below, said as one JSON line on stdout, then the example agent
+    sandboxed-agent.py wait MARK         leaves `sleep MARK` running and waits (killed with its cohort)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples" / "agents"))
+import pair_ridge  # noqa: E402
+from mcp import StdioServerParameters  # noqa: E402
+
+
+def attempt(action) -> str:
+    """'done' when `action` succeeded, else the error's name."""
+    try:
+        action()
+        return "done"
+    except Exception as error:  # noqa: BLE001 - every failure is an outcome here
+        return type(error).__name__
+
+
+def write(path: Path) -> None:
+    with open(path, "a") as f:
+        f.write('{"forged": true}\n')
+
+
+def listing(path: Path) -> list[str]:
+    return sorted(os.listdir(path)) if path.is_dir() else []
+
+
+def foreign_tokens() -> int:
+    """How many processes' environments hold a WWREF_MCP_TOKEN other than this agent's."""
+    own = os.environ["WWREF_MCP_TOKEN"]
+    found = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for entry in env:
+            if entry.startswith(b"WWREF_MCP_TOKEN=") and entry.split(b"=", 1)[1].decode(errors="replace") != own:
+                found += 1
+    return found
+
+
+def umount(path: Path) -> str:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.umount2(str(path).encode(), 2) == 0:  # MNT_DETACH
+        return "done"
+    return os.strerror(ctypes.get_errno())
+
+
+def running(child: subprocess.Popen, mark: str) -> bool:
+    """Whether `child` became `sleep MARK` (setsid execs it) and runs, within 5 s."""
+    for _ in range(50):
+        if child.poll() is not None:
+            return False
+        if Path(f"/proc/{child.pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", mark.encode()]:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def hostile(out: Path, mark: str) -> dict:
+    episode = out / "episodes" / os.environ["WWREF_EPISODE_ID"]
+    said: dict = {"sees": {}, "writes": {}}
+    # a process that leaves the agent's group: ended with the sandbox
+    left = subprocess.Popen(["setsid", "sleep", mark], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # what an agent must not read: the cohort's folder, the checkout's outputs/ and the references
+    said["sees"]["out"] = listing(out)
+    said["sees"]["outputs"] = listing(ROOT / "outputs")
+    said["sees"]["references"] = listing(ROOT / "outputs" / "references")
+    said["sees"]["code"] = (ROOT / "workflows" / "evaluation" / "ridge.py").is_file()
+    said["sees"]["processes"] = len([p for p in os.listdir("/proc") if p.isdigit()])
+    said["foreign_tokens"] = foreign_tokens()
+    # descriptors this process holds beyond its pipes and /dev: a way into a hidden folder
+    fds = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{fd}")]
+    said["fds"] = sorted({t for t in fds if not t.startswith(("pipe:", "/dev/", "socket:", "anon_inode:", "/proc/"))})
+    for name, path in {
+        "results": out / "results.jsonl",
+        "cohort": out / "cohort.json",
+        "events": episode / "events.jsonl",
+        "controls": out / "controls" / "records.jsonl",
+        "checkout": ROOT / "planted.txt",
+    }.items():
+        said["writes"][name] = attempt(lambda path=path: write(path))
+        said["writes"][f"{name}-delete"] = attempt(lambda path=path: os.remove(path))
+    said["writes"]["episode-rename"] = attempt(lambda: os.rename(episode, out / "gone"))
+    said["writes"]["tmp"] = attempt(lambda: write(Path(os.environ["TMPDIR"]) / "mine"))
+    said["umount"] = umount(out)
+    said["unshare"] = attempt(lambda: subprocess.run(["unshare", "-U", "true"], check=True, capture_output=True))
+    said["left_running"] = running(left, mark)
+    return said
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    if mode == "bridge":
+        command = json.loads(os.environ["WWREF_MCP_COMMAND"])
+        # the SDK passes its server only a few variables unless told: the bridge needs WWREF_MCP_URL and _TOKEN
+        env = dict(os.environ)
+        pair_ridge.endpoint = lambda: StdioServerParameters(command=command[0], args=command[1:], env=env)
+        print(json.dumps({"stdio": command[2:]}), flush=True)
+    elif mode == "hostile":
+        print(json.dumps(hostile(Path(sys.argv[2]), sys.argv[3])), flush=True)
+    elif mode == "wait":
+        subprocess.Popen(["setsid", "sleep", sys.argv[2]])
+        print("waiting", flush=True)
+        time.sleep(600)
+    asyncio.run(pair_ridge.main())
+
+
+if __name__ == "__main__":
+    main()
