@@ -366,6 +366,72 @@ describe('issue 40, third red team', () => {
     expect(text(join(copy, 'controls', 'records.jsonl'))).toBe(text(join(ORIGINAL, 'controls', 'records.jsonl')));
   }, 120_000);
 
+  it('an agent that deletes or links away its own folder after failing to submit: undelivered (0) for the run, a resume and compare alike (Q8/Q9)', async () => {
+    const away = join(dir, 'gone-away');
+    const file = join(dir, 'gone.mjs');
+    writeFileSync(
+      file,
+      [
+        "import * as fs from 'node:fs';",
+        'const episode = JSON.parse(process.env.WWREF_MCP_COMMAND).at(-1);',
+        'const repeat = Number(/__r(\\d+)$/.exec(process.env.WWREF_EPISODE_ID)[1]);',
+        'const call = (name, args) => fetch(process.env.WWREF_MCP_URL, { method: "POST", headers: { authorization: "Bearer " + process.env.WWREF_MCP_TOKEN, "content-type": "application/json", accept: "application/json, text/event-stream" },',
+        '  body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name, arguments: args } }) }).then((r) => r.text());',
+        "await call('observe', { masks: ['0011', '0101', '0110', '1001'] });",
+        "if (repeat === 2) await call('submit_diagnosis', { estimator: 'ridge_pair' });",
+        'if (repeat === 0) fs.rmSync(episode, { recursive: true, force: true });',
+        `if (repeat === 1) { fs.cpSync(episode, ${JSON.stringify(away)}, { recursive: true }); fs.rmSync(episode, { recursive: true, force: true }); fs.symlinkSync(${JSON.stringify(away)}, episode); }`,
+      ].join('\n'),
+    );
+    const out = join(dir, 'gone');
+    const args = [
+      'cohort',
+      'run',
+      '--agent',
+      `node ${file}`,
+      '--out',
+      out,
+      ...cells.slice(0, -1),
+      '3',
+      '--controls',
+      join(ORIGINAL, 'controls'),
+    ];
+    const run = await wwref(args);
+    expect(run.code, run.stderr).toBe(0);
+    const written = text(join(out, 'results.jsonl'));
+    const own = lines(join(out, 'results.jsonl'));
+    expect(own.map((l) => [l.episode, l.artifact_valid, l.effect_recovery])).toEqual([
+      ['wine__b4__r0', false, 0],
+      ['wine__b4__r1', false, 0],
+      ['wine__b4__r2', true, own[2]!.effect_recovery],
+    ]);
+    // compare reads the same three lines: the two undelivered count 0, never left out (which would raise the mean)
+    const read = await readVerifiedCohort(currentSettings(), out, () => {});
+    expect(read.results.map((r) => [r.episode, r.effect_recovery])).toEqual(own.map((l) => [l.episode, l.effect_recovery]));
+    expect(read.leftOut.size).toBe(0);
+    // a plain resume replays neither (no second chance); --retry-undelivered would
+    const resumed = await wwref(args);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stderr).toContain('resuming: 3 of 3 episode(s) finished');
+    expect(text(join(out, 'results.jsonl'))).toBe(written);
+    expect(existsSync(join(out, 'episodes', 'wine__b4__r0'))).toBe(false);
+    // a line alone vouches for nothing: one the cohort's record of the lines it wrote does not name is left out (and replayed)
+    const copy = join(dir, 'gone-unrecorded');
+    cpSync(out, copy, { recursive: true, verbatimSymlinks: true });
+    const record = join(copy, 'written.jsonl');
+    expect(text(record).split('\n').filter(Boolean)).toHaveLength(3);
+    writeFileSync(
+      record,
+      text(record)
+        .split('\n')
+        .filter((l) => !l.includes('wine__b4__r0'))
+        .join('\n'),
+    );
+    const unrecorded = await readVerifiedCohort(currentSettings(), copy, () => {});
+    expect(unrecorded.results.map((r) => r.episode)).toEqual(['wine__b4__r1', 'wine__b4__r2']);
+    expect(unrecorded.leftOut.get('wine__b4__r0')).toBe('no folder of its episode');
+  }, 240_000);
+
   it("cohort.json removed: a folder holding the cohort's own interrupted.planted.* entries is still taken as this cohort's", async () => {
     const copy = join(dir, 'adopt-planted', 'original'); // its folder's name: the name its lines carry
     cpSync(ORIGINAL, copy, { recursive: true });

@@ -165,6 +165,7 @@ const COHORT_ENTRIES = new Set([
   COHORT_FILE,
   LOCK_FILE,
   'results.jsonl',
+  'written.jsonl',
   EPISODES_FOLDER,
   INTERRUPTED_FOLDER,
   RETRIED_FOLDER,

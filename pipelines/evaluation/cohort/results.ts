@@ -12,12 +12,12 @@
 // cohort's plan give again character for character (`earlierResults`: the line made again, the
 // shared estimators refitted); anything else an agent or anyone wrote into the file is left out, and
 // the file is rewritten to exactly the lines kept.
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import * as z from 'zod';
 import { lstatOrNothing, readRegularFile } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
-import { writeFileAtomic } from '../../core/fsutil.ts';
-import { canonicalJson } from '../../core/hashing.ts';
+import { appendNoFollow, writeFileAtomic } from '../../core/fsutil.ts';
+import { canonicalJson, sha256Hex } from '../../core/hashing.ts';
 import type { Surface } from '../../analysis/effects.ts';
 import { agentScore, UNDELIVERED_SCORE } from '../../analysis/grade-records.ts';
 import { type GradeResult, gradeSurface } from '../../analysis/grade.ts';
@@ -210,6 +210,7 @@ async function lineProblem(
   json: Record<string, Json>,
   plan: PlannedEpisode,
   context: ResultContext,
+  written: ReadonlyMap<string, string>,
 ): Promise<string | undefined> {
   const { definition } = context;
   const process = StoredProcess.safeParse(json.process);
@@ -223,7 +224,13 @@ async function lineProblem(
   )
     return "a line without its agent's process or times";
   const dir = join(context.episodes, plan.id);
-  if (!lstatOrNothing(dir)?.isDirectory()) return 'no folder of its episode';
+  const folder = lstatOrNothing(dir)?.isDirectory() === true;
+  if (!folder || !lstatOrNothing(join(dir, EVENTS_FILE))) {
+    // its receipt gone since (deleted, or a link put there: never followed): the undelivered line the
+    // cohort recorded writing counts as written (0), rather than a second chance or a cell without it
+    if (json.artifact_valid === false && written.get(plan.id) === sha256Hex(line)) return undefined;
+    if (!folder) return 'no folder of its episode';
+  }
   const surface = context.surfaceOf(plan.condition.id);
   let state: EpisodeState | undefined;
   try {
@@ -279,6 +286,49 @@ async function lineProblem(
   return resultLine({ ...result, shared }) === line ? undefined : 'not the line its receipt and the plan give';
 }
 
+/**
+ * The cohort's record of the results lines it wrote: one `{"episode", "line_sha256"}` line appended as
+ * each line is recorded (the last one of an episode counts: a line played again replaces it). It vouches
+ * for an undelivered line whose episode's folder (or log) is gone since (its agent, or a process it left,
+ * deleted it or put a link there): that line counts, 0, rather than the episode being played again or
+ * left out; a line it does not name (one an agent wrote) never counts without a receipt.
+ */
+export const WRITTEN_FILE = 'written.jsonl';
+
+/** Records that the cohort in `out` wrote `line` for the episode `id` (appended; a failure said, never fatal: the line is then vouched for by its receipt alone). */
+export function recordWritten(out: string, id: string, line: string, log: (line: string) => void): void {
+  try {
+    appendNoFollow(join(out, WRITTEN_FILE), `${JSON.stringify({ episode: id, line_sha256: sha256Hex(line) })}\n`);
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    log(`cohort: ${error.message.split('\n')[0]} (the line of ${id} is vouched for by its receipt alone)`);
+  }
+}
+
+/** The digest of the last line the record in `out` names for each episode (none when it is absent or no regular file). */
+export function writtenLines(out: string): Map<string, string> {
+  const written = new Map<string, string>();
+  const file = join(out, WRITTEN_FILE);
+  if (!lstatOrNothing(file)) return written;
+  let text: string;
+  try {
+    text = readRegularFile(file, 'record of written lines', RESULTS_MAX_BYTES).toString('utf8');
+  } catch (error) {
+    if (!(error instanceof UserError)) throw error;
+    return written;
+  }
+  for (const line of text.split('\n')) {
+    try {
+      const json = parseStrictJson(line, 'a written line');
+      if (isObject(json) && typeof json.episode === 'string' && typeof json.line_sha256 === 'string')
+        written.set(json.episode, json.line_sha256);
+    } catch (error) {
+      if (!(error instanceof UserError)) throw error;
+    }
+  }
+  return written;
+}
+
 export interface EarlierResults {
   /** The verified line of each episode (the first one), by episode id. */
   lines: Map<string, string>;
@@ -309,6 +359,7 @@ export async function earlierResults(file: string, planned: readonly PlannedEpis
     return { ...kept, unreadable: error.message };
   }
   const byId = new Map(planned.map((p) => [p.id, p]));
+  const written = writtenLines(dirname(file));
   const stray = (json: Json | undefined, n: number, why: string) => {
     kept.dropped++;
     const named = json !== undefined && isObject(json) ? json.episode : undefined;
@@ -339,7 +390,7 @@ export async function earlierResults(file: string, planned: readonly PlannedEpis
     }
     let problem: string | undefined;
     try {
-      problem = await lineProblem(line, json, plan, context);
+      problem = await lineProblem(line, json, plan, context, written);
     } catch (error) {
       if (!(error instanceof UserError)) throw error;
       problem = error.message.split('\n')[0]!.slice(0, 300);

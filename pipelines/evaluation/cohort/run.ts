@@ -57,6 +57,7 @@ import {
   RESULTS_FILE,
   type ResultContext,
   receiptProblem,
+  recordWritten,
   resultLine,
   StoredResult,
   UNUSABLE_RECEIPT,
@@ -349,6 +350,7 @@ async function recordEpisode(
   if (bad) return leaveOut(shared, planned.id, `its score would hold a number that is not finite (${bad}); not recorded`);
   const line = resultLine({ ...result, shared: fitted, finishedAt: new Date().toISOString() });
   shared.own.set(planned.id, line);
+  recordWritten(options.out, planned.id, line, options.log); // vouches for it should its receipt be gone later
   try {
     appendNoFollow(join(options.out, RESULTS_FILE), `${line}\n`);
   } catch (error) {
