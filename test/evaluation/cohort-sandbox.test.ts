@@ -105,16 +105,18 @@ describe('cohort run --sandbox-agents', () => {
     const out = join(dir, 'hostile');
     const mark = `${4000 + (process.pid % 1000)}.${Date.now() % 100000}`; // `sleep MARK`, left by setsid
     const run = await cohort([
-      ...wine(`${AGENT} hostile ${out} ${mark}`, out, ['--repeats', '2', '--parallel', '2']),
+      ...wine(`${AGENT} hostile ${out} ${mark} ${FIRST}`, out, ['--repeats', '2', '--parallel', '2']),
       '--sandbox-agents',
       '--controls',
       CONTROLS,
+      '--sandbox-hide',
+      FIRST,
     ]);
     expect(run.code, run.stderr).toBe(0);
     for (const id of ['wine__b4__r0', 'wine__b4__r1']) {
       const said = JSON.parse(readFileSync(join(out, 'episodes', id, 'agent.stdout'), 'utf8').split('\n')[0]!);
       // hidden: the cohort's folder, the checkout's outputs/ (the references in it); the code is readable
-      expect(said.sees, id).toMatchObject({ out: [], outputs: [], references: [], code: true });
+      expect(said.sees, id).toMatchObject({ out: [], other: [], outputs: [], references: [], code: true });
       expect(said.sees.processes, id).toBeLessThanOrEqual(4); // bwrap's init, the shell, the agent (and ls)
       expect(said.foreign_tokens, id).toBe(0);
       expect(said.left_running, id).toBe(true);
@@ -201,6 +203,14 @@ describe('cohort run --sandbox-agents', () => {
     const hidden = await cohort([...wine('true', missing), '--sandbox-agents'], { cwd: join(ROOT, 'outputs') });
     expect(hidden.code).toBe(2);
     expect(hidden.stderr.trim().split('\n')).toEqual([expect.stringContaining(`working folder ${join(ROOT, 'outputs')} is inside`)]);
+    expect(existsSync(missing)).toBe(false);
+    for (const [more, said] of [
+      [['--sandbox-hide', FIRST], '--sandbox-hide is an option of --sandbox-agents'],
+      [['--sandbox-agents', '--sandbox-hide', join(dir, 'typo')], `--sandbox-hide ${join(dir, 'typo')}: no such file or folder`],
+    ] as const) {
+      const wrong = await cohort([...wine('true', missing), ...more]);
+      expect([wrong.code, wrong.stderr.trim().split('\n')]).toEqual([2, [`wwref: ${said}`]]);
+    }
     expect(existsSync(missing)).toBe(false);
   }, 60_000);
 });

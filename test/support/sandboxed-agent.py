@@ -2,7 +2,7 @@
 sandbox of `cohort run --sandbox-agents` (this file is in the checkout: the sandbox hides /tmp).
 
     sandboxed-agent.py bridge            the example agent (pair_ridge.py) over WWREF_MCP_COMMAND (stdio)
-    sandboxed-agent.py hostile OUT MARK  every attack below, said as one JSON line on stdout, then the example agent
+    sandboxed-agent.py hostile OUT MARK OTHER  every attack below, said as one JSON line on stdout, then the example agent
     sandboxed-agent.py wait MARK         leaves `sleep MARK` running and waits (killed with its cohort)
 """
 
@@ -74,13 +74,14 @@ def running(child: subprocess.Popen, mark: str) -> bool:
     return False
 
 
-def hostile(out: Path, mark: str) -> dict:
+def hostile(out: Path, mark: str, other: Path) -> dict:
     episode = out / "episodes" / os.environ["WWREF_EPISODE_ID"]
     said: dict = {"sees": {}, "writes": {}}
     # a process that leaves the agent's group: ended with the sandbox
     left = subprocess.Popen(["setsid", "sleep", mark], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # what an agent must not read: the cohort's folder, the checkout's outputs/ and the references
     said["sees"]["out"] = listing(out)
+    said["sees"]["other"] = listing(other)  # another cohort's folder, hidden by --sandbox-hide
     said["sees"]["outputs"] = listing(ROOT / "outputs")
     said["sees"]["references"] = listing(ROOT / "outputs" / "references")
     said["sees"]["code"] = (ROOT / "workflows" / "evaluation" / "ridge.py").is_file()
@@ -93,7 +94,7 @@ def hostile(out: Path, mark: str) -> dict:
         "results": out / "results.jsonl",
         "cohort": out / "cohort.json",
         "events": episode / "events.jsonl",
-        "controls": out / "controls" / "records.jsonl",
+        "controls": other / "controls" / "records.jsonl",  # the --controls folder, in the other cohort's
         "checkout": ROOT / "planted.txt",
     }.items():
         said["writes"][name] = attempt(lambda path=path: write(path))
@@ -115,7 +116,7 @@ def main() -> None:
         pair_ridge.endpoint = lambda: StdioServerParameters(command=command[0], args=command[1:], env=env)
         print(json.dumps({"stdio": command[2:]}), flush=True)
     elif mode == "hostile":
-        print(json.dumps(hostile(Path(sys.argv[2]), sys.argv[3])), flush=True)
+        print(json.dumps(hostile(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]))), flush=True)
     elif mode == "wait":
         subprocess.Popen(["setsid", "sleep", sys.argv[2]])
         print("waiting", flush=True)

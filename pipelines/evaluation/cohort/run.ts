@@ -71,6 +71,8 @@ export interface CohortOptions extends CohortRequest {
   parallel: number;
   /** A finished `wwref controls run` folder to take the controls from (default: computed into OUT/controls/). */
   controls?: string;
+  /** --sandbox-hide: more folders the agents' sandbox hides (other copies of the references, other cohorts). */
+  sandboxHide?: readonly string[];
   log: (line: string) => void;
   quiet?: boolean;
   /** Play again the episodes an earlier run recorded undelivered (their folders kept under OUT/retried/). */
@@ -573,22 +575,24 @@ type RunState = Pick<
   'settings' | 'definition' | 'options' | 'fitter' | 'surfaceOf' | 'cwd' | 'sandbox' | 'cohort' | 'own' | 'leftOut'
 >;
 
-/**
- * --sandbox-agents: the sandbox made once before anything is written (a UserError otherwise); without
- * it, said once that the agents run as the user.
- */
+/** --sandbox-agents: the sandbox made once before anything is written (a UserError otherwise). */
 function agentSandbox(settings: Settings, definition: CohortDefinition, options: CohortOptions): AgentSandbox | undefined {
+  if (!definition.agents_sandboxed) return undefined;
   // a resume's working folder is cohort.json's: checked once the file is read
   const resumed = lstatOrNothing(join(options.out, COHORT_FILE)) !== undefined;
-  if (definition.agents_sandboxed) return prepareSandbox(settings, hiddenOf(options), resumed ? undefined : process.cwd());
-  options.log(
-    `cohort: the agents run unsandboxed, as you: an agent can rewrite ${options.out} (its results, receipts and cohort.json) and read the references; --sandbox-agents runs each in a sandbox of its own`,
-  );
-  return undefined;
+  return prepareSandbox(settings, hiddenOf(options), resumed ? undefined : process.cwd());
 }
 
-/** What the agents' sandbox hides beyond the settings' folders: the cohort's folder and a --controls folder. */
-const hiddenOf = (options: CohortOptions) => [options.out, ...(options.controls === undefined ? [] : [options.controls])];
+/** Said once before the first agent of an unsandboxed run starts (a refusal stays one line). */
+const unsandboxed = (out: string) =>
+  `cohort: the agents run unsandboxed, as you: an agent can rewrite ${out} (its results, receipts and cohort.json) and read the references; --sandbox-agents runs each in a sandbox of its own`;
+
+/** What the agents' sandbox hides beyond the settings' folders: the cohort's folder, a --controls folder, --sandbox-hide. */
+const hiddenOf = (options: CohortOptions) => [
+  options.out,
+  ...(options.controls === undefined ? [] : [options.controls]),
+  ...(options.sandboxHide ?? []),
+];
 
 export async function runCohort(settings: Settings, options: CohortOptions): Promise<CohortOutcome> {
   const started = Date.now();
@@ -645,6 +649,7 @@ export async function runCohort(settings: Settings, options: CohortOptions): Pro
       options.log(`cohort: ${undelivered} earlier episode(s) undelivered: kept; --retry-undelivered plays them again`);
     for (const p of todo) setAside(out, p.id, options.log);
     const run: RunState = { settings, definition, options, fitter, surfaceOf, cwd: workingFolder, sandbox, cohort: name, own, leftOut };
+    if (todo.length && !sandbox) options.log(unsandboxed(out));
     if (todo.length) agentSeconds = await runEpisodes(run, todo);
   } catch (error) {
     await controls?.catch(() => undefined);

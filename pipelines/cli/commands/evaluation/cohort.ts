@@ -1,4 +1,5 @@
-import { isAbsolute, relative } from 'node:path';
+import { existsSync } from 'node:fs';
+import { isAbsolute, relative, resolve } from 'node:path';
 import { ROOT } from '../../../core/paths.ts';
 import { UserError } from '../../../core/errors.ts';
 import { formatSeconds } from '../../../core/progress.ts';
@@ -56,6 +57,12 @@ export default defineCommand({
           'run: each agent in a bubblewrap sandbox of its own: a read-only view of /, a private /tmp, the network shared, ' +
           "the cohort's folder, the references and the data they are computed from hidden (part of the cohort's definition)",
       })
+      .option('sandbox-hide', {
+        type: 'string',
+        array: true,
+        describe:
+          'run, with --sandbox-agents: more folders the agents see empty (another copy of the references, other cohorts, a benchmark pack)',
+      })
       .option('calls', { type: 'string', describe: 'calculation calls allowed per episode (default 20)' })
       .option('call-seconds', { type: 'string', describe: 'wall seconds a calculation may run (default 45; 30 CPU seconds)' })
       .option('controls', {
@@ -66,6 +73,8 @@ export default defineCommand({
   run: async (argv, context) => {
     if (argv.retryUndelivered !== undefined && argv.action !== 'run') throw new UserError('--retry-undelivered is an option of cohort run');
     if (argv.sandboxAgents !== undefined && argv.action !== 'run') throw new UserError('--sandbox-agents is an option of cohort run');
+    if (argv.sandboxHide !== undefined && argv.sandboxAgents !== true)
+      throw new UserError('--sandbox-hide is an option of --sandbox-agents');
     if (argv.action === 'compare') return compare(argv, context);
     if (argv.action === 'import') return importInspect(argv, context);
     if (argv.inspectLog !== undefined) throw new UserError('--inspect-log is an option of cohort import');
@@ -99,6 +108,7 @@ export default defineCommand({
       controls: argv.controls,
       retryUndelivered: argv.retryUndelivered === true,
       sandboxAgents: argv.sandboxAgents === true,
+      sandboxHide: sandboxHide(list(argv.sandboxHide, 'sandbox-hide')),
       command: commandLine(process.argv.slice(2)),
       log: (line) => process.stderr.write(`${line}\n`),
     });
@@ -147,6 +157,12 @@ async function compare(
   out(`compare: ${outcome.files.json}, ${outcome.files.csv}, ${outcome.files.markdown}, ${outcome.files.latex}`);
   out(`report: ${outcome.files.report}`);
   return 0;
+}
+
+/** --sandbox-hide's folders, each one that exists (a folder that is not there needs no hiding: a typo is said). */
+function sandboxHide(folders: readonly string[] | undefined): string[] {
+  for (const folder of folders ?? []) if (!existsSync(folder)) throw new UserError(`--sandbox-hide ${folder}: no such file or folder`);
+  return (folders ?? []).map((f) => resolve(f));
 }
 
 /** The command line as a shell would take it back (each word quoted when it needs to be). */
