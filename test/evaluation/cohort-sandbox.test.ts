@@ -8,6 +8,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -104,14 +105,21 @@ describe('cohort run --sandbox-agents', () => {
   it("a hostile agent reaches none of the cohort's files, the references or another's token; its lines are a well-behaved agent's", async () => {
     const out = join(dir, 'hostile');
     const mark = `${4000 + (process.pid % 1000)}.${Date.now() % 100000}`; // `sleep MARK`, left by setsid
+    // a Unix socket of the host's in /run (a Docker socket's place), listening: a read-only view would not stop a connect
+    const socket = join('/run', `wwref-sandbox-${process.pid}.sock`);
+    const listener = createServer((c) => c.end('reached\n'));
+    await new Promise<void>((done, fail) => listener.once('error', fail).listen(socket, done));
+    const reached = await new Promise<string>((done) => createConnection(socket).once('data', (d) => done(String(d))));
+    expect(reached).toBe('reached\n');
     const run = await cohort([
-      ...wine(`${AGENT} hostile ${out} ${mark} ${FIRST}`, out, ['--repeats', '2', '--parallel', '2']),
+      ...wine(`${AGENT} hostile ${out} ${mark} ${FIRST} ${socket}`, out, ['--repeats', '2', '--parallel', '2']),
       '--sandbox-agents',
       '--controls',
       CONTROLS,
       '--sandbox-hide',
       FIRST,
     ]);
+    listener.close();
     expect(run.code, run.stderr).toBe(0);
     for (const id of ['wine__b4__r0', 'wine__b4__r1']) {
       const said = JSON.parse(readFileSync(join(out, 'episodes', id, 'agent.stdout'), 'utf8').split('\n')[0]!);
@@ -123,7 +131,7 @@ describe('cohort run --sandbox-agents', () => {
       expect(said.fds, id).toEqual([]);
       for (const [what, outcome] of Object.entries(said.writes as Record<string, string>))
         expect([what, outcome], id).toEqual([what, what === 'tmp' ? 'done' : expect.not.stringMatching(/^done$/)]);
-      expect([said.umount, said.unshare], id).toEqual(['Operation not permitted', 'CalledProcessError']);
+      expect([said.umount, said.unshare, said.socket], id).toEqual(['Operation not permitted', 'CalledProcessError', 'FileNotFoundError']);
     }
     expect(processesWith(`sleep ${mark}`)).toEqual([]); // ended with its sandbox
     expect(existsSync(join(ROOT, 'planted.txt'))).toBe(false);

@@ -2,7 +2,7 @@
 sandbox of `cohort run --sandbox-agents` (this file is in the checkout: the sandbox hides /tmp).
 
     sandboxed-agent.py bridge            the example agent (pair_ridge.py) over WWREF_MCP_COMMAND (stdio)
-    sandboxed-agent.py hostile OUT MARK OTHER  every attack below, said as one JSON line on stdout, then the example agent
+    sandboxed-agent.py hostile OUT MARK OTHER SOCKET  every attack below, said as one JSON line on stdout, then the example agent
     sandboxed-agent.py wait MARK         leaves `sleep MARK` running and waits (killed with its cohort)
 """
 
@@ -12,6 +12,7 @@ import asyncio
 import ctypes
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -74,7 +75,12 @@ def running(child: subprocess.Popen, mark: str) -> bool:
     return False
 
 
-def hostile(out: Path, mark: str, other: Path) -> dict:
+def connect(path: str) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+
+
+def hostile(out: Path, mark: str, other: Path, sock: str) -> dict:
     episode = out / "episodes" / os.environ["WWREF_EPISODE_ID"]
     said: dict = {"sees": {}, "writes": {}}
     # a process that leaves the agent's group: ended with the sandbox
@@ -101,6 +107,7 @@ def hostile(out: Path, mark: str, other: Path) -> dict:
         said["writes"][f"{name}-delete"] = attempt(lambda path=path: os.remove(path))
     said["writes"]["episode-rename"] = attempt(lambda: os.rename(episode, out / "gone"))
     said["writes"]["tmp"] = attempt(lambda: write(Path(os.environ["TMPDIR"]) / "mine"))
+    said["socket"] = attempt(lambda: connect(sock))  # a Unix socket of the host's, in /run
     said["umount"] = umount(out)
     said["unshare"] = attempt(lambda: subprocess.run(["unshare", "-U", "true"], check=True, capture_output=True))
     said["left_running"] = running(left, mark)
@@ -116,7 +123,7 @@ def main() -> None:
         pair_ridge.endpoint = lambda: StdioServerParameters(command=command[0], args=command[1:], env=env)
         print(json.dumps({"stdio": command[2:]}), flush=True)
     elif mode == "hostile":
-        print(json.dumps(hostile(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]))), flush=True)
+        print(json.dumps(hostile(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), sys.argv[5])), flush=True)
     elif mode == "wait":
         subprocess.Popen(["setsid", "sleep", sys.argv[2]])
         print("waiting", flush=True)

@@ -4,12 +4,14 @@
 // a fresh /proc (only the sandbox's own processes: no sibling's WWREF_MCP_TOKEN) and /dev, a private
 // writable /tmp, /var/tmp and /dev/shm; and an empty tmpfs over each folder holding the answers or the
 // data they are computed from (the cohort's folder, the references, the checkout's outputs/, prepared/
-// and .git, the cache, the raw mirrors, the published folder, a --controls folder), so the checkout's
+// and .git, the cache, the raw mirrors, the published folder, a --controls folder, --sandbox-hide) and
+// over /run (the host's Unix sockets: a read-only view does not stop a connect), so the checkout's
 // code stays readable. The network is shared: an LLM harness must reach its model's API, and the
-// episode's endpoint on 127.0.0.1. The pid namespace ends with the agent's shell (bwrap's init exits
-// then): whatever it left behind, setsid or not, is killed with it; --die-with-parent ends it when the
-// cohort itself is killed. No seccomp filter: the sandbox keeps the agent from the cohort's files, not
-// from the kernel (the calculation sandbox, ../sandbox/, is the strict one).
+// episode's endpoint on 127.0.0.1 (abstract Unix sockets belong to it: they stay reachable). The pid
+// namespace ends with the agent's shell (bwrap's init exits then): whatever it left behind, setsid or
+// not, is killed with it; --die-with-parent ends it when the cohort itself is killed. No seccomp
+// filter: the sandbox keeps the agent from the cohort's files, not from the kernel (the calculation
+// sandbox, ../sandbox/, is the strict one).
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, realpathSync } from 'node:fs';
 import { delimiter, isAbsolute, join, relative } from 'node:path';
@@ -69,6 +71,8 @@ export function hiddenFolders(settings: Settings, extra: readonly string[]): str
     paths.cache,
     paths.published,
     ...settings.mirrors,
+    // the host's Unix sockets (a Docker or D-Bus socket): a read-only view does not stop a connect
+    '/run',
   ];
   const real = new Set<string>();
   for (const path of wanted)
@@ -79,6 +83,16 @@ export function hiddenFolders(settings: Settings, extra: readonly string[]): str
     }
   const sorted = [...real].sort((a, b) => a.length - b.length);
   return sorted.filter((path, k) => !sorted.slice(0, k).some((outer) => within(path, outer)));
+}
+
+/** The files of a hidden folder the sandbox shows all the same, read only: /etc/resolv.conf's target. */
+function kept(folder: string): string[] {
+  try {
+    const resolv = realpathSync('/etc/resolv.conf');
+    return resolv !== '/etc/resolv.conf' && within(resolv, folder) ? ['--ro-bind', resolv, resolv] : [];
+  } catch {
+    return [];
+  }
 }
 
 /** bwrap's arguments up to the command (ending in `--`): the agent's sandbox, run in `cwd`. */
@@ -111,8 +125,9 @@ export function sandboxArguments(sandbox: AgentSandbox, cwd: string): string[] {
     ...tmpfs('/tmp', TMP_BYTES),
     ...tmpfs('/var/tmp', TMP_BYTES),
     ...tmpfs('/dev/shm', TMP_BYTES),
-    // empty and read-only (a tmpfs mounted by bwrap is writable: remounted read-only after)
-    ...sandbox.hidden.flatMap((folder) => [...tmpfs(folder, 4096), '--remount-ro', folder]),
+    // empty and read-only (a tmpfs mounted by bwrap is writable: remounted read-only after), but for
+    // /etc/resolv.conf where it leads into one (systemd-resolved's file in /run): the agent's DNS
+    ...sandbox.hidden.flatMap((folder) => [...tmpfs(folder, 4096), ...kept(folder), '--remount-ro', folder]),
     '--setenv',
     'TMPDIR',
     '/tmp',
