@@ -152,7 +152,7 @@ describe('controls summary', () => {
 
 describe('cohort run --controls DIR', () => {
   /** `controls run`'s defaults on wine at B = 4 and 8: every method of its grid, the random design at seeds 0 … 19. */
-  const full = join(dir, 'full');
+  const full = join(dir, 'full-default');
   let fullRecords: string[];
   const findFull = (method: string, budget: number, seed = 0) =>
     fullRecords.find(

@@ -46,7 +46,7 @@ function csvOf(rows: readonly Record<string, unknown>[]): string {
 }
 
 /** The name the agent's line has in the figure: its `agent` label, else "agent". */
-const agentName = (definition: CohortDefinition) => `agent: ${definition.labels.agent ?? definition.agent.slice(0, 40)}`;
+const agentName = (definition: CohortDefinition) => printable(`agent: ${definition.labels.agent ?? definition.agent.slice(0, 40)}`);
 
 /** What the summaries are made of: the plan, the lines that count, the episodes left out and why. */
 export interface CohortHeld {
