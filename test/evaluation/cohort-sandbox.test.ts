@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
+import { repositoryFolders } from '../../pipelines/evaluation/cohort/sandbox.ts';
 import { BIN } from '../support/cli.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-cohort-sandbox-'));
@@ -193,6 +194,17 @@ describe('cohort run --sandbox-agents', () => {
     const again = await cohort([...wine('true', plain), '--controls', CONTROLS]);
     expect(again.stdout).toContain('1 from an earlier run');
   }, 120_000);
+
+  it("hides the repository's git folder and every worktree's outputs/ (git worktree add), seen from a linked worktree too", async () => {
+    const repo = join(dir, 'repo');
+    const git = (args: string[], cwd = repo) => execa('git', args, { cwd, env: { GIT_CONFIG_GLOBAL: '/dev/null' } });
+    await execa('git', ['init', '-q', repo]);
+    await git(['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '--allow-empty', '-m', 'start']);
+    await git(['worktree', 'add', '-q', join(dir, 'linked')]);
+    const expected = { git: join(repo, '.git'), worktrees: [repo, join(dir, 'linked')] };
+    expect(repositoryFolders(repo)).toEqual(expected);
+    expect(repositoryFolders(join(dir, 'linked'))).toEqual({ ...expected, worktrees: [join(dir, 'linked'), repo] });
+  }, 60_000);
 
   it('refuses with one line, exit 2, nothing written: no bwrap; a working folder the sandbox hides', async () => {
     const missing = join(dir, 'no-bwrap');

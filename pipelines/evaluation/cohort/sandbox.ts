@@ -13,8 +13,8 @@
 // filter: the sandbox keeps the agent from the cohort's files, not from the kernel (the calculation
 // sandbox, ../sandbox/, is the strict one).
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, realpathSync } from 'node:fs';
-import { delimiter, isAbsolute, join, relative } from 'node:path';
+import { accessSync, constants, existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { basename, delimiter, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { UserError } from '../../core/errors.ts';
 import { ROOT } from '../../core/paths.ts';
 import type { Settings } from '../../core/settings.ts';
@@ -58,15 +58,45 @@ const within = (path: string, folder: string) => {
   return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
 };
 
-/** The real paths of the folders an agent must not see that exist now, none inside another. */
+/**
+ * The repository's git folder (its objects hold the committed references) and the checkouts of its
+ * other worktrees (`git worktree add`), each with references of its own in outputs/: read from the
+ * files git keeps (`.git` a folder, or a file naming it; `worktrees/<name>/gitdir`).
+ */
+export function repositoryFolders(root: string = ROOT): { git: string; worktrees: string[] } {
+  let git = join(root, '.git');
+  try {
+    if (statSync(git).isFile()) {
+      const named = /^gitdir:\s*(.+)$/m.exec(readFileSync(git, 'utf8'))?.[1]?.trim();
+      if (named) {
+        const own = resolve(root, named);
+        const common = readFileSync(join(own, 'commondir'), 'utf8').trim();
+        git = resolve(own, common);
+      }
+    }
+  } catch {
+    // no repository, or not one git wrote: only the checkout's own folders
+  }
+  // the main checkout is the folder of a git folder named .git (a bare repository has none)
+  const worktrees: string[] = basename(git) === '.git' ? [dirname(git)] : [];
+  try {
+    for (const name of readdirSync(join(git, 'worktrees')))
+      worktrees.push(dirname(resolve(readFileSync(join(git, 'worktrees', name, 'gitdir'), 'utf8').trim())));
+  } catch {
+    // no other worktree
+  }
+  return { git, worktrees: [...new Set([root, ...worktrees])] };
+}
+
+/** The real paths of the folders (and files) an agent must not see that exist now, none inside another. */
 export function hiddenFolders(settings: Settings, extra: readonly string[]): string[] {
   const { paths } = settings;
+  const repository = repositoryFolders();
   const wanted = [
     ...extra,
     paths.references,
-    join(ROOT, 'outputs'),
-    join(ROOT, 'prepared'),
-    join(ROOT, '.git'),
+    repository.git,
+    ...repository.worktrees.flatMap((tree) => [join(tree, 'outputs'), join(tree, 'prepared'), join(tree, '.git')]),
     paths.prepared,
     paths.cache,
     paths.published,
@@ -84,6 +114,14 @@ export function hiddenFolders(settings: Settings, extra: readonly string[]): str
   const sorted = [...real].sort((a, b) => a.length - b.length);
   return sorted.filter((path, k) => !sorted.slice(0, k).some((outer) => within(path, outer)));
 }
+
+const isFolder = (path: string) => {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return true; // gone since: bwrap says so when it makes the sandbox
+  }
+};
 
 /** The files of a hidden folder the sandbox shows all the same, read only: /etc/resolv.conf's target. */
 function kept(folder: string): string[] {
@@ -127,7 +165,9 @@ export function sandboxArguments(sandbox: AgentSandbox, cwd: string): string[] {
     ...tmpfs('/dev/shm', TMP_BYTES),
     // empty and read-only (a tmpfs mounted by bwrap is writable: remounted read-only after), but for
     // /etc/resolv.conf where it leads into one (systemd-resolved's file in /run): the agent's DNS
-    ...sandbox.hidden.flatMap((folder) => [...tmpfs(folder, 4096), ...kept(folder), '--remount-ro', folder]),
+    ...sandbox.hidden.flatMap((folder) =>
+      isFolder(folder) ? [...tmpfs(folder, 4096), ...kept(folder), '--remount-ro', folder] : ['--ro-bind', '/dev/null', folder],
+    ),
     '--setenv',
     'TMPDIR',
     '/tmp',
@@ -147,7 +187,8 @@ export function prepareSandbox(settings: Settings, hidden: readonly string[], cw
   const sandbox: AgentSandbox = { bwrap, hidden: hiddenFolders(settings, hidden) };
   if (cwd !== undefined) checkWorkingFolder(sandbox, cwd);
   const argv = sandboxArguments(sandbox, '/');
-  const check = 'echo ok > /tmp/probe && [ ! -w / ] && for d in "$@"; do [ -z "$(ls -A "$d")" ] || exit 3; done';
+  const check =
+    'echo ok > /tmp/probe && [ ! -w / ] && for d in "$@"; do if [ -d "$d" ]; then [ -z "$(ls -A "$d")" ]; else [ ! -s "$d" ]; fi || exit 3; done';
   const probe = spawnSync(argv[0]!, [...argv.slice(1), '/bin/sh', '-c', check, 'probe', ...sandbox.hidden], {
     encoding: 'utf8',
     env: { PATH: '/usr/bin:/bin' },
