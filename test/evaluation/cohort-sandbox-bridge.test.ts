@@ -74,19 +74,23 @@ describe('wwref connect', () => {
   }, 60_000);
 
   it('writes nothing for a notification (202), waits at the end of stdin for what is in flight, exits 0', async () => {
+    // the last over the server's bound: refused (413, id null), answered with its own id so its client does not wait
+    const large = rpc(4, 'tools/call', { name: 'observe', arguments: { masks: ['x'.repeat(1_100_000)] } });
     const input = [
       rpc(1, 'initialize', INIT),
       rpc(undefined, 'notifications/initialized'),
       rpc(2, 'tools/call', { name: 'status', arguments: {} }),
       rpc(3, 'tools/list'),
+      large,
     ].join('\n');
     const run = await bridge(`${input}\n`, { WWREF_MCP_URL: endpoint.url, WWREF_MCP_TOKEN: endpoint.token });
     expect([run.exitCode, run.stderr]).toEqual([0, '']);
     const answers = String(run.stdout)
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as { id: number });
-    expect(answers.map((a) => a.id).sort()).toEqual([1, 2, 3]);
+      .map((l) => JSON.parse(l) as { id: number; error?: { message: string } });
+    expect(answers.map((a) => a.id).sort()).toEqual([1, 2, 3, 4]);
+    expect(answers.find((a) => a.id === 4)!.error!.message).toMatch(/request body over|could not be sent/);
   }, 60_000);
 
   it('answers in event streams are written a line per message', async () => {

@@ -69,6 +69,15 @@ function requestId(line: string): string | number | undefined {
   }
 }
 
+/** An error the endpoint answered with `id: null` (a body it could not read) given the request's id, so that its client is not left waiting. */
+function ownId(message: string, id: string | number): string {
+  const parsed = JSON.parse(message) as { id?: unknown; error?: unknown };
+  return parsed.id === null && parsed.error !== undefined ? JSON.stringify({ ...parsed, id }) : message;
+}
+
+/** What says that nothing listens at the endpoint (the episode's server is gone): the bridge ends. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+
 /** Sends one message and writes what comes back; a UserError for a refused token or an unreachable endpoint. */
 async function forward(options: BridgeOptions, line: string): Promise<void> {
   let response: Response;
@@ -84,9 +93,13 @@ async function forward(options: BridgeOptions, line: string): Promise<void> {
     });
   } catch (error) {
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    throw new UserError(
-      `connect: the endpoint ${options.url} cannot be reached (${cause?.code ?? cause?.message ?? (error as Error).message})`,
-    );
+    const why = cause?.code ?? cause?.message ?? (error as Error).message;
+    if (UNREACHABLE.has(cause?.code ?? '')) throw new UserError(`connect: the endpoint ${options.url} cannot be reached (${why})`);
+    // reached, but this request broke off (the server closed it: a body over its bound): it fails, the bridge goes on
+    const id = requestId(line);
+    if (id !== undefined)
+      options.write(JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32603, message: `the request could not be sent (${why})` } }));
+    return;
   }
   if (response.status === 401 || response.status === 403)
     throw new UserError(
@@ -96,7 +109,7 @@ async function forward(options: BridgeOptions, line: string): Promise<void> {
   try {
     let answered = false;
     for await (const message of messagesOf(response)) {
-      options.write(message);
+      options.write(id === undefined ? message : ownId(message, id));
       answered = true;
     }
     // a request that got no message back (an HTTP error without one): answered as an error, so its client does not wait

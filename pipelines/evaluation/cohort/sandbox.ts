@@ -21,7 +21,8 @@ import type { Settings } from '../../core/settings.ts';
 
 /** The variable naming the bwrap program to use (default: `bwrap` on PATH). */
 export const BWRAP_VARIABLE = 'WWREF_BWRAP';
-const INSTALL = 'install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap)';
+/** --disable-userns and --size need bubblewrap 0.8 (Debian 12, Ubuntu 24.04, Fedora 38 and later). */
+const INSTALL = 'install bubblewrap 0.8 or later (apt-get install bubblewrap; dnf install bubblewrap)';
 /** The private /tmp, /var/tmp and /dev/shm of one agent, each at most this many bytes (kept in memory). */
 const TMP_BYTES = 1 << 30;
 
