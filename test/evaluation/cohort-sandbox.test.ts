@@ -224,6 +224,10 @@ describe('cohort run --sandbox-agents', () => {
     expect(hidden.code).toBe(2);
     expect(hidden.stderr.trim().split('\n')).toEqual([expect.stringContaining(`working folder ${join(ROOT, 'outputs')} is inside`)]);
     expect(existsSync(missing)).toBe(false);
+    const tmp = await cohort([...wine('true', missing), '--sandbox-agents'], { cwd: '/tmp' }); // the sandbox's own
+    expect(tmp.code).toBe(2);
+    expect(tmp.stderr.trim().split('\n')).toEqual([expect.stringContaining('which each sandbox replaces with a private one')]);
+    expect(existsSync(missing)).toBe(false);
     for (const [more, said] of [
       [['--sandbox-hide', FIRST], '--sandbox-hide is an option of --sandbox-agents'],
       [['--sandbox-agents', '--sandbox-hide', join(dir, 'typo')], `--sandbox-hide ${join(dir, 'typo')}: no such file or folder`],

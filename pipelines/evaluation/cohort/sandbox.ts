@@ -23,6 +23,8 @@ import type { Settings } from '../../core/settings.ts';
 export const BWRAP_VARIABLE = 'WWREF_BWRAP';
 /** --disable-userns and --size need bubblewrap 0.8 (Debian 12, Ubuntu 24.04, Fedora 38 and later). */
 const INSTALL = 'install bubblewrap 0.8 or later (apt-get install bubblewrap; dnf install bubblewrap)';
+/** Each agent's own, empty and writable. */
+const PRIVATE = ['/tmp', '/var/tmp', '/dev/shm'];
 /** The private /tmp, /var/tmp and /dev/shm of one agent, each at most this many bytes (kept in memory). */
 const TMP_BYTES = 1 << 30;
 
@@ -161,9 +163,7 @@ export function sandboxArguments(sandbox: AgentSandbox, cwd: string): string[] {
     '/proc',
     '--dev',
     '/dev',
-    ...tmpfs('/tmp', TMP_BYTES),
-    ...tmpfs('/var/tmp', TMP_BYTES),
-    ...tmpfs('/dev/shm', TMP_BYTES),
+    ...PRIVATE.flatMap((place) => tmpfs(place, TMP_BYTES)),
     // empty and read-only (a tmpfs mounted by bwrap is writable: remounted read-only after), but for
     // /etc/resolv.conf where it leads into one (systemd-resolved's file in /run): the agent's DNS
     ...sandbox.hidden.flatMap((folder) =>
@@ -212,5 +212,11 @@ export function checkWorkingFolder(sandbox: AgentSandbox, cwd: string): void {
   if (folder)
     throw new UserError(
       `--sandbox-agents: the agents' working folder ${cwd} is inside ${folder}, which the sandbox hides from them; start the cohort from another folder`,
+    );
+  // the sandbox's own, empty: the folder would not be there
+  const replaced = PRIVATE.map((p) => (existsSync(p) ? realpathSync(p) : p)).find((p) => within(real, p));
+  if (replaced)
+    throw new UserError(
+      `--sandbox-agents: the agents' working folder ${cwd} is inside ${replaced}, which each sandbox replaces with a private one; start the cohort from another folder`,
     );
 }
