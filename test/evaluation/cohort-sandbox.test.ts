@@ -144,12 +144,29 @@ describe('cohort run --sandbox-agents', () => {
     expect([cell(out).delivered, ...fields(cell(out))]).toEqual([2, ...fields(cell(FIRST))]);
   }, 120_000);
 
-  it('an agent reaches its episode over stdio through WWREF_MCP_COMMAND (wwref connect) under the Python SDK', async () => {
+  it('an agent reaches its episode over stdio through WWREF_MCP_COMMAND (wwref connect) under the Python SDK; the grace period stops it', async () => {
     const out = join(dir, 'bridge');
     const run = await cohort([...wine(`${AGENT} bridge`, out), '--sandbox-agents', '--controls', CONTROLS]);
     expect(run.code, run.stderr).toBe(0);
     expect(JSON.parse(readFileSync(join(out, 'episodes', 'wine__b4__r0', 'agent.stdout'), 'utf8'))).toEqual({ stdio: ['connect'] });
-    expect(scored(lines(join(out, 'results.jsonl'))[0]!)).toEqual(scored(lines(join(FIRST, 'results.jsonl'))[0]!));
+    const [line] = lines(join(out, 'results.jsonl'));
+    expect(scored(line!)).toEqual(scored(lines(join(FIRST, 'results.jsonl'))[0]!));
+    expect(line!.process.stopped).toBe('closed'); // it lingered after submitting
+  }, 120_000);
+
+  it('the deadline and the output bound stop a sandboxed agent', async () => {
+    const out = join(dir, 'bounds');
+    const agent = 'case $WWREF_EPISODE_ID in *r0) exec yes;; *) exec sleep 60;; esac';
+    const run = await cohort([
+      ...wine(agent, out, ['--repeats', '2', '--parallel', '2', '--session-seconds', '3']),
+      '--sandbox-agents',
+      '--controls',
+      CONTROLS,
+    ]);
+    expect(run.code).toBe(1); // nothing delivered
+    const [flood, sleeper] = lines(join(out, 'results.jsonl'));
+    expect([flood!.process.stopped, flood!.process.output_truncated, sleeper!.process.stopped]).toEqual(['output', true, 'deadline']);
+    expect(sleeper!.process.wall_seconds).toBeLessThan(8);
   }, 120_000);
 
   it('the sandboxes end when the cohort is killed with -9', async () => {

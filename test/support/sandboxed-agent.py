@@ -1,7 +1,7 @@
 """Agents for test/evaluation/cohort-sandbox.test.ts, run by examples/agents/.venv/bin/python inside the
 sandbox of `cohort run --sandbox-agents` (this file is in the checkout: the sandbox hides /tmp).
 
-    sandboxed-agent.py bridge            the example agent (pair_ridge.py) over WWREF_MCP_COMMAND (stdio)
+    sandboxed-agent.py bridge            the example agent (pair_ridge.py) over WWREF_MCP_COMMAND (stdio), then lingers
     sandboxed-agent.py hostile OUT MARK OTHER SOCKET  every attack below, said as one JSON line on stdout, then the example agent
     sandboxed-agent.py wait MARK         leaves `sleep MARK` running and waits (killed with its cohort)
 """
@@ -129,6 +129,8 @@ def main() -> None:
         print("waiting", flush=True)
         time.sleep(600)
     asyncio.run(pair_ridge.main())
+    if mode == "bridge":
+        time.sleep(60)  # submitted, and goes on: stopped when the grace period is over
 
 
 if __name__ == "__main__":
