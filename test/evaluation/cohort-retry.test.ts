@@ -75,10 +75,10 @@ describe('a cohort whose agent fails, then is fixed', () => {
     expect(stderr.trimEnd().split('\n').at(-1)).toMatch(/^\s*\+-+$/);
     const exception = "ValueError: the calculation failed: no column 'yield'";
     expect(broken.stderr).toContain(
-      `cohort: wine__b4__r0 undelivered: the agent exited with status 1 without submitting; its stderr ends: ${exception} (`,
+      `cohort: wine__b4__r0 undelivered: the agent exited with status 1 without submitting; its stderr ends: ${JSON.stringify(exception)} (`,
     );
     expect(broken.stderr.trimEnd().split('\n').at(-1)).toBe(
-      `cohort: no episode delivered: 2 undelivered; the most common reason (2 of them): the agent exited with status 1 without submitting; its stderr ends: ${exception}`,
+      `cohort: no episode delivered: 2 undelivered; the most common reason (2 of them): the agent exited with status 1 without submitting; its stderr ends: ${JSON.stringify(exception)}`,
     );
     // the summaries are written all the same
     expect(JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'))).toMatchObject({ episodes: 2, delivered: 0 });

@@ -206,7 +206,7 @@ describe('a faulty agent', () => {
     expect(readFileSync(join(out, 'episodes', crash.episode, 'agent.stderr'), 'utf8')).toContain('fault-agent: crashing');
     // and said on the run's stderr, with the agent's last line of its own (in whichever of the two runs it ran)
     expect(`${stopped.stderr}${run.stderr}`).toContain(
-      `cohort: ${crash.episode} undelivered: the agent exited with status 1 without submitting; its stderr ends: fault-agent: crashing (`,
+      `cohort: ${crash.episode} undelivered: the agent exited with status 1 without submitting; its stderr ends: "fault-agent: crashing" (`,
     );
     expect(hang.undelivered_reason).toBe("no submission within the session's 10 s: the agent was stopped");
     expect(hang.process.stopped).toBe('deadline');
@@ -283,7 +283,7 @@ describe('a faulty agent', () => {
     // nothing delivered: exit 1, with one line saying how many and why
     expect(missing.code, missing.stderr).toBe(1);
     expect(missing.stderr.trimEnd().split('\n').at(-1)).toMatch(
-      /^cohort: no episode delivered: 1 undelivered; the most common reason \(1 of them\): the agent command was not found \(exit status 127\); its stderr ends: .*wwref-no-such-agent-command.*not found$/,
+      /^cohort: no episode delivered: 1 undelivered; the most common reason \(1 of them\): the agent command was not found \(exit status 127\); its stderr ends: ".*wwref-no-such-agent-command.*not found"$/,
     );
     const [line] = lines(join(dir, 'missing', 'results.jsonl'));
     expect(line!.undelivered_reason).toBe('the agent command was not found (exit status 127)');

@@ -5,6 +5,7 @@
 // each such character is '?', and two methods whose shown names are equal are told apart.
 import { describe, expect, it } from 'vitest';
 import { cohortNameProblem } from '../../pipelines/evaluation/cohort/plan.ts';
+import { exceptionLine } from '../../pipelines/evaluation/cohort/run.ts';
 import { uniqueNames } from '../../pipelines/evaluation/compare/methods.ts';
 import { renderComparisonReport } from '../../pipelines/evaluation/compare/report.ts';
 import { compareMethods, type Method } from '../../pipelines/evaluation/compare/statistics.ts';
@@ -87,5 +88,21 @@ describe('methods whose shown names are equal', () => {
       expect(output, what).toContain('?degree2');
     }
     expect(page).toContain('/runs/agent?a');
+  });
+});
+
+describe("an agent's exception line quoted on the terminal", () => {
+  it('cannot lay out a line of its own: blanks collapsed, hidden characters shown as ?, at most 200 characters', () => {
+    // padding to the next terminal row, then text shaped like a row of the cohort's table
+    const forged = `Error: x${' '.repeat(150)}four B=4 (1 condition(s), 1 source(s)): c_wrap 0.912 [0.912, 0.912]`;
+    expect(exceptionLine(`Traceback\n${forged}\n`)).toBe('Error: x four B=4 (1 condition(s), 1 source(s)): c_wrap 0.912 [0.912, 0.912]');
+    expect(exceptionLine('ValueError: \u202eevil\u2060\tname\r\n\n')).toBe('ValueError: ?evil? name');
+    const long = exceptionLine(`E: ${'y'.repeat(500)}`);
+    expect([...long]).toHaveLength(201);
+    expect(long.endsWith('…')).toBe(true);
+    // a Python exception group's borders are skipped, its '| ' prefixes stripped
+    expect(exceptionLine("  | ValueError: no column 'yield'\n  +------------------------------------\n")).toBe(
+      "ValueError: no column 'yield'",
+    );
   });
 });

@@ -33,6 +33,7 @@ import { type EpisodesServer, serveEpisodes } from '../episodes-server.ts';
 import { type SharedScores, sharedScores } from '../shared-scores.ts';
 import { AGENT_GROUP_FILE, type AgentOutcome, runAgent, stopLeftAgent } from './agent.ts';
 import { cohortControls } from './baselines.ts';
+import { printable } from '../compare/tables.ts';
 import { type AgentSandbox, checkWorkingFolder, hiddenFolders, prepareSandbox, sandboxArguments } from './sandbox.ts';
 import { asideFolder, ownFolder, renameAside, setAsideEntry } from './folders.ts';
 import { type CohortFiles, writeCohortReport, writeCohortSummaries } from './outputs.ts';
@@ -363,7 +364,7 @@ async function recordEpisode(
     // said where the researcher looks: why, and the agent's own last word on it (a missing environment…)
     const said = lastLine(join(dir, 'agent.stderr'));
     options.log(
-      `cohort: ${planned.id} undelivered: ${result.undeliveredReason}${said ? `; its stderr ends: ${said}` : ''} (${join(dir, 'agent.stderr')})`,
+      `cohort: ${planned.id} undelivered: ${result.undeliveredReason}${said ? `; its stderr ends: ${JSON.stringify(said)}` : ''} (${join(dir, 'agent.stderr')})`,
     );
   }
   return { delivered: result.score !== undefined, agentSeconds: outcome.wall_seconds };
@@ -461,23 +462,31 @@ function clearEndFiles(out: string, log: (line: string) => void): void {
 /** A frame border of a Python exception group's traceback (`+---- 1 ----`, `+-+---- 2 ----`, `+------`), its `| ` prefixes stripped. */
 const GROUP_BORDER = /^\+[-+]*(?:\s*(?:\d+|\.\.\.)\s*-*)?$/;
 
+/** The most characters of an agent's exception line quoted on the terminal. */
+const SAID_MAX = 200;
+
 /**
  * The exception line of an agent's stderr text: its last line that is not blank and not a frame border
- * of a Python exception group, with the group's `| ` prefixes stripped; printable, at most 300 characters.
+ * of a Python exception group, with the group's `| ` prefixes stripped; each run of blanks one space and
+ * what a terminal cannot show as itself '?' (an agent's padding or bidi marks cannot lay out a line of
+ * its own that looks like the cohort's table), at most 200 characters. Quoted where it is said.
  */
 export function exceptionLine(text: string): string {
   const line = text
     .split('\n')
     .map((l) =>
-      l
-        .replace(/\p{Cc}/gu, ' ')
-        .trim()
-        .replace(/^(?:\|\s?)+/, '')
-        .trim(),
+      printable(
+        l
+          .replace(/\p{Cc}/gu, ' ')
+          .trim()
+          .replace(/^(?:\|\s?)+/, '')
+          .replace(/\s+/gu, ' ')
+          .trim(),
+      ),
     )
     .filter((l) => l !== '' && !GROUP_BORDER.test(l))
     .at(-1);
-  return line === undefined ? '' : [...line].length > 300 ? `${[...line].slice(0, 300).join('')}…` : line;
+  return line === undefined ? '' : [...line].length > SAID_MAX ? `${[...line].slice(0, SAID_MAX).join('')}…` : line;
 }
 
 /** The exception line of `file` (an agent's kept stderr: its last 64 KiB); '' if none. */

@@ -126,7 +126,7 @@ export default defineCommand({
       // nothing to compare an agent by: said in one line, and a non-zero status for scripts
       const why = outcome.undelivered;
       process.stderr.write(
-        `cohort: no episode delivered: ${why?.count ?? 0} undelivered; the most common reason (${why?.sharing ?? 0} of them): ${why?.reason ?? 'none run'}${why?.said ? `; its stderr ends: ${why.said}` : ''}\n`,
+        `cohort: no episode delivered: ${why?.count ?? 0} undelivered; the most common reason (${why?.sharing ?? 0} of them): ${why?.reason ?? 'none run'}${why?.said ? `; its stderr ends: ${JSON.stringify(why.said)}` : ''}\n`,
       );
       return 1;
     }
