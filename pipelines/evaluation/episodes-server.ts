@@ -7,9 +7,18 @@
 // episode stops admitting its requests, refuses the actions of those already admitted that have not
 // committed, and waits for what is running (a calculation's receipt): once `remove` resolves, nothing
 // more is written to the episode's log from this server.
+//
+// `openSocket(id)` also serves that one episode on a Unix socket of its own, in a
+// private folder (mode 0700) of the system's temporary folder, removed with the episode: a sandbox
+// without the host's network reaches its episode through it (bound into the sandbox, see
+// cohort/sandbox.ts). It answers the episode's path only, with the same bearer token (the same code
+// as the port), and admits a bounded number of connections at once: an agent holding many open ties
+// up its own episode only.
 import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import { resolve } from 'node:path';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { Settings } from '../core/settings.ts';
 import { admitRequest, answerFailure, answerMcp, episodeServer, listen, reply, type Served, tokenMatches, urlOf } from './server.ts';
 
@@ -31,6 +40,19 @@ interface Entry {
   expected: Buffer;
   controller: AbortController;
   running: Set<Promise<unknown>>;
+  /** The episode's own Unix socket, when it has one (`openSocket`). */
+  socket?: { http: Server; folder: string };
+}
+
+/** Connections one episode's Unix socket admits at once (more are closed as they come). */
+export const SOCKET_CONNECTIONS = 64;
+
+/** Closes an episode's own socket and removes its folder. */
+function closeSocket(entry: Entry): void {
+  if (!entry.socket) return;
+  entry.socket.http.closeAllConnections();
+  entry.socket.http.close();
+  rmSync(entry.socket.folder, { recursive: true, force: true });
 }
 
 /** Stops admitting `entry`'s calls and waits for those running (they settle however they end). */
@@ -46,13 +68,17 @@ export class EpisodesServer {
     private readonly http: Server,
     readonly host: string,
     readonly port: number,
+    /** Answers one request; `only`: the one episode id it may name (an episode's own socket). */
+    private readonly handle: (req: IncomingMessage, res: ServerResponse, only?: string) => Promise<void>,
   ) {}
 
   /** Serves the episode in `dir` at `/episodes/<id>/mcp` with a new token (replacing any earlier one of that id). */
   add(id: string, dir: string): EpisodeEndpoint {
     if (!EPISODE_ID.test(id)) throw new Error(`not an episode id: ${JSON.stringify(id)}`);
     const token = randomBytes(32).toString('base64url');
-    this.episodes.get(id)?.controller.abort(); // the earlier one's calls commit nothing more
+    const earlier = this.episodes.get(id);
+    earlier?.controller.abort(); // the earlier one's calls commit nothing more
+    if (earlier) closeSocket(earlier);
     this.episodes.set(id, {
       dir: resolve(dir),
       expected: Buffer.from(`Bearer ${token}`),
@@ -63,6 +89,29 @@ export class EpisodesServer {
   }
 
   /**
+   * Serves the added episode `id` on a Unix socket of its own too (the same requests, its path only, its
+   * token), removed with it; returns the socket's path.
+   */
+  async openSocket(id: string): Promise<string> {
+    const entry = this.episodes.get(id);
+    if (!entry) throw new Error(`no episode ${JSON.stringify(id)} is served`);
+    closeSocket(entry);
+    // short (sun_path holds 108 bytes) and private: mkdtemp makes it 0700
+    const folder = mkdtempSync(join(tmpdir().length > 80 ? '/tmp' : tmpdir(), 'wwref-'));
+    const http = createServer((req, res) => void this.handle(req, res, id));
+    http.maxConnections = SOCKET_CONNECTIONS;
+    entry.socket = { http, folder };
+    const path = join(folder, 's');
+    try {
+      await new Promise<void>((done, fail) => http.once('error', fail).listen(path, done));
+    } catch (error) {
+      closeSocket(entry);
+      throw error;
+    }
+    return path;
+  }
+
+  /**
    * Stops serving the episode: its token no longer opens anything at once, the actions of requests
    * already admitted are refused before they commit, and the promise resolves when every call of the
    * episode has ended (a calculation running ends within its wall limit, its receipt written).
@@ -70,6 +119,7 @@ export class EpisodesServer {
   remove(id: string): Promise<void> {
     const entry = this.episodes.get(id);
     this.episodes.delete(id);
+    if (entry) closeSocket(entry);
     return entry ? stopServing(entry) : Promise.resolve();
   }
 
@@ -91,7 +141,10 @@ export class EpisodesServer {
    * reserved without a receipt, as after a kill). `remove` each episode first to wait for them.
    */
   async close(): Promise<void> {
-    for (const entry of this.episodes.values()) entry.controller.abort();
+    for (const entry of this.episodes.values()) {
+      entry.controller.abort();
+      closeSocket(entry);
+    }
     this.episodes.clear();
     this.http.closeAllConnections();
     await new Promise<void>((done) => this.http.close(() => done()));
@@ -101,19 +154,23 @@ export class EpisodesServer {
 /** Listens on HOST:PORT (0: any free port) for the episodes added to the returned server. */
 export async function serveEpisodes(settings: Settings, options: { host: string; port: number }): Promise<EpisodesServer> {
   let served: EpisodesServer | undefined;
-  const http = createServer(async (req, res) => {
+  // one code for the port and each episode's socket (`only`: its id; the Host header names the port,
+  // as the sandbox's forwarder passes the agent's request on unchanged)
+  const handle = async (req: IncomingMessage, res: ServerResponse, only?: string) => {
     try {
       if (!served || !admitRequest(req, res, options.host, served.port)) return;
       const id = ROUTE.exec(new URL(req.url ?? '/', 'http://x').pathname)?.[1];
       if (id === undefined) return reply(res, 404, 'the MCP endpoints are /episodes/<id>/mcp');
+      if (only !== undefined && id !== only) return reply(res, 403, "this socket serves its own episode's path only");
       const episode = served.episodeFor(id, (expected) => tokenMatches(req, expected));
       if (episode === undefined) return reply(res, 401, "this episode's bearer token is required");
       await answerMcp(req, res, () => episodeServer(settings, episode.dir, { served: episode.served }));
     } catch (error) {
       answerFailure(res, error);
     }
-  });
+  };
+  const http = createServer((req, res) => void handle(req, res));
   const port = await listen(http, options.host, options.port);
-  served = new EpisodesServer(http, options.host, port);
+  served = new EpisodesServer(http, options.host, port, handle);
   return served;
 }

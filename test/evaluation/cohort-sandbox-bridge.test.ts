@@ -2,8 +2,9 @@
 // WWREF_MCP_COMMAND), as a real process: the MCP SDK's stdio client over it against the real episodes
 // server (JSON answers; requests at once) and against the SDK's own Streamable HTTP server answering
 // in event streams; raw lines: a notification answered 202 writes nothing, stdin's end waits for the
-// requests in flight; a refused token, an unreachable endpoint and a missing variable: one line, exit 2.
-import { mkdtempSync, rmSync } from 'node:fs';
+// requests in flight; --url and --token-file for a client that gives its server no environment; a
+// refused token, an unreachable endpoint, a missing variable, an unreadable token file: one line, exit 2.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -36,16 +37,24 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** An MCP client whose server is `wwref connect` with `env`. */
-async function stdioClient(env: Record<string, string>): Promise<Client> {
+/** An MCP client whose server is `wwref connect ARGS…` with `env` (none: the SDK's default few variables). */
+async function stdioClient(env: Record<string, string> | undefined, args: string[] = []): Promise<Client> {
   const client = new Client({ name: 'bridge-test', version: '1.0.0' });
-  await client.connect(new StdioClientTransport({ command: process.execPath, args: [BIN, 'connect'], env, cwd: ROOT, stderr: 'pipe' }));
+  await client.connect(
+    new StdioClientTransport({
+      command: process.execPath,
+      args: [BIN, 'connect', ...args],
+      ...(env && { env }),
+      cwd: ROOT,
+      stderr: 'pipe',
+    }),
+  );
   return client;
 }
 const text = (result: unknown) => (result as { content: { text: string }[] }).content[0]!.text;
 /** `wwref connect` fed `input` whole (stdin then closed). */
-const bridge = (input: string, env: Record<string, string>) =>
-  execa('node', [BIN, 'connect'], {
+const bridge = (input: string, env: Record<string, string>, args: string[] = []) =>
+  execa('node', [BIN, 'connect', ...args], {
     cwd: ROOT,
     input,
     env: { WWREF_MCP_URL: '', WWREF_MCP_TOKEN: '', ...env },
@@ -71,6 +80,22 @@ describe('wwref connect', () => {
     } finally {
       await client.close();
     }
+  }, 60_000);
+
+  it('--url and --token-file: reached by a client that gives its server no environment; an unreadable token file is one line, exit 2', async () => {
+    const file = join(dir, 'token');
+    writeFileSync(file, `${endpoint.token}\n`, { mode: 0o600 });
+    const client = await stdioClient(undefined, ['--url', endpoint.url, '--token-file', file]);
+    try {
+      expect(JSON.parse(text(await client.callTool({ name: 'status', arguments: {} }))).budget).toBe(3);
+    } finally {
+      await client.close();
+    }
+    const missing = await bridge(`${rpc(1, 'tools/list')}\n`, {}, ['--url', endpoint.url, '--token-file', join(dir, 'none')]);
+    expect([missing.exitCode, String(missing.stderr).trim().split('\n')]).toEqual([
+      2,
+      [expect.stringMatching(/^wwref: connect: --token-file .*none cannot be read/)],
+    ]);
   }, 60_000);
 
   it('writes nothing for a notification (202), waits at the end of stdin for what is in flight, exits 0', async () => {

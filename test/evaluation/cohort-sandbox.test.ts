@@ -1,14 +1,17 @@
 // `cohort run --sandbox-agents` with real bwrap, real agent processes (test/support/sandboxed-agent.py
 // in the example agents' environment), the real server and controls worker: the example agent
-// sandboxed gives the design_degree2 controls' records; a hostile agent's attacks (the cohort's files,
-// its episode, the controls, the references, other processes' tokens, a setsid child, the tmpfs) all
-// fail and its lines are a well-behaved agent's; the stdio bridge (`wwref connect`) under the Python
-// SDK's stdio client; the sandboxes end with a cohort killed with -9; the setting is part of the
-// definition; and the refusals (no bwrap, a working folder the sandbox hides) are one line, exit 2.
+// sandboxed (its own network, the default) gives the design_degree2 controls' records; a hostile agent's
+// attacks (the cohort's files, its episode, the controls, the references, other processes' tokens, a
+// setsid child, the tmpfs; with the host's network shared) all fail and its lines are a well-behaved
+// agent's; with its own network, an agent reaches no other port of the host, no other episode, no other
+// address, no .venv, and its flood of connections keeps no sibling from delivering; the stdio bridge
+// (`wwref connect`) under the Python SDK's stdio client given no environment; the sandboxes end with a
+// cohort killed with -9; the settings are part of the definition; and the refusals (no bwrap, a working
+// folder the sandbox hides, --sandbox-network misused) are one line, exit 2.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { createConnection, createServer } from 'node:net';
+import { type AddressInfo, createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -93,14 +96,63 @@ describe('cohort run --sandbox-agents', () => {
     const run = await cohort([...wine(`${PYTHON} examples/agents/pair_ridge.py`, FIRST), '--sandbox-agents']);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).not.toContain('unsandboxed');
-    expect(run.stdout).toContain('agents: each ran in a sandbox of its own (--sandbox-agents)');
+    expect(run.stdout).toContain('agents: each ran in a sandbox of its own (--sandbox-agents; a network reaching only its endpoint)');
     const [r] = lines(join(FIRST, 'results.jsonl'));
     const control = lines(join(CONTROLS, 'records.jsonl')).find((c) => c.method === 'design_degree2' && c.condition === 'wine')!;
     expect(r!.artifact_valid).toBe(true);
     expect(r!.acquisition_order).toEqual(control.acquisition_order);
     expect(Object.fromEntries(Object.keys(control.score).map((k) => [k, r!.score[k]]))).toEqual(control.score);
     expect(JSON.parse(readFileSync(join(FIRST, 'summary.json'), 'utf8')).agents_sandboxed).toBe(true);
-    expect(JSON.parse(readFileSync(join(FIRST, 'cohort.json'), 'utf8')).definition.agents_sandboxed).toBe(true);
+    expect(JSON.parse(readFileSync(join(FIRST, 'cohort.json'), 'utf8')).definition).toMatchObject({
+      agents_sandboxed: true,
+      agents_network: 'none',
+    });
+  }, 120_000);
+
+  it('with its own network (the default) an agent reaches only its endpoint; its flood of connections keeps no sibling from delivering', async () => {
+    const out = join(dir, 'network');
+    // a TCP server of the host's on its loopback (another cohort's, a `wwref serve --http` without a token)
+    const listener = createServer((c) => c.end('reached\n'));
+    await new Promise<void>((done) => listener.listen(0, '127.0.0.1', done));
+    const port = (listener.address() as AddressInfo).port;
+    const agent = `case $WWREF_EPISODE_ID in *r0) ${AGENT} network ${port} wine__b4__r1;; *) sleep 2; ${AGENT} bridge;; esac`;
+    const sockets = () => readdirSync(tmpdir()).filter((f) => /^wwref-.{6}$/.test(f) && existsSync(join(tmpdir(), f, 's')));
+    const before = sockets();
+    const run = await cohort([...wine(agent, out, ['--repeats', '2', '--parallel', '2']), '--sandbox-agents', '--controls', CONTROLS]);
+    listener.close();
+    expect(run.code, run.stderr).toBe(0);
+    const said = (id: string) => JSON.parse(readFileSync(join(out, 'episodes', id, 'agent.stdout'), 'utf8').split('\n')[0]!);
+    const hostile = said('wine__b4__r0');
+    // its namespace's only listener is the forwarder, at the host's server's port
+    expect(hostile.listening).toEqual([hostile.port]);
+    expect([hostile.host_port, hostile.other_episode, hostile.own_episode, hostile.own_after]).toEqual(['ECONNREFUSED', 403, 200, 200]);
+    expect(hostile.outside).toEqual(['ENETUNREACH', 'ENETUNREACH']);
+    expect(hostile.venv).toEqual([]);
+    expect(hostile.flood.opened).toBeGreaterThan(1000);
+    // the sibling: over stdio, its MCP server given no environment (the URL in its argv, the token a file)
+    const bridge = said('wine__b4__r1');
+    expect(bridge).toEqual({
+      stdio: [
+        'connect',
+        '--url',
+        expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/episodes\/wine__b4__r1\/mcp$/),
+        '--token-file',
+        '/run/wwref/token',
+      ],
+      token_in_argv: false,
+      file: true,
+    });
+    const [good] = lines(join(FIRST, 'results.jsonl'));
+    const results = lines(join(out, 'results.jsonl'));
+    expect(results.map((r) => [r.episode, ...scored(r)])).toEqual(['wine__b4__r0', 'wine__b4__r1'].map((id) => [id, ...scored(good!)]));
+    // the sibling's calls were made while the flood was held
+    const [from, until] = hostile.flood.held as [number, number];
+    const calls = lines(join(out, 'episodes', 'wine__b4__r1', 'events.jsonl')).filter((e) => e.kind === 'action' && e.action !== 'start');
+    expect(
+      calls.some((e) => Date.parse(e.at) / 1000 > from && Date.parse(e.at) / 1000 < until),
+      JSON.stringify([from, until]),
+    ).toBe(true);
+    expect(sockets().filter((f) => !before.includes(f))).toEqual([]); // each episode's socket removed with it
   }, 120_000);
 
   it("a hostile agent reaches none of the cohort's files, the references or another's token; its lines are a well-behaved agent's", async () => {
@@ -115,6 +167,8 @@ describe('cohort run --sandbox-agents', () => {
     const run = await cohort([
       ...wine(`${AGENT} hostile ${out} ${mark} ${FIRST} ${socket}`, out, ['--repeats', '2', '--parallel', '2']),
       '--sandbox-agents',
+      '--sandbox-network',
+      'shared',
       '--controls',
       CONTROLS,
       '--sandbox-hide',
@@ -144,11 +198,16 @@ describe('cohort run --sandbox-agents', () => {
     expect([cell(out).delivered, ...fields(cell(out))]).toEqual([2, ...fields(cell(FIRST))]);
   }, 120_000);
 
-  it('an agent reaches its episode over stdio through WWREF_MCP_COMMAND (wwref connect) under the Python SDK; the grace period stops it', async () => {
+  it('an agent reaches its episode over stdio through WWREF_MCP_COMMAND (wwref connect) under the Python SDK, the network shared; the grace period stops it', async () => {
     const out = join(dir, 'bridge');
-    const run = await cohort([...wine(`${AGENT} bridge`, out), '--sandbox-agents', '--controls', CONTROLS]);
+    const run = await cohort([...wine(`${AGENT} bridge`, out), '--sandbox-agents', '--sandbox-network', 'shared', '--controls', CONTROLS]);
     expect(run.code, run.stderr).toBe(0);
-    expect(JSON.parse(readFileSync(join(out, 'episodes', 'wine__b4__r0', 'agent.stdout'), 'utf8'))).toEqual({ stdio: ['connect'] });
+    expect(run.stdout).toContain("(--sandbox-agents; the host's network shared)");
+    expect(JSON.parse(readFileSync(join(out, 'episodes', 'wine__b4__r0', 'agent.stdout'), 'utf8'))).toMatchObject({
+      stdio: ['connect', '--url', expect.any(String), '--token-file', '/run/wwref/token'],
+      token_in_argv: false,
+      file: true,
+    });
     const [line] = lines(join(out, 'results.jsonl'));
     expect(scored(line!)).toEqual(scored(lines(join(FIRST, 'results.jsonl'))[0]!));
     expect(line!.process.stopped).toBe('closed'); // it lingered after submitting
@@ -206,7 +265,17 @@ describe('cohort run --sandbox-agents', () => {
     ]);
     const unsandboxed = await cohort(wine(`${PYTHON} examples/agents/pair_ridge.py`, FIRST));
     expect(unsandboxed.code).toBe(2);
-    expect(unsandboxed.stderr).toMatch(/holds another cohort \(whether the agents run sandboxed \(--sandbox-agents\) differ\)/);
+    expect(unsandboxed.stderr).toMatch(/holds another cohort \(whether the agents run sandboxed \(--sandbox-agents\), the agents' network/);
+    const shared = await cohort([
+      ...wine(`${PYTHON} examples/agents/pair_ridge.py`, FIRST),
+      '--sandbox-agents',
+      '--sandbox-network',
+      'shared',
+    ]);
+    expect([shared.code, shared.stderr.trim().split('\n')]).toEqual([
+      2,
+      [expect.stringMatching(/holds another cohort \(the agents' network \(--sandbox-network\) differ\)/)],
+    ]);
     // the same setting resumes (the field absent: the file as an older wwref wrote it)
     const again = await cohort([...wine('true', plain), '--controls', CONTROLS]);
     expect(again.stdout).toContain('1 from an earlier run');
@@ -248,6 +317,8 @@ describe('cohort run --sandbox-agents', () => {
     for (const [more, said] of [
       [['--sandbox-hide', FIRST], '--sandbox-hide is an option of --sandbox-agents'],
       [['--sandbox-agents', '--sandbox-hide', join(dir, 'typo')], `--sandbox-hide ${join(dir, 'typo')}: no such file or folder`],
+      [['--sandbox-network', 'none'], '--sandbox-network is an option of --sandbox-agents'],
+      [['--sandbox-agents', '--sandbox-network', 'open'], "--sandbox-network takes none or shared, not 'open'"],
     ] as const) {
       const wrong = await cohort([...wine('true', missing), ...more]);
       expect([wrong.code, wrong.stderr.trim().split('\n')]).toEqual([2, [`wwref: ${said}`]]);

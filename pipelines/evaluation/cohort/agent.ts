@@ -22,6 +22,8 @@ export interface AgentRun {
   cwd: string;
   /** bwrap and its arguments up to `--` (sandbox.ts `sandboxArguments`): the shell runs inside; none: as the user. */
   sandbox?: readonly string[];
+  /** Written on the child's descriptor 3 (a pipe, then closed): the token bwrap makes a file of in the sandbox (`--ro-bind-data 3`). */
+  data?: string;
   env: NodeJS.ProcessEnv;
   deadlineSeconds: number;
   stdoutFile: string;
@@ -145,8 +147,14 @@ export function runAgent(run: AgentRun): Promise<AgentOutcome> {
   const out = new BoundedFile(run.stdoutFile);
   const err = new BoundedFile(run.stderrFile);
   const argv = [...(run.sandbox ?? []), '/bin/sh', '-c', run.command];
-  const child = spawn(argv[0]!, argv.slice(1), { cwd: run.cwd, env: run.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const stdio = run.data === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe', 'pipe'];
+  const child = spawn(argv[0]!, argv.slice(1), { cwd: run.cwd, env: run.env, detached: true, stdio: stdio as ['ignore', 'pipe', 'pipe'] });
   const pgid = child.pid!;
+  const data = child.stdio[3] as NodeJS.WritableStream | undefined;
+  if (data && run.data !== undefined) {
+    data.on('error', () => {}); // bwrap gone before it read it: its exit says why
+    data.end(run.data);
+  }
   if (run.groupFile) writeFileAtomic(run.groupFile, `${JSON.stringify({ pgid, url: run.env.WWREF_MCP_URL ?? null })}\n`);
   let stopped: AgentOutcome['stopped'] = null;
   const stop = (why: NonNullable<AgentOutcome['stopped']>) => {

@@ -1,13 +1,16 @@
 // `wwref connect`: an episode's Streamable HTTP endpoint as a stdio MCP server, for an MCP client that
 // launches its server (WWREF_MCP_COMMAND of a sandboxed cohort, whose agents cannot start `wwref serve`
 // on a folder they do not see). Each newline-delimited JSON-RPC message read from stdin is POSTed at
-// once to WWREF_MCP_URL with `Authorization: Bearer $WWREF_MCP_TOKEN` (both from the environment: a
-// token in argv would be readable by any process); each message of the answer (a JSON body, or the
+// once to the endpoint (--url URL, else WWREF_MCP_URL) with `Authorization: Bearer TOKEN`: the token
+// read from --token-file FILE (a sandboxed cohort's is a file only its sandbox sees), else
+// WWREF_MCP_TOKEN (never an argument: an argv is readable by every process of the host). So it works
+// for an MCP client that passes its server no environment (the Python SDK's stdio client). Each message of the answer (a JSON body, or the
 // `data` of each event of a text/event-stream) is written to stdout as one line, in the order the
 // answers come (requests run concurrently). A notification's 202 writes nothing. At the end of stdin
 // the requests in flight are awaited, then the bridge exits 0. A refused token (401, 403) or an
 // endpoint that cannot be reached ends it with one line on stderr (a UserError).
 import { createInterface } from 'node:readline';
+import { readRegularFile } from '../../core/containment.ts';
 import { UserError } from '../../core/errors.ts';
 
 export interface BridgeOptions {
@@ -155,21 +158,41 @@ export function runBridge(options: BridgeOptions): Promise<void> {
   });
 }
 
-/** The endpoint from the environment; a UserError naming what is missing. */
-export function endpointFromEnvironment(env: Readonly<Record<string, string | undefined>>): { url: string; token: string } {
-  const url = env.WWREF_MCP_URL?.trim();
-  const token = env.WWREF_MCP_TOKEN?.trim();
+/** The bytes a token file may hold. */
+const TOKEN_FILE_MAX_BYTES = 4096;
+
+/**
+ * The endpoint: `url` (--url) else WWREF_MCP_URL; the token from `tokenFile` (--token-file) else
+ * WWREF_MCP_TOKEN. A UserError naming what is missing.
+ */
+export function endpointOf(
+  given: { url?: string; tokenFile?: string },
+  env: Readonly<Record<string, string | undefined>>,
+): { url: string; token: string } {
+  const url = (given.url ?? env.WWREF_MCP_URL)?.trim();
+  let token = env.WWREF_MCP_TOKEN?.trim();
+  if (given.tokenFile !== undefined) {
+    try {
+      token = readRegularFile(given.tokenFile, 'token file', TOKEN_FILE_MAX_BYTES).toString('utf8').trim();
+    } catch (error) {
+      throw new UserError(`connect: --token-file ${given.tokenFile} cannot be read (${(error as Error).message.split('\n')[0]})`);
+    }
+    if (!token) throw new UserError(`connect: --token-file ${given.tokenFile} is empty`);
+  }
   if (!url || !token)
     throw new UserError(
-      `connect needs WWREF_MCP_URL and WWREF_MCP_TOKEN in its environment (${!url ? 'WWREF_MCP_URL' : 'WWREF_MCP_TOKEN'} is not set; an MCP client that filters its server's environment must pass them on)`,
+      `connect needs WWREF_MCP_URL and WWREF_MCP_TOKEN in its environment, or --url and --token-file (${!url ? 'WWREF_MCP_URL' : 'WWREF_MCP_TOKEN'} is not set; an MCP client that filters its server's environment must pass them on)`,
     );
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new UserError(`connect: WWREF_MCP_URL ${JSON.stringify(url.slice(0, 100))} is no URL`);
+    throw new UserError(`connect: ${given.url === undefined ? 'WWREF_MCP_URL' : '--url'} ${JSON.stringify(url.slice(0, 100))} is no URL`);
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
-    throw new UserError(`connect: WWREF_MCP_URL must be an http or https URL, not ${parsed.protocol}`);
+    throw new UserError(`connect: the endpoint must be an http or https URL, not ${parsed.protocol}`);
   return { url, token };
 }
+
+/** The endpoint from the environment alone (WWREF_MCP_URL, WWREF_MCP_TOKEN). */
+export const endpointFromEnvironment = (env: Readonly<Record<string, string | undefined>>) => endpointOf({}, env);

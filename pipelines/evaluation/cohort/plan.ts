@@ -45,6 +45,8 @@ export interface CohortRequest {
   callSeconds?: number;
   /** Each agent run in a sandbox of its own (sandbox.ts). */
   sandboxAgents?: boolean;
+  /** With sandboxAgents: the agents' network (sandbox.ts; default none). */
+  sandboxNetwork?: 'none' | 'shared';
 }
 
 export interface CohortCondition {
@@ -64,6 +66,8 @@ export interface CohortDefinition {
   agent: string;
   /** The agents ran sandboxed (--sandbox-agents); absent: as the user (so a cohort.json written before the field keeps its digest). */
   agents_sandboxed?: true;
+  /** Sandboxed: `none`, each agent's network its own (--sandbox-network none, the default); absent: the host's (shared, as before the field). */
+  agents_network?: 'none';
   repeats: number;
   labels: Record<string, string>;
   session_seconds: number;
@@ -119,6 +123,7 @@ export function defineCohort(settings: Settings, request: CohortRequest): Cohort
     cohort_version: 2,
     agent: request.agent,
     ...(request.sandboxAgents === true && { agents_sandboxed: true as const }),
+    ...(request.sandboxAgents === true && request.sandboxNetwork !== 'shared' && { agents_network: 'none' as const }),
     repeats: request.repeats,
     labels: checkLabels(request.labels),
     session_seconds: request.sessionSeconds,
@@ -148,6 +153,7 @@ function differences(earlier: Partial<CohortDefinition>, now: CohortDefinition):
   const fields: [keyof CohortDefinition, string][] = [
     ['agent', 'the agent command'],
     ['agents_sandboxed', 'whether the agents run sandboxed (--sandbox-agents)'],
+    ['agents_network', "the agents' network (--sandbox-network)"],
     ['repeats', 'the repeats'],
     ['labels', 'the labels'],
     ['session_seconds', 'the session seconds'],

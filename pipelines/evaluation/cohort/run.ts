@@ -34,7 +34,15 @@ import { type SharedScores, sharedScores } from '../shared-scores.ts';
 import { AGENT_GROUP_FILE, type AgentOutcome, runAgent, stopLeftAgent } from './agent.ts';
 import { cohortControls } from './baselines.ts';
 import { printable } from '../compare/tables.ts';
-import { type AgentSandbox, checkWorkingFolder, hiddenFolders, prepareSandbox, sandboxArguments } from './sandbox.ts';
+import {
+  type AgentSandbox,
+  checkWorkingFolder,
+  hiddenFolders,
+  prepareSandbox,
+  SANDBOX_TOKEN_FILE,
+  type SandboxEpisode,
+  sandboxArguments,
+} from './sandbox.ts';
 import { asideFolder, ownFolder, renameAside, setAsideEntry } from './folders.ts';
 import { type CohortFiles, writeCohortReport, writeCohortSummaries } from './outputs.ts';
 import {
@@ -105,8 +113,11 @@ function agentEnvironment(
   dir: string,
   id: string,
 ) {
-  // sandboxed, the episode's folder is hidden: its stdio is a bridge to the same endpoint (`wwref connect`)
-  const stdio = definition.agents_sandboxed ? ['connect'] : ['serve', '--episode', dir];
+  // sandboxed, the episode's folder is hidden: its stdio is a bridge to the same endpoint (`wwref connect`),
+  // told it in its argv (an MCP client may pass its server no environment), the token a file of the sandbox's
+  const stdio = definition.agents_sandboxed
+    ? ['connect', '--url', endpoint.url, '--token-file', SANDBOX_TOKEN_FILE]
+    : ['serve', '--episode', dir];
   return {
     ...process.env,
     // the numerical profile's kernel choices and one thread, so that an agent computing with NumPy
@@ -297,10 +308,15 @@ async function playEpisode(shared: Shared, planned: PlannedEpisode): Promise<{ d
   let kill: (() => void) | undefined;
   let outcome: AgentOutcome;
   try {
+    // sandboxed: the token a file of the sandbox's; without the host's network, the episode's own socket too
+    const episode: SandboxEpisode | undefined = shared.sandbox && {
+      token: true,
+      ...(shared.sandbox.network === 'none' && { socket: { path: await server.openSocket(planned.id), port: server.port } }),
+    };
     outcome = await runAgent({
       command: definition.agent,
       cwd: shared.cwd,
-      ...(shared.sandbox && { sandbox: sandboxArguments(shared.sandbox, shared.cwd) }),
+      ...(shared.sandbox && { sandbox: sandboxArguments(shared.sandbox, shared.cwd, episode), data: endpoint.token }),
       env: agentEnvironment(settings, definition, endpoint, dir, planned.id),
       deadlineSeconds: definition.session_seconds,
       stdoutFile: join(dir, 'agent.stdout'),
@@ -589,7 +605,8 @@ function agentSandbox(settings: Settings, definition: CohortDefinition, options:
   if (!definition.agents_sandboxed) return undefined;
   // a resume's working folder is cohort.json's: checked once the file is read
   const resumed = lstatOrNothing(join(options.out, COHORT_FILE)) !== undefined;
-  return prepareSandbox(settings, hiddenOf(options), resumed ? undefined : process.cwd());
+  const network = definition.agents_network === 'none' ? 'none' : 'shared';
+  return prepareSandbox(settings, hiddenOf(options), resumed ? undefined : process.cwd(), network);
 }
 
 /** Said once before the first agent of an unsandboxed run starts (a refusal stays one line). */
@@ -725,7 +742,7 @@ function finish(
       });
   }
   const files = writeCohortSummaries(settings, out, definition, { planned, results, leftOut: missing, log: options.log }, controls);
-  const sandboxed = definition.agents_sandboxed ? ' --sandbox-agents' : '';
+  const sandboxed = definition.agents_sandboxed ? ` --sandbox-agents${definition.agents_network ? '' : ' --sandbox-network shared'}` : '';
   const command = options.command ?? `wwref cohort run --agent '${definition.agent}'${sandboxed} --out ${out}`;
   const report = writeCohortReport(settings, out, definition, { results, controls, leftOut: missing, command }, options.log);
   return {

@@ -6,8 +6,15 @@
 // data they are computed from (the cohort's folder, the references, the checkout's outputs/, prepared/
 // and .git, the cache, the raw mirrors, the published folder, a --controls folder, --sandbox-hide) and
 // over /run (the host's Unix sockets: a read-only view does not stop a connect), so the checkout's
-// code stays readable. The network is shared: an LLM harness must reach its model's API, and the
-// episode's endpoint on 127.0.0.1 (abstract Unix sockets belong to it: they stay reachable). The pid
+// code stays readable, and the pinned Python runtimes (.venv: the answers' packages ship raw data).
+// The network (`network`): `none`, the default, a network namespace of the sandbox's own (only its
+// loopback), where the sandbox's first process (forwarder.mjs) listens on 127.0.0.1 at the episodes
+// server's port and pipes each connection to the episode's own Unix socket (episodes-server.ts
+// `openSocket`), bound at /run/wwref/mcp.sock: the agent reaches its endpoint at the same URL and
+// nothing else (no other port of the host, no other address, no abstract Unix socket); `shared`, the
+// host's network, for an agent that must reach its model's API (and so every port of the host's
+// loopback, and the internet). Either way the episode's token is a file in the sandbox
+// (/run/wwref/token, from a pipe: never in an argv), for `wwref connect --token-file`. The pid
 // namespace ends with the agent's shell (bwrap's init exits then): whatever it left behind, setsid or
 // not, is killed with it; --die-with-parent ends it when the cohort itself is killed. No seccomp
 // filter: the sandbox keeps the agent from the cohort's files, not from the kernel (the calculation
@@ -16,7 +23,7 @@ import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { basename, delimiter, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { UserError } from '../../core/errors.ts';
-import { ROOT } from '../../core/paths.ts';
+import { declaredRuntimes, ROOT } from '../../core/paths.ts';
 import type { Settings } from '../../core/settings.ts';
 
 /** The variable naming the bwrap program to use (default: `bwrap` on PATH). */
@@ -28,10 +35,29 @@ const PRIVATE = ['/tmp', '/var/tmp', '/dev/shm'];
 /** The private /tmp, /var/tmp and /dev/shm of one agent, each at most this many bytes (kept in memory). */
 const TMP_BYTES = 1 << 30;
 
+/** The agents' network: a namespace of its own reaching only the episode's endpoint, or the host's. */
+export type SandboxNetwork = 'none' | 'shared';
+export const SANDBOX_NETWORKS: readonly SandboxNetwork[] = ['none', 'shared'];
+
+/** Where the sandbox holds the episode's token (a file) and, with the network `none`, its socket. */
+export const SANDBOX_TOKEN_FILE = '/run/wwref/token';
+const SANDBOX_SOCKET = '/run/wwref/mcp.sock';
+/** The descriptor the token is read from (bwrap --ro-bind-data): agent.ts writes `data` on it. */
+export const TOKEN_FD = 3;
+/** The first process of a sandbox without the host's network (plain JavaScript: no build, Node's modules only). */
+const FORWARDER = join(ROOT, 'pipelines', 'evaluation', 'cohort', 'forwarder.mjs');
+
 export interface AgentSandbox {
   bwrap: string;
   /** The folders an agent sees empty (real paths, none inside another). */
   hidden: string[];
+  network: SandboxNetwork;
+}
+
+/** What one episode's sandbox gets: its token (a file), and without the host's network its socket and the port it answers at. */
+export interface SandboxEpisode {
+  token: boolean;
+  socket?: { path: string; port: number };
 }
 
 /** The bwrap program: WWREF_BWRAP, else `bwrap` on PATH; a UserError naming what to install when there is none. */
@@ -104,6 +130,9 @@ export function hiddenFolders(settings: Settings, extra: readonly string[]): str
     paths.cache,
     paths.published,
     ...settings.mirrors,
+    // the pinned runtimes: the answers' packages ship raw data (the example agents' .venv stays)
+    ...declaredRuntimes().map((runtime) => runtime.venv),
+    join(ROOT, '.venv-current'),
     // the host's Unix sockets (a Docker or D-Bus socket): a read-only view does not stop a connect
     '/run',
   ];
@@ -136,11 +165,34 @@ function kept(folder: string): string[] {
   }
 }
 
-/** bwrap's arguments up to the command (ending in `--`): the agent's sandbox, run in `cwd`. */
-export function sandboxArguments(sandbox: AgentSandbox, cwd: string): string[] {
+/** What /run holds in an episode's sandbox (its token, its socket), put there while its tmpfs is writable. */
+function runFiles(episode: SandboxEpisode | undefined): string[] {
+  if (!episode) return [];
+  return [
+    '--dir',
+    dirname(SANDBOX_TOKEN_FILE),
+    ...(episode.token ? ['--ro-bind-data', String(TOKEN_FD), SANDBOX_TOKEN_FILE] : []),
+    // a read-only bind does not stop a connect (the socket is the episode's own)
+    ...(episode.socket ? ['--ro-bind', episode.socket.path, SANDBOX_SOCKET] : []),
+  ];
+}
+
+/**
+ * bwrap's arguments up to the command: the agent's sandbox, run in `cwd`, ending in `--` (and, for an
+ * episode with its socket, the forwarder's arguments ending in `--`: the command follows either way).
+ */
+export function sandboxArguments(sandbox: AgentSandbox, cwd: string, episode?: SandboxEpisode): string[] {
   const uid = String(process.getuid?.() ?? 0);
   const gid = String(process.getgid?.() ?? 0);
   const tmpfs = (place: string, bytes?: number) => [...(bytes ? ['--size', String(bytes)] : []), '--tmpfs', place];
+  // empty and read-only (a tmpfs mounted by bwrap is writable: remounted read-only after), but for
+  // /etc/resolv.conf where it leads into one (systemd-resolved's file in /run): the agent's DNS; /run
+  // holds the episode's files
+  const hide = (folder: string) =>
+    isFolder(folder)
+      ? [...tmpfs(folder, 4096), ...kept(folder), ...(folder === '/run' ? runFiles(episode) : []), '--remount-ro', folder]
+      : ['--ro-bind', '/dev/null', folder];
+  const run = sandbox.hidden.includes('/run') || !episode ? [] : [...tmpfs('/run', 4096), ...runFiles(episode), '--remount-ro', '/run'];
   return [
     sandbox.bwrap,
     '--unshare-user',
@@ -152,6 +204,7 @@ export function sandboxArguments(sandbox: AgentSandbox, cwd: string): string[] {
     '--unshare-ipc',
     '--unshare-uts',
     '--unshare-cgroup-try',
+    ...(sandbox.network === 'none' ? ['--unshare-net'] : []),
     '--disable-userns',
     '--die-with-parent',
     '--cap-drop',
@@ -164,17 +217,15 @@ export function sandboxArguments(sandbox: AgentSandbox, cwd: string): string[] {
     '--dev',
     '/dev',
     ...PRIVATE.flatMap((place) => tmpfs(place, TMP_BYTES)),
-    // empty and read-only (a tmpfs mounted by bwrap is writable: remounted read-only after), but for
-    // /etc/resolv.conf where it leads into one (systemd-resolved's file in /run): the agent's DNS
-    ...sandbox.hidden.flatMap((folder) =>
-      isFolder(folder) ? [...tmpfs(folder, 4096), ...kept(folder), '--remount-ro', folder] : ['--ro-bind', '/dev/null', folder],
-    ),
+    ...sandbox.hidden.flatMap(hide),
+    ...run,
     '--setenv',
     'TMPDIR',
     '/tmp',
     '--chdir',
     cwd,
     '--',
+    ...(episode?.socket ? [process.execPath, FORWARDER, String(episode.socket.port), SANDBOX_SOCKET, '--'] : []),
   ];
 }
 
@@ -183,9 +234,14 @@ export function sandboxArguments(sandbox: AgentSandbox, cwd: string): string[] {
  * known) outside every hidden folder, and a sandbox made once (a shell in it that sees /tmp writable,
  * / not, and the hidden folders empty). A UserError (one line) otherwise.
  */
-export function prepareSandbox(settings: Settings, hidden: readonly string[], cwd: string | undefined): AgentSandbox {
+export function prepareSandbox(
+  settings: Settings,
+  hidden: readonly string[],
+  cwd: string | undefined,
+  network: SandboxNetwork,
+): AgentSandbox {
   const bwrap = findBwrap(settings.environment);
-  const sandbox: AgentSandbox = { bwrap, hidden: hiddenFolders(settings, hidden) };
+  const sandbox: AgentSandbox = { bwrap, hidden: hiddenFolders(settings, hidden), network };
   if (cwd !== undefined) checkWorkingFolder(sandbox, cwd);
   const argv = sandboxArguments(sandbox, '/');
   const check =

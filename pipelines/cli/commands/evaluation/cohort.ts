@@ -54,8 +54,15 @@ export default defineCommand({
       .option('sandbox-agents', {
         type: 'boolean',
         describe:
-          'run: each agent in a bubblewrap sandbox of its own: a read-only view of /, a private /tmp, the network shared, ' +
-          "the cohort's folder, the references and the data they are computed from hidden (part of the cohort's definition)",
+          'run: each agent in a bubblewrap sandbox of its own: a read-only view of /, a private /tmp, a network reaching only ' +
+          "its endpoint (--sandbox-network), the cohort's folder, the references and the data they are computed from hidden " +
+          "(part of the cohort's definition)",
+      })
+      .option('sandbox-network', {
+        type: 'string',
+        describe:
+          "run, with --sandbox-agents: none (default): each agent's network its own, reaching only its episode's endpoint; " +
+          "shared: the host's (an agent that must reach its model's API; every port of the host's loopback too)",
       })
       .option('sandbox-hide', {
         type: 'string',
@@ -75,6 +82,10 @@ export default defineCommand({
     if (argv.sandboxAgents !== undefined && argv.action !== 'run') throw new UserError('--sandbox-agents is an option of cohort run');
     if (argv.sandboxHide !== undefined && argv.sandboxAgents !== true)
       throw new UserError('--sandbox-hide is an option of --sandbox-agents');
+    if (argv.sandboxNetwork !== undefined && argv.sandboxAgents !== true)
+      throw new UserError('--sandbox-network is an option of --sandbox-agents');
+    if (argv.sandboxNetwork !== undefined && argv.sandboxNetwork !== 'none' && argv.sandboxNetwork !== 'shared')
+      throw new UserError(`--sandbox-network takes none or shared, not '${argv.sandboxNetwork}'`);
     if (argv.action === 'compare') return compare(argv, context);
     if (argv.action === 'import') return importInspect(argv, context);
     if (argv.inspectLog !== undefined) throw new UserError('--inspect-log is an option of cohort import');
@@ -108,6 +119,7 @@ export default defineCommand({
       controls: argv.controls,
       retryUndelivered: argv.retryUndelivered === true,
       sandboxAgents: argv.sandboxAgents === true,
+      ...(argv.sandboxNetwork !== undefined && { sandboxNetwork: argv.sandboxNetwork as 'none' | 'shared' }),
       sandboxHide: sandboxHide(list(argv.sandboxHide, 'sandbox-hide')),
       command: commandLine(process.argv.slice(2)),
       log: (line) => process.stderr.write(`${line}\n`),
@@ -117,7 +129,12 @@ export default defineCommand({
       `${outcome.episodes} episode(s) (${outcome.delivered} delivered${outcome.reused ? `, ${outcome.reused} from an earlier run` : ''}) ` +
         `in ${formatSeconds(outcome.seconds)}: ${outcome.files.results}`,
     );
-    out(argv.sandboxAgents === true ? 'agents: each ran in a sandbox of its own (--sandbox-agents)' : 'agents: ran unsandboxed, as you');
+    const network = argv.sandboxNetwork === 'shared' ? "the host's network shared" : 'a network reaching only its endpoint';
+    out(
+      argv.sandboxAgents === true
+        ? `agents: each ran in a sandbox of its own (--sandbox-agents; ${network})`
+        : 'agents: ran unsandboxed, as you',
+    );
     out(`summary: ${outcome.files.summary}, ${outcome.files.summary_csv}, ${outcome.files.macro_csv}`);
     out(`figure: ${outcome.files.figures.join(', ')}`);
     if (outcome.report?.files)
