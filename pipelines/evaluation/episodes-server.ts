@@ -9,13 +9,14 @@
 // more is written to the episode's log from this server.
 //
 // `openSocket(id)` also serves that one episode on a Unix socket of its own, in a
-// private folder (mode 0700) of the system's temporary folder, removed with the episode: a sandbox
+// private folder (mode 0700) of the system's temporary folder (one every agent's sandbox replaces
+// with its own: /tmp else), removed with the episode: a sandbox
 // without the host's network reaches its episode through it (bound into the sandbox, see
 // cohort/sandbox.ts). It answers the episode's path only, with the same bearer token (the same code
 // as the port), and admits a bounded number of connections at once: an agent holding many open ties
 // up its own episode only.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -46,6 +47,22 @@ interface Entry {
 
 /** Connections one episode's Unix socket admits at once (more are closed as they come). */
 export const SOCKET_CONNECTIONS = 64;
+
+/**
+ * Where the episodes' sockets go: the system's temporary folder when it is /tmp, /var/tmp or /dev/shm
+ * (or inside one) and short, else /tmp: each agent's sandbox has its own of those three, so no agent
+ * sees a sibling's socket (the sandbox runs as the same uid: a folder's 0700 would not keep it out).
+ */
+function socketBase(): string {
+  const base = tmpdir();
+  try {
+    const real = realpathSync(base);
+    if (real.length <= 80 && ['/tmp', '/var/tmp', '/dev/shm'].some((p) => real === p || real.startsWith(`${p}/`))) return base;
+  } catch {
+    // gone: /tmp
+  }
+  return '/tmp';
+}
 
 /** Closes an episode's own socket and removes its folder. */
 function closeSocket(entry: Entry): void {
@@ -97,7 +114,7 @@ export class EpisodesServer {
     if (!entry) throw new Error(`no episode ${JSON.stringify(id)} is served`);
     closeSocket(entry);
     // short (sun_path holds 108 bytes) and private: mkdtemp makes it 0700
-    const folder = mkdtempSync(join(tmpdir().length > 80 ? '/tmp' : tmpdir(), 'wwref-'));
+    const folder = mkdtempSync(join(socketBase(), 'wwref-'));
     const http = createServer((req, res) => void this.handle(req, res, id));
     http.maxConnections = SOCKET_CONNECTIONS;
     entry.socket = { http, folder };
