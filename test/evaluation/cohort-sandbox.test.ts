@@ -9,7 +9,7 @@
 // cohort killed with -9; the settings are part of the definition; and the refusals (no bwrap, a working
 // folder the sandbox hides, --sandbox-network misused) are one line, exit 2.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { type AddressInfo, createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
@@ -325,4 +325,18 @@ describe('cohort run --sandbox-agents', () => {
     }
     expect(existsSync(missing)).toBe(false);
   }, 60_000);
+
+  it('a working folder inside /tmp (a checkout cloned there) is shown again over the private /tmp, read only; --out stays hidden', async () => {
+    // `dir` is under the system's temporary folder: /tmp here
+    const work = join(dir, 'work');
+    const out = join(work, 'cohort');
+    mkdirSync(work);
+    writeFileSync(join(work, 'seen.txt'), 'marker-in-the-working-folder\n');
+    const agent = `cat seen.txt >&2; touch written 2>/dev/null && echo wrote >&2; ls -A ${out} >&2; exit 3`;
+    const run = await cohort([...wine(agent, out, ['--controls', CONTROLS]), '--sandbox-agents'], { cwd: work });
+    expect(run.code, run.stderr).toBe(1); // nothing delivered: the agent submits nothing
+    const said = readFileSync(join(out, 'episodes', 'wine__b4__r0', 'agent.stderr'), 'utf8');
+    expect(said.trim().split('\n')).toEqual(['marker-in-the-working-folder']);
+    expect(existsSync(join(work, 'written'))).toBe(false);
+  }, 120_000);
 });

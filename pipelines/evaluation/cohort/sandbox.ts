@@ -217,6 +217,7 @@ export function sandboxArguments(sandbox: AgentSandbox, cwd: string, episode?: S
     '--dev',
     '/dev',
     ...PRIVATE.flatMap((place) => tmpfs(place, TMP_BYTES)),
+    ...shownAgain([ROOT, cwd]).flatMap((path) => ['--ro-bind', path, path]),
     ...sandbox.hidden.flatMap(hide),
     ...run,
     '--setenv',
@@ -227,6 +228,28 @@ export function sandboxArguments(sandbox: AgentSandbox, cwd: string, episode?: S
     '--',
     ...(episode?.socket ? [process.execPath, FORWARDER, String(episode.socket.port), SANDBOX_SOCKET, '--'] : []),
   ];
+}
+
+/** The real path of `path`, or `path` itself when it cannot be resolved (gone, or not there yet). */
+const realOr = (path: string) => {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+};
+
+/**
+ * Of `paths` (the checkout, the agents' working folder), those inside /tmp, /var/tmp or /dev/shm, each
+ * sandbox's own: shown again, read only, over its private one (a checkout cloned under /tmp), before the
+ * hidden folders are laid over them; none inside another.
+ */
+function shownAgain(paths: readonly string[]): string[] {
+  const places = PRIVATE.map(realOr);
+  const inside = [...new Set(paths.map(realOr))]
+    .filter((path) => places.some((place) => path !== place && within(path, place)))
+    .sort((a, b) => a.length - b.length);
+  return inside.filter((path, k) => !inside.slice(0, k).some((outer) => within(path, outer)));
 }
 
 /**
@@ -269,10 +292,10 @@ export function checkWorkingFolder(sandbox: AgentSandbox, cwd: string): void {
     throw new UserError(
       `--sandbox-agents: the agents' working folder ${cwd} is inside ${folder}, which the sandbox hides from them; start the cohort from another folder`,
     );
-  // the sandbox's own, empty: the folder would not be there
-  const replaced = PRIVATE.map((p) => (existsSync(p) ? realpathSync(p) : p)).find((p) => within(real, p));
+  // /tmp, /var/tmp or /dev/shm itself: each sandbox's own, empty (a folder inside one is shown again: shownAgain)
+  const replaced = PRIVATE.map(realOr).find((p) => real === p);
   if (replaced)
     throw new UserError(
-      `--sandbox-agents: the agents' working folder ${cwd} is inside ${replaced}, which each sandbox replaces with a private one; start the cohort from another folder`,
+      `--sandbox-agents: the agents' working folder ${cwd} is ${replaced}, which each sandbox replaces with a private one; start the cohort from another folder`,
     );
 }
