@@ -49,6 +49,7 @@ import type { ExecutorChoice } from '../pipelines/execution/executors.ts';
 import { rebuild, type RebuildSummary } from '../pipelines/jobs/rebuild.ts';
 import { readManifest } from '../pipelines/sources/prepare.ts';
 import { replay, type ReplayReport } from '../pipelines/jobs/replay.ts';
+import { overheadProfile } from './bench-overhead.ts';
 import { runPython } from '../pipelines/execution/launcher.ts';
 import { runControls } from '../pipelines/evaluation/controls/job.ts';
 import { calculationEngine } from '../pipelines/evaluation/calculations.ts';
@@ -135,6 +136,8 @@ if (sections.has('overhead')) {
   console.log(`per-record overhead, 1 worker, ${conditions.join(', ')}:`);
   describeRebuild('rebuild', await rebuildInTemp(conditions, 1));
   describeReplay('replay ', await replay({ settings, conditions, workers: 1, quiet: true }));
+  console.log(`  where the replay's overhead goes (load average ${loadavg()[0]!.toFixed(2)} before):`);
+  await overheadProfile(settings, conditions);
 }
 
 if (sections.has('episode')) {
