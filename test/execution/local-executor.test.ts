@@ -6,6 +6,8 @@ import { LocalExecutor } from '../../pipelines/execution/local/local-executor.ts
 import { prepareSources, readManifest } from '../../pipelines/sources/prepare.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { executorContract } from './executor-contract.ts';
+import { RecordTimeout, WorkerCrash } from '../../pipelines/execution/executor.ts';
+import { exitOnMask, slowRecords } from '../support/doubles.ts';
 import { currentSettings } from '../support/workspace.ts';
 
 let ws: Workspace;
@@ -49,6 +51,58 @@ describe('local executor', () => {
       expect(new Set(hellos.map((h) => h.pid)).size).toBe(hellos.length);
     } finally {
       await executor.close();
+    }
+  });
+
+  // Requests of one isolation key are sent to their busy worker ahead of time (pipelined): these show
+  // that a request waiting there is timed from when it begins, and runs on a fresh worker when the
+  // one it waited in is lost before it began.
+  const nile = (mask: string) => ({
+    family: 'forecasting' as const,
+    input: { source: 'nile', files: readManifest(currentSettings().paths, 'nile').prepared_files },
+    mask,
+    isolation: 'k',
+  });
+
+  it('times a request waiting behind another from when it begins, not from when it was sent', async () => {
+    const executor = new LocalExecutor({ settings: currentSettings(), workers: 1, env: slowRecords(1.5) });
+    try {
+      await executor.describe();
+      // each record takes 1.5 s: the second one's 2.5 s would be over if it ran from when it was sent (about 3 s)
+      const [first, second] = await Promise.allSettled([
+        executor.run(nile('0000'), { timeoutSeconds: 30 }),
+        executor.run(nile('0001'), { timeoutSeconds: 2.5 }),
+      ]);
+      expect(first.status).toBe('fulfilled');
+      expect(second.status, String((second as PromiseRejectedResult).reason)).toBe('fulfilled');
+      expect((await executor.describe()).length).toBe(1); // one worker ran both
+    } finally {
+      await executor.close();
+    }
+  });
+
+  it('runs a request that waited behind a timed-out or crashed record on a fresh worker, in order', async () => {
+    const slow = new LocalExecutor({ settings: currentSettings(), workers: 1, env: slowRecords(3) });
+    try {
+      const results = await Promise.allSettled([
+        slow.run(nile('0000'), { timeoutSeconds: 1 }),
+        slow.run(nile('0001'), { timeoutSeconds: 30 }),
+      ]);
+      expect((results[0] as PromiseRejectedResult).reason).toBeInstanceOf(RecordTimeout);
+      expect(results[1]!.status).toBe('fulfilled');
+      const pids = (await slow.describe()).map((h) => h.pid);
+      expect(new Set(pids).size).toBe(2); // the second record ran on a fresh worker
+    } finally {
+      await slow.close();
+    }
+    const crashing = new LocalExecutor({ settings: currentSettings(), workers: 1, env: exitOnMask('0011') });
+    try {
+      const masks = ['0000', '0011', '0010', '0001'];
+      const results = await Promise.allSettled(masks.map((mask) => crashing.run(nile(mask), { timeoutSeconds: 60 })));
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+      expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(WorkerCrash);
+    } finally {
+      await crashing.close();
     }
   });
 });

@@ -12,7 +12,7 @@ export class LocalExecutor implements Executor {
   private readonly inputs: LocalInputs;
 
   constructor(options: ExecutorOptions & { inputRoots?: string[] }) {
-    this.pool = new WorkerPool(options.workers, options);
+    this.pool = new WorkerPool(options.workers, { ...options, pipeline: true });
     this.inputs = new LocalInputs(options.inputRoots?.length ? options.inputRoots : [options.settings.paths.prepared]);
   }
 
