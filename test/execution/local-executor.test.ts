@@ -105,4 +105,20 @@ describe('local executor', () => {
       await crashing.close();
     }
   });
+
+  it("forks the next isolation key's worker while the current key's records run, and uses it", async () => {
+    const executor = new LocalExecutor({ settings: currentSettings(), workers: 1, env: slowRecords(0.5) });
+    try {
+      const run = (mask: string, isolation: string) => executor.run({ ...nile(mask), isolation }, { timeoutSeconds: 30 });
+      const a = ['0000', '0001', '0010'].map((mask) => run(mask, 'a'));
+      const b = run('0000', 'b');
+      await a[0];
+      // a's other records still run: b's worker is already forked and admitted
+      expect((await executor.describe()).length).toBe(2);
+      await Promise.all([...a, b]);
+      expect((await executor.describe()).length).toBe(2); // b ran on it: no other fork
+    } finally {
+      await executor.close();
+    }
+  });
 });

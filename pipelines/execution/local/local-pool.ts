@@ -44,6 +44,10 @@ export class WorkerPool {
   /** Workers taken for tasks (at most `size`), each with the tasks sent to it and how the last one ended (true: the worker is sound). */
   private readonly busy = new Map<PythonWorker, { tasks: number; last: Promise<boolean> }>();
   private taken = 0;
+  /** A fresh worker being forked for the next isolation key (forkSpare). */
+  private spare?: Promise<PythonWorker | undefined>;
+  /** The isolation keys of the tasks whose worker is being taken. */
+  private readonly beginning: (string | undefined)[] = [];
   /** Waiting for the pool to hold no task (close). */
   private readonly drained: (() => void)[] = [];
   private readonly rules: AdmissionRules;
@@ -137,9 +141,36 @@ export class WorkerPool {
     let index = this.idle.findLastIndex(fits);
     if (index < 0) index = this.idle.findLastIndex((w) => w.isolation === undefined);
     if (index < 0 && this.idle.length) this.discard(this.idle.shift()!); // it served another key: never reused
-    const worker = index >= 0 ? this.idle.splice(index, 1)[0]! : await this.fresh();
+    const worker = index >= 0 ? this.idle.splice(index, 1)[0]! : ((await this.takeSpare()) ?? (await this.fresh()));
     if (isolation !== undefined) worker.isolation = isolation;
     return worker;
+  }
+
+  /** The spare worker forked ahead of time, if one was and it is sound. */
+  private async takeSpare(): Promise<PythonWorker | undefined> {
+    const spare = this.spare;
+    this.spare = undefined;
+    const worker = await spare;
+    return worker?.alive ? worker : undefined;
+  }
+
+  /**
+   * With pipelining, while every worker is busy: a fresh worker forked and admitted ahead of time
+   * for the first queued task of an isolation key no worker serves (replay: the next condition), so
+   * that the switch does not wait for the fork and the hello. It computes nothing until taken.
+   */
+  private forkSpare(): void {
+    if (!this.options.pipeline || this.spare || this.stopped || this.taken < this.size || process.platform === 'win32') return;
+    const served = new Set([...[...this.busy.keys(), ...this.idle].map((w) => w.isolation), ...this.beginning]);
+    if (!this.pending.some((t) => t.isolation !== undefined && !served.has(t.isolation))) return;
+    this.spare = this.fresh().then(
+      (worker) => {
+        if (!this.stopped) return worker;
+        this.discard(worker);
+        return undefined;
+      },
+      () => undefined, // the same failure reaches the task that needs a fresh worker
+    );
   }
 
   private discard(worker: PythonWorker): void {
@@ -185,7 +216,10 @@ export class WorkerPool {
         continue;
       }
       const busy = this.options.pipeline ? this.pipelinable(head) : undefined;
-      if (!busy) break;
+      if (!busy) {
+        this.forkSpare();
+        break;
+      }
       this.pending.shift();
       void this.execute(head, busy);
     }
@@ -203,14 +237,17 @@ export class WorkerPool {
   /** The first task of a worker taken for it (an idle one of its key, or a fresh one). */
   private async begin(task: Task): Promise<void> {
     let worker: PythonWorker;
+    this.beginning.push(task.isolation);
     try {
       worker = await this.take(task.isolation);
     } catch (error) {
+      this.beginning.splice(this.beginning.indexOf(task.isolation), 1);
       this.taken--;
       task.reject(error as Error);
       this.pump();
       return;
     }
+    this.beginning.splice(this.beginning.indexOf(task.isolation), 1);
     this.busy.set(worker, { tasks: 0, last: Promise.resolve(true) });
     await this.execute(task, worker);
   }
@@ -272,6 +309,7 @@ export class WorkerPool {
 
   async close(): Promise<void> {
     if (this.pending.length || this.taken) await new Promise<void>((resolve) => this.drained.push(resolve));
+    await this.spare; // a spare being forked is among the workers closed below
     await Promise.all([...this.all].map((w) => w.close()));
     this.all.clear();
     this.idle.length = 0;
