@@ -27,7 +27,10 @@
 //               `node -e 0`; median wall and CPU seconds of --runs runs (default 7) and the peak RSS.
 //               --bin FILE times another checkout's entry point; several (--bin A B) are timed in the same
 //               rounds, each ratio to the same `node -e 0` (a before/after on a shared machine)
-//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode,cohort,startup]
+//   ab          before and after in one run: cold 1-worker replays of the overhead section's records (or
+//               --condition C ..., or --condition all: the whole catalog) by this checkout and by --against DIR,
+//               alternating for --rounds N (default 5); each run's wall from the call, native, overhead and ratio
+//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode,cohort,startup,ab]
 //                            [--condition C ...] [--workers 1,2] [--rounds N (dask, default 3; sandbox, default 5)]
 //                            [--runs N --bin FILE ... (startup)]
 // Default sections: overhead, throughput, profile, dask, sandbox (catalog takes ~10 min on 2 cores; ask for
@@ -138,6 +141,66 @@ if (sections.has('overhead')) {
   describeReplay('replay ', await replay({ settings, conditions, workers: 1, quiet: true }));
   console.log(`  where the replay's overhead goes (load average ${loadavg()[0]!.toFixed(2)} before):`);
   await overheadProfile(settings, conditions);
+}
+
+if (sections.has('ab')) {
+  // Before and after in one run: cold one-worker replays of the same records by this checkout and by
+  // --against DIR (another worktree, e.g. of the previous commit), alternating (AB, BA, AB, ...) so that
+  // a busy spell of a shared machine falls on both; each run in a fresh process, timed from the call.
+  const against = arg('against')[0];
+  if (!against) throw new Error('--section ab needs --against DIR (a checkout to compare with, prepared inputs in place)');
+  const rounds = Number(arg('rounds')[0] ?? 5);
+  const named = arg('condition');
+  const conditions = named[0] === 'all' ? [] : named.length ? named : CHEAP;
+  const checkouts: [string, string][] = [
+    ['before', against],
+    ['after', ROOT],
+  ];
+  const runs = new Map<string, { overhead: number; wall: number; native: number }[]>(checkouts.map(([label]) => [label, []]));
+  console.log(
+    `before/after, cold replay with 1 worker of ${conditions.length ? conditions.join(', ') : 'the whole catalog'}, ${rounds} rounds, alternating:`,
+  );
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 ? [...checkouts].reverse() : checkouts;
+    for (const [label, root] of order) {
+      const load = loadavg()[0]!.toFixed(2);
+      const child = spawnSync(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          join(ROOT, 'scripts', 'bench-replay-once.ts'),
+          '--root',
+          root,
+          ...(conditions.length ? ['--condition', ...conditions] : []),
+        ],
+        { cwd: root, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
+      );
+      if (child.status !== 0) throw new Error(`replay of ${root} failed: ${child.stderr}`);
+      const result = JSON.parse(child.stdout.trim().split('\n').at(-1)!) as {
+        wall: number;
+        native: number;
+        records: number;
+        passed: number;
+      };
+      const overhead = ((result.wall - result.native) / result.records) * 1000;
+      runs.get(label)!.push({ overhead, wall: result.wall, native: result.native });
+      console.log(
+        `  round ${round + 1} ${label.padEnd(6)} ${result.passed}/${result.records} passed, wall ${result.wall.toFixed(2)} s, native ${result.native.toFixed(2)} s, ` +
+          `wall/native ${(result.wall / result.native).toFixed(4)}, overhead ${overhead.toFixed(2)} ms/record (load average ${load} before)`,
+      );
+    }
+    const [b, a] = [runs.get('before')!.at(-1)!, runs.get('after')!.at(-1)!];
+    console.log(`  round ${round + 1} overhead after/before ${(a.overhead / b.overhead).toFixed(3)}`);
+  }
+  const middle = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+  const mid = (label: string, key: 'overhead' | 'wall' | 'native') => middle(runs.get(label)!.map((r) => r[key]));
+  for (const [label, root] of checkouts)
+    console.log(
+      `  ${label.padEnd(6)} (${root}): median overhead ${mid(label, 'overhead').toFixed(2)} ms/record, median wall/native ` +
+        `${middle(runs.get(label)!.map((r) => r.wall / r.native)).toFixed(4)}`,
+    );
+  console.log(`  median overhead after/before: ${(mid('after', 'overhead') / mid('before', 'overhead')).toFixed(3)}`);
 }
 
 if (sections.has('episode')) {
