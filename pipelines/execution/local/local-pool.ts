@@ -50,7 +50,8 @@ export class WorkerPool {
   private readonly beginning: (string | undefined)[] = [];
   /** Waiting for the pool to hold no task (close). */
   private readonly drained: (() => void)[] = [];
-  private readonly rules: AdmissionRules;
+  /** What every worker's hello must say; read when the first worker has been started (admissionRules). */
+  private rules?: AdmissionRules;
   readonly profile: NumericalProfile;
   private stopped = false;
   /** The reject functions of the tasks submitted and not yet settled. */
@@ -64,12 +65,20 @@ export class WorkerPool {
   ) {
     if (!Number.isInteger(size) || size < 1) throw new Error(`worker count must be a positive integer, not ${size}`);
     this.profile = options.profile ?? options.settings.profile;
-    this.rules = {
+  }
+
+  /**
+   * The admission rules, computed once, after the first worker was started: hashing the workflow
+   * code takes tens of milliseconds, spent while that interpreter imports the libraries.
+   */
+  private admissionRules(): AdmissionRules {
+    this.rules ??= {
       profile: this.profile,
-      expectedVersions: options.expectedVersions ?? pinnedVersions(options.settings.runtime),
-      allowVersionDrift: options.allowVersionDrift,
+      expectedVersions: this.options.expectedVersions ?? pinnedVersions(this.options.settings.runtime),
+      allowVersionDrift: this.options.allowVersionDrift,
       codeSha256: workflowsSha256(),
     };
+    return this.rules;
   }
 
   /** How the pool's processes start: its profile, and the caller's extra variables. */
@@ -82,6 +91,7 @@ export class WorkerPool {
     const seconds = this.options.settings.helloTimeoutSeconds;
     const [timeout, clear] = deadline(seconds, () => new WorkerCrash(`worker ${worker.pid} did not answer its hello within ${seconds} s`));
     try {
+      const rules = this.admissionRules(); // while the worker, just started, imports the libraries
       const hello = await Promise.race([worker.hello(), timeout]).catch((error: unknown) => {
         // an interpreter that exits, answers with something else or stays silent is a set-up problem: one line
         if (!(error instanceof WorkerCrash) && !(error instanceof z.ZodError)) throw error;
@@ -96,7 +106,7 @@ export class WorkerPool {
             "check WWREF_PYTHON, or run 'npm run setup' to bring the runtime up to date",
         );
       });
-      const problems = admissionProblems(hello, this.rules);
+      const problems = admissionProblems(hello, rules);
       if (problems.length) throw new RuntimeRefused(`worker ${worker.pid} refused before it ran anything: ${problems.join('; ')}`);
       worker.admitted = hello;
       return hello;
