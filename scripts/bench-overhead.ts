@@ -9,13 +9,13 @@
 //   the gaps between two records of a condition (the worker's hash and response of the one, the
 //   wait for the next request, the worker's reading of it), and the end (closing the workers).
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { ROOT } from '../pipelines/core/paths.ts';
-import type { Settings } from '../pipelines/core/settings.ts';
-import { PythonWorker } from '../pipelines/execution/python-worker.ts';
-import { replay, type ReplayReport } from '../pipelines/jobs/replay.ts';
+import type { PythonWorker } from '../pipelines/execution/python-worker.ts';
+import type { ReplayOptions, ReplayReport } from '../pipelines/jobs/replay.ts';
 
 const now = () => Number(process.hrtime.bigint()); // nanoseconds, CLOCK_MONOTONIC
 
@@ -43,9 +43,9 @@ interface WorkerMarks {
 }
 
 /** Wraps PythonWorker's request and response handling to mark each request; returns the marks and an undo. */
-function traceRequests(): { requests: NodeRequest[]; undo: () => void } {
+function traceRequests(Worker: typeof PythonWorker): { requests: NodeRequest[]; undo: () => void } {
   const requests: NodeRequest[] = [];
-  const proto = PythonWorker.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
+  const proto = Worker.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
   const request = proto.request!;
   const onResponse = proto.onResponse!;
   const byId = new WeakMap<object, Map<number, NodeRequest>>();
@@ -121,22 +121,35 @@ function nodeCpuShares(profile: {
   return shares;
 }
 
+/** Each record's marks; its `sent` comes on a line of its own after them (else: when the response was encoded). */
 function readWorkerMarks(dir: string): WorkerMarks[] {
-  return readdirSync(dir).flatMap((file) =>
-    readFileSync(join(dir, file), 'utf8')
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => ({ ...(JSON.parse(line) as WorkerMarks), pid: Number(file.split('.')[0]) })),
-  );
+  return readdirSync(dir).flatMap((file) => {
+    const marks: WorkerMarks[] = [];
+    for (const line of readFileSync(join(dir, file), 'utf8').split('\n').filter(Boolean)) {
+      const mark = JSON.parse(line) as Partial<WorkerMarks>;
+      if (mark.read === undefined) marks.at(-1)!.sent = mark.sent!;
+      else marks.push({ ...(mark as WorkerMarks), sent: mark.encoded!, pid: Number(file.split('.')[0]) });
+    }
+    return marks;
+  });
 }
 
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 const ms = (ns: number) => ns / 1e6;
 
-/** One traced one-worker replay of `conditions`; prints the overhead's parts and returns the report. */
-export async function overheadProfile(settings: Settings, conditions: string[], log = console.log): Promise<ReplayReport> {
+/**
+ * One traced one-worker replay of `conditions` by the checkout at `root` (this one by default, or
+ * another, e.g. a worktree of the previous commit: its own modules, settings and prepared inputs);
+ * prints the overhead's parts and returns the report.
+ */
+export async function overheadProfile(conditions: string[], root = ROOT, log = console.log): Promise<ReplayReport> {
+  const load = (file: string) => import(pathToFileURL(join(root, file)).href);
+  const { PythonWorker: Worker } = (await load('pipelines/execution/python-worker.ts')) as { PythonWorker: typeof PythonWorker };
+  const { replay } = (await load('pipelines/jobs/replay.ts')) as { replay: (options: ReplayOptions) => Promise<ReplayReport> };
+  const { loadSettings } = (await load('pipelines/core/settings.ts')) as typeof import('../pipelines/core/settings.ts');
+  const settings = loadSettings({}, process.env);
   const dir = mkdtempSync(join(tmpdir(), 'wwref-bench-trace-'));
-  const { requests, undo } = traceRequests();
+  const { requests, undo } = traceRequests(Worker);
   const session = new Session();
   session.connect();
   await session.post('Profiler.enable');
@@ -151,7 +164,7 @@ export async function overheadProfile(settings: Settings, conditions: string[], 
       conditions,
       workers: 1,
       quiet: true,
-      workerEnv: { PYTHONPATH: [ROOT, join(ROOT, 'scripts', 'bench-trace')].join(delimiter), WWREF_BENCH_TRACE: dir },
+      workerEnv: { PYTHONPATH: [root, join(ROOT, 'scripts', 'bench-trace')].join(delimiter), WWREF_BENCH_TRACE: dir },
     });
     end = now();
   } finally {

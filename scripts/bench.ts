@@ -1,6 +1,8 @@
 // Benchmarks of the execute stage. Each section prints figures measured in this one run:
 //   overhead    per-record orchestration overhead, (wall × workers − native seconds) / records, of a
-//               rebuild and a cold replay with one worker, on cheap conditions (384 records)
+//               rebuild and a cold replay with one worker, on cheap conditions (384 records); then a replay
+//               traced on both sides: where its overhead goes, each part's milliseconds and share
+//               (--against DIR: the same trace of another checkout too, --rounds N times, alternating)
 //   catalog     the whole catalog: replay with 1 and 2 workers (wall against replayed native
 //               seconds, and the 2-worker wall against the 1-worker wall), rebuild with 1 worker
 //   throughput  records/s with 1 and 2 workers on one condition of each family, slowest conditions
@@ -139,8 +141,18 @@ if (sections.has('overhead')) {
   console.log(`per-record overhead, 1 worker, ${conditions.join(', ')}:`);
   describeRebuild('rebuild', await rebuildInTemp(conditions, 1));
   describeReplay('replay ', await replay({ settings, conditions, workers: 1, quiet: true }));
-  console.log(`  where the replay's overhead goes (load average ${loadavg()[0]!.toFixed(2)} before):`);
-  await overheadProfile(settings, conditions);
+  // --against DIR: the same trace of another checkout (e.g. the previous commit's worktree), alternating
+  const traced: [string, string][] = arg('against').length
+    ? [
+        ['after (this checkout)', ROOT],
+        [`before (${arg('against')[0]})`, arg('against')[0]!],
+      ]
+    : [['this checkout', ROOT]];
+  for (let round = 0; round < Number(arg('rounds')[0] ?? 1); round++)
+    for (const [label, root] of round % 2 ? [...traced].reverse() : traced) {
+      console.log(`  where the replay's overhead goes, ${label} (load average ${loadavg()[0]!.toFixed(2)} before):`);
+      await overheadProfile(conditions, root);
+    }
 }
 
 if (sections.has('ab')) {

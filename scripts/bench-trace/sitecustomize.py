@@ -6,7 +6,8 @@ through and writes one JSON line per request to <folder>/<pid>.jsonl, with time.
 marks (CLOCK_MONOTONIC, the clock of Node's process.hrtime). Nothing under workflows/ changes, so the
 code digest the workers report stays the references' own. Marks: read (the request's line arrived),
 compute_start and compute_end (the record's own measured seconds, ending where its hash starts),
-hash_end, result_end (run_record returned), encoded (the response's bytes built), sent (written)."""
+hash_end, result_end (run_record returned), encoded (the response's bytes built), then on a line of
+its own sent (written; missing when the worker was stopped right after its last response)."""
 
 import json
 import os
@@ -38,11 +39,14 @@ if _FOLDER:
         send = responses.send
 
         def traced_send(data: bytes) -> None:
+            # the marks are written before the response: a worker the orchestrator stops right after
+            # its last response (another condition's turn) still leaves them; the send's end follows
             _current["encoded"] = time.perf_counter_ns()
-            send(data)
-            _current["sent"] = time.perf_counter_ns()
             if "mask" in _current:
                 _write(dict(_current))
+            send(data)
+            if "mask" in _current:
+                _write({"mask": _current["mask"], "sent": time.perf_counter_ns()})
 
         responses.send = traced_send
         return _serve(_lines(requests), responses, ops, later)
