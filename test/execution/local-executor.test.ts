@@ -106,17 +106,24 @@ describe('local executor', () => {
     }
   });
 
-  it("forks the next isolation key's worker while the current key's records run, and uses it", async () => {
+  it("forks the next isolation key's worker while the current key's records run, reads its truth there ahead, and uses it", async () => {
     const executor = new LocalExecutor({ settings: currentSettings(), workers: 1, env: slowRecords(0.5) });
     try {
       const run = (mask: string, isolation: string) => executor.run({ ...nile(mask), isolation }, { timeoutSeconds: 30 });
-      const a = ['0000', '0001', '0010'].map((mask) => run(mask, 'a'));
-      const b = run('0000', 'b');
+      const order: string[] = [];
+      const a = ['0000', '0001', '0010'].map((mask) => run(mask, 'a').then(() => order.push(`a ${mask}`)));
+      // b's truth may run ahead (it reads the input, computes no record); b's record waits its turn
+      const truth = executor
+        .truth({ family: 'forecasting', input: nile('0000').input, isolation: 'b' }, { timeoutSeconds: 30 })
+        .then(() => order.push('b truth'));
+      const b = run('0000', 'b').then(() => order.push('b 0000'));
       await a[0];
       // a's other records still run: b's worker is already forked and admitted
       expect((await executor.describe()).length).toBe(2);
-      await Promise.all([...a, b]);
+      await Promise.all([...a, truth, b]);
       expect((await executor.describe()).length).toBe(2); // b ran on it: no other fork
+      expect(order.indexOf('b truth')).toBeLessThan(order.indexOf('a 0010'));
+      expect(order.at(-1)).toBe('b 0000');
     } finally {
       await executor.close();
     }

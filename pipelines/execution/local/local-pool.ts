@@ -22,6 +22,8 @@ interface Task {
   task: (worker: PythonWorker) => Promise<unknown>;
   timeoutSeconds: number;
   isolation?: string;
+  /** May run on the next isolation key's spare worker before its turn (it computes no record). */
+  ahead?: boolean;
   resolve: (value: unknown) => void;
   reject: (error: Error) => void;
 }
@@ -44,8 +46,8 @@ export class WorkerPool {
   /** Workers taken for tasks (at most `size`), each with the tasks sent to it and how the last one ended (true: the worker is sound). */
   private readonly busy = new Map<PythonWorker, { tasks: number; last: Promise<boolean> }>();
   private taken = 0;
-  /** A fresh worker being forked for the next isolation key (forkSpare). */
-  private spare?: Promise<PythonWorker | undefined>;
+  /** A fresh worker being forked (and perhaps running a task ahead) for the next isolation key (forkSpare). */
+  private spare?: Promise<void>;
   /** The isolation keys of the tasks whose worker is being taken. */
   private readonly beginning: (string | undefined)[] = [];
   /** Waiting for the pool to hold no task (close). */
@@ -147,40 +149,64 @@ export class WorkerPool {
 
   /** An idle worker that may serve `isolation` (one of the same key, else an unused one), or a fresh one. */
   private async take(isolation?: string): Promise<PythonWorker> {
+    await this.spare; // a worker forked ahead is idle once ready, and may already serve this key
     const fits = (w: PythonWorker) => isolation === undefined || w.isolation === isolation;
     let index = this.idle.findLastIndex(fits);
     if (index < 0) index = this.idle.findLastIndex((w) => w.isolation === undefined);
     if (index < 0 && this.idle.length) this.discard(this.idle.shift()!); // it served another key: never reused
-    const worker = index >= 0 ? this.idle.splice(index, 1)[0]! : ((await this.takeSpare()) ?? (await this.fresh()));
+    const worker = index >= 0 ? this.idle.splice(index, 1)[0]! : await this.fresh();
     if (isolation !== undefined) worker.isolation = isolation;
     return worker;
   }
 
-  /** The spare worker forked ahead of time, if one was and it is sound. */
-  private async takeSpare(): Promise<PythonWorker | undefined> {
-    const spare = this.spare;
-    this.spare = undefined;
-    const worker = await spare;
-    return worker?.alive ? worker : undefined;
-  }
-
   /**
-   * With pipelining, while every worker is busy: a fresh worker forked and admitted ahead of time
-   * for the first queued task of an isolation key no worker serves (replay: the next condition), so
-   * that the switch does not wait for the fork and the hello. It computes nothing until taken.
+   * With pipelining, while every worker is busy and no idle one waits for a queued task: a fresh worker forked and admitted
+   * ahead of time for the first queued task of an isolation key no worker serves (replay: the next
+   * condition), so that the switch waits for no fork and hello. If that key's first queued task may
+   * run ahead (replay: the condition's truth, which reads its input), the worker runs it now, beside
+   * the record being computed; it computes no record until one is its turn. Then it waits among the
+   * idle workers (unused, or serving that key).
    */
   private forkSpare(): void {
     if (!this.options.pipeline || this.spare || this.stopped || this.taken < this.size || process.platform === 'win32') return;
+    // one worker ahead at most: none while an idle one is unused or serves a key still queued
+    const waiting = new Set(this.pending.map((t) => t.isolation));
+    if (this.idle.some((w) => w.isolation === undefined || waiting.has(w.isolation))) return;
     const served = new Set([...[...this.busy.keys(), ...this.idle].map((w) => w.isolation), ...this.beginning]);
-    if (!this.pending.some((t) => t.isolation !== undefined && !served.has(t.isolation))) return;
-    this.spare = this.fresh().then(
-      (worker) => {
-        if (!this.stopped) return worker;
-        this.discard(worker);
-        return undefined;
-      },
-      () => undefined, // the same failure reaches the task that needs a fresh worker
+    const key = this.pending.find((t) => t.isolation !== undefined && !served.has(t.isolation))?.isolation;
+    if (key === undefined) return;
+    this.spare = this.fresh()
+      .then(
+        async (worker) => {
+          if (this.stopped) return this.discard(worker);
+          const index = this.pending.findIndex((t) => t.isolation === key);
+          if (index >= 0 && this.pending[index]!.ahead) {
+            worker.isolation = key;
+            await this.runAhead(this.pending.splice(index, 1)[0]!, worker);
+          }
+          if (worker.alive && this.all.has(worker)) this.idle.push(worker);
+        },
+        () => {}, // the same failure reaches the task that needs a fresh worker
+      )
+      .finally(() => {
+        this.spare = undefined;
+      });
+  }
+
+  /** A task run ahead on a worker of its own that holds no slot (forkSpare), under its timeout. */
+  private async runAhead(task: Task, worker: PythonWorker): Promise<void> {
+    const [timeout, clear] = deadline(
+      task.timeoutSeconds,
+      () => new RecordTimeout(`exceeded the ${task.timeoutSeconds} s timeout; worker ${worker.pid} was stopped`),
     );
+    try {
+      task.resolve(await Promise.race([Promise.resolve().then(() => task.task(worker)), timeout]));
+    } catch (error) {
+      if (error instanceof RecordTimeout || error instanceof WorkerCrash) this.discard(worker);
+      task.reject(error as Error);
+    } finally {
+      clear();
+    }
   }
 
   private discard(worker: PythonWorker): void {
@@ -196,7 +222,7 @@ export class WorkerPool {
    * then; if the worker is lost first (the task before it timed out or crashed), it was never begun
    * and goes back to the head of the queue, for a fresh worker.
    */
-  submit<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number, isolation?: string): Promise<T> {
+  submit<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number, isolation?: string, ahead = false): Promise<T> {
     if (this.stopped) return Promise.reject(new WorkerCrash('the worker pool was stopped'));
     return new Promise<T>((resolve, reject) => {
       this.waiting.add(reject);
@@ -208,6 +234,7 @@ export class WorkerPool {
         task: task as Task['task'],
         timeoutSeconds,
         isolation,
+        ahead,
         resolve: (value) => settle(() => resolve(value as T)),
         reject: (error) => settle(() => reject(error)),
       });
