@@ -1,6 +1,8 @@
 // Benchmarks of the execute stage. Each section prints figures measured in this one run:
 //   overhead    per-record orchestration overhead, (wall × workers − native seconds) / records, of a
-//               rebuild and a cold replay with one worker, on cheap conditions (384 records)
+//               rebuild and a cold replay with one worker, on cheap conditions (384 records); then a replay
+//               traced on both sides: where its overhead goes, each part's milliseconds and share
+//               (--against DIR: the same trace of another checkout too, --rounds N times, alternating)
 //   catalog     the whole catalog: replay with 1 and 2 workers (wall against replayed native
 //               seconds, and the 2-worker wall against the 1-worker wall), rebuild with 1 worker
 //   throughput  records/s with 1 and 2 workers on one condition of each family, slowest conditions
@@ -27,7 +29,10 @@
 //               `node -e 0`; median wall and CPU seconds of --runs runs (default 7) and the peak RSS.
 //               --bin FILE times another checkout's entry point; several (--bin A B) are timed in the same
 //               rounds, each ratio to the same `node -e 0` (a before/after on a shared machine)
-//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode,cohort,startup]
+//   ab          before and after in one run: cold 1-worker replays of the overhead section's records (or
+//               --condition C ..., or --condition all: the whole catalog) by this checkout and by --against DIR,
+//               alternating for --rounds N (default 5); each run's wall from the call, native, overhead and ratio
+//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode,cohort,startup,ab]
 //                            [--condition C ...] [--workers 1,2] [--rounds N (dask, default 3; sandbox, default 5)]
 //                            [--runs N --bin FILE ... (startup)]
 // Default sections: overhead, throughput, profile, dask, sandbox (catalog takes ~10 min on 2 cores; ask for
@@ -49,6 +54,7 @@ import type { ExecutorChoice } from '../pipelines/execution/executors.ts';
 import { rebuild, type RebuildSummary } from '../pipelines/jobs/rebuild.ts';
 import { readManifest } from '../pipelines/sources/prepare.ts';
 import { replay, type ReplayReport } from '../pipelines/jobs/replay.ts';
+import { overheadProfile } from './bench-overhead.ts';
 import { runPython } from '../pipelines/execution/launcher.ts';
 import { runControls } from '../pipelines/evaluation/controls/job.ts';
 import { calculationEngine } from '../pipelines/evaluation/calculations.ts';
@@ -135,6 +141,78 @@ if (sections.has('overhead')) {
   console.log(`per-record overhead, 1 worker, ${conditions.join(', ')}:`);
   describeRebuild('rebuild', await rebuildInTemp(conditions, 1));
   describeReplay('replay ', await replay({ settings, conditions, workers: 1, quiet: true }));
+  // --against DIR: the same trace of another checkout (e.g. the previous commit's worktree), alternating
+  const traced: [string, string][] = arg('against').length
+    ? [
+        ['after (this checkout)', ROOT],
+        [`before (${arg('against')[0]})`, arg('against')[0]!],
+      ]
+    : [['this checkout', ROOT]];
+  for (let round = 0; round < Number(arg('rounds')[0] ?? 1); round++)
+    for (const [label, root] of round % 2 ? [...traced].reverse() : traced) {
+      console.log(`  where the replay's overhead goes, ${label} (load average ${loadavg()[0]!.toFixed(2)} before):`);
+      await overheadProfile(conditions, root);
+    }
+}
+
+if (sections.has('ab')) {
+  // Before and after in one run: cold one-worker replays of the same records by this checkout and by
+  // --against DIR (another worktree, e.g. of the previous commit), alternating (AB, BA, AB, ...) so that
+  // a busy spell of a shared machine falls on both; each run in a fresh process, timed from the call.
+  const against = arg('against')[0];
+  if (!against) throw new Error('--section ab needs --against DIR (a checkout to compare with, prepared inputs in place)');
+  const rounds = Number(arg('rounds')[0] ?? 5);
+  const named = arg('condition');
+  const conditions = named[0] === 'all' ? [] : named.length ? named : CHEAP;
+  const checkouts: [string, string][] = [
+    ['before', against],
+    ['after', ROOT],
+  ];
+  const runs = new Map<string, { overhead: number; wall: number; native: number }[]>(checkouts.map(([label]) => [label, []]));
+  console.log(
+    `before/after, cold replay with 1 worker of ${conditions.length ? conditions.join(', ') : 'the whole catalog'}, ${rounds} rounds, alternating:`,
+  );
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 ? [...checkouts].reverse() : checkouts;
+    for (const [label, root] of order) {
+      const load = loadavg()[0]!.toFixed(2);
+      const child = spawnSync(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          join(ROOT, 'scripts', 'bench-replay-once.ts'),
+          '--root',
+          root,
+          ...(conditions.length ? ['--condition', ...conditions] : []),
+        ],
+        { cwd: root, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
+      );
+      if (child.status !== 0) throw new Error(`replay of ${root} failed: ${child.stderr}`);
+      const result = JSON.parse(child.stdout.trim().split('\n').at(-1)!) as {
+        wall: number;
+        native: number;
+        records: number;
+        passed: number;
+      };
+      const overhead = ((result.wall - result.native) / result.records) * 1000;
+      runs.get(label)!.push({ overhead, wall: result.wall, native: result.native });
+      console.log(
+        `  round ${round + 1} ${label.padEnd(6)} ${result.passed}/${result.records} passed, wall ${result.wall.toFixed(2)} s, native ${result.native.toFixed(2)} s, ` +
+          `wall/native ${(result.wall / result.native).toFixed(4)}, overhead ${overhead.toFixed(2)} ms/record (load average ${load} before)`,
+      );
+    }
+    const [b, a] = [runs.get('before')!.at(-1)!, runs.get('after')!.at(-1)!];
+    console.log(`  round ${round + 1} overhead after/before ${(a.overhead / b.overhead).toFixed(3)}`);
+  }
+  const middle = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+  const mid = (label: string, key: 'overhead' | 'wall' | 'native') => middle(runs.get(label)!.map((r) => r[key]));
+  for (const [label, root] of checkouts)
+    console.log(
+      `  ${label.padEnd(6)} (${root}): median overhead ${mid(label, 'overhead').toFixed(2)} ms/record, median wall/native ` +
+        `${middle(runs.get(label)!.map((r) => r.wall / r.native)).toFixed(4)}`,
+    );
+  console.log(`  median overhead after/before: ${(mid('after', 'overhead') / mid('before', 'overhead')).toFixed(3)}`);
 }
 
 if (sections.has('episode')) {

@@ -118,6 +118,8 @@ function spawnedTransport(settings: Settings, launch: LaunchOptions, module: str
     cleanup: true,
   });
   let tail = '';
+  // writing to a process that has died fails (EPIPE); its exit fails what is pending
+  child.stdin?.on('error', () => {});
   child.stderr?.on('data', (chunk: Buffer) => {
     tail = (tail + chunk.toString()).slice(-4000);
   });
@@ -132,6 +134,9 @@ function spawnedTransport(settings: Settings, launch: LaunchOptions, module: str
 }
 
 function forkedTransport(socket: Socket, pid: number, template: PythonWorker): Transport {
+  // A worker that dies with a request still unread in its socket (one sent ahead, local-pool.ts) resets
+  // the connection: the reset is no crash of ours; the socket's close, which follows, fails what is pending.
+  socket.on('error', () => {});
   return {
     input: socket,
     output: socket,

@@ -19,6 +19,12 @@ export interface JobSpec extends Omit<ExecutorOptions, 'settings' | 'workers'> {
   log: (line: string) => void;
   /** What the user is told when a signal stops the job (what was kept, how to go on). */
   interrupted: string;
+  /**
+   * Work of the job's own that needs no worker (reading and checking its inputs), done while the
+   * workers start (their interpreters import the libraries meanwhile); an error it throws ends the
+   * job before any record, as it would have before the workers started.
+   */
+  whileStarting?: () => void;
 }
 
 export interface RunningJob {
@@ -46,10 +52,16 @@ export async function runJob<T>(spec: JobSpec, body: (job: RunningJob) => Promis
   const interrupted = () =>
     new Interrupted(stopped!, `${stopped === 'SIGINT' ? 'interrupted' : `stopped by ${stopped}`}: ${spec.interrupted}`);
   try {
-    const { settings, workers, executor: choice, interrupted: _said, ...options } = spec;
+    const { settings, workers, executor: choice, interrupted: _said, whileStarting, ...options } = spec;
     executor = await openExecutor(choice ?? { kind: 'local' }, { ...options, settings, workers });
     if (stopped) throw interrupted();
-    const [hello] = await executor.describe();
+    const described = executor.describe();
+    described.catch(() => {}); // awaited below, after the job's own checks
+    if (whileStarting) {
+      await new Promise((resolve) => setImmediate(resolve)); // the first worker is spawned by now
+      whileStarting();
+    }
+    const [hello] = await described;
     const result = await body({ executor, hello: hello!, signal: abort.signal });
     if (stopped) throw interrupted();
     return result;

@@ -1,7 +1,8 @@
-// Cold replay: verify the reference manifest's files, then re-execute every record with one fresh
-// worker and one computation thread, reading the prepared input from disk for every record, and
-// compare hash, utility, independent metric, warnings and the beat tolerance table; timing ratios are
-// reported (outliers and slowed conditions flagged), never failed.
+// Cold replay: verify the reference manifest's files (while the workers start), then re-execute every
+// record with one computation thread, each condition in a fresh worker that reads its prepared input
+// from disk, and compare hash, utility, independent metric, warnings and the beat tolerance table;
+// timing ratios are reported (outliers and slowed conditions flagged), never failed. The wall time
+// runs from the call: reading and checking the tables counts.
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -273,34 +274,42 @@ export function declaredFor(
   };
 }
 
-/** Replays our own reference folder (outputs/references layout). */
+/**
+ * Replays our own reference folder (outputs/references layout). Every table is read and checked
+ * (sha256 and surface), and every prepared input, before any record runs: while the workers start.
+ */
 export async function replay(options: ReplayOptions): Promise<ReplayReport> {
+  const started = performance.now();
   const { settings } = options;
   checkReport(options);
   const store = new ReferenceStore(options.referencesDir ?? settings.paths.references, settings.paths);
   const manifest = store.requireManifest();
   const entries = store.select(manifest, options.conditions);
-  // every table is read and checked (sha256 and surface), and every prepared input, before any record runs
-  const targets = entries.map(([id, entry]): ReplayTarget => {
-    const records = store.table(id, manifest).records.map(storedFromReference);
-    checkFileHashes(
-      join(settings.paths.prepared, entry.source),
-      entry.prepared_files,
-      'prepared input',
-      `run 'wwref prepare --source ${entry.source}'`,
-    );
-    return {
-      condition: id,
-      family: entry.family as FamilyName,
-      input: { source: entry.source, files: entry.prepared_files },
-      records,
-      ...declaredFor(id, entry),
-    };
-  });
-  const code = [...codeDrift(manifest), ...provenanceDrift(manifest)];
-  if (code.length && !options.allowVersionDrift)
-    throw new UserError(`${code.join('; ')}; refusing to replay (pass --allow-version-drift to replay anyway)`);
-  const report = await replayTargets(targets, { versions: manifest.versions, numerics: manifest.numerics, codeDrift: code }, options);
+  const load = (): ReplayTarget[] => {
+    const targets = entries.map(([id, entry]): ReplayTarget => {
+      const records = store.table(id, manifest).records.map(storedFromReference);
+      checkFileHashes(
+        join(settings.paths.prepared, entry.source),
+        entry.prepared_files,
+        'prepared input',
+        `run 'wwref prepare --source ${entry.source}'`,
+      );
+      return {
+        condition: id,
+        family: entry.family as FamilyName,
+        input: { source: entry.source, files: entry.prepared_files },
+        records,
+        ...declaredFor(id, entry),
+      };
+    });
+    const code = [...codeDrift(manifest), ...provenanceDrift(manifest)];
+    if (code.length && !options.allowVersionDrift)
+      throw new UserError(`${code.join('; ')}; refusing to replay (pass --allow-version-drift to replay anyway)`);
+    expected.codeDrift = code;
+    return targets;
+  };
+  const expected: ReplayExpectation = { versions: manifest.versions, numerics: manifest.numerics };
+  const report = await replayJob(load, expected, options, { started, inputRoots: [] });
   return { ...report, provenance: provenance(manifest) };
 }
 
@@ -457,19 +466,40 @@ function equivalenceViolations(targets: readonly ReplayTarget[], records: Replay
   return violations;
 }
 
-/** The replay itself: a fresh single-worker executor per condition, every record cold, every check. */
-export async function replayTargets(targets: ReplayTarget[], expected: ReplayExpectation, options: ReplayOptions): Promise<ReplayReport> {
-  checkReport(options);
+/** The replay of targets already read (a published-layout pack): every record cold, every check. */
+export function replayTargets(targets: ReplayTarget[], expected: ReplayExpectation, options: ReplayOptions): Promise<ReplayReport> {
   const started = performance.now();
-  const outlierFactor = options.outlierFactor ?? 5;
+  checkReport(options);
+  return replayJob(() => targets, expected, options, {
+    started,
+    inputRoots: [...new Set(targets.flatMap((t) => (t.inputRoot ? [t.inputRoot] : [])))],
+  });
+}
+
+/** The progress line of a replay of `targets`, its ETA weighting each condition's records by their recorded seconds. */
+function replayProgress(targets: readonly ReplayTarget[], options: ReplayOptions): Progress {
   const total = targets.reduce((s, t) => s + t.records.length, 0);
   const progress = new Progress('replay', total, { quiet: options.quiet, workers: options.workers ?? 1 });
-  // for the ETA: each condition's records weighted by their recorded seconds
   for (const t of targets) {
     const timed = t.records.flatMap((r) => (typeof r.wall_seconds === 'number' ? [r.wall_seconds] : []));
     progress.expect(t.condition, t.records.length, timed.length ? timed.reduce((a, b) => a + b, 0) / timed.length : undefined);
   }
+  return progress;
+}
 
+/**
+ * The replay itself: a fresh worker per condition, every record cold, every check. `load` reads and
+ * checks the targets while the workers start; the wall time runs from `started` (the caller's start).
+ */
+async function replayJob(
+  load: () => ReplayTarget[],
+  expected: ReplayExpectation,
+  options: ReplayOptions,
+  { started, inputRoots }: { started: number; inputRoots: string[] },
+): Promise<ReplayReport> {
+  const outlierFactor = options.outlierFactor ?? 5;
+  let targets: ReplayTarget[] = [];
+  let progress: Progress | undefined;
   // One executor for the whole replay; every condition gets fresh worker processes of its own (its
   // isolation key), forked from a template that has computed nothing.
   const job = {
@@ -479,9 +509,13 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
     env: options.workerEnv,
     expectedVersions: expected.versions,
     allowVersionDrift: options.allowVersionDrift,
-    inputRoots: [...new Set(targets.flatMap((t) => (t.inputRoot ? [t.inputRoot] : [])))],
+    inputRoots,
     log: options.log ?? ((line: string) => process.stderr.write(`${line}\n`)),
     interrupted: 'nothing was written; the replay can be started again',
+    whileStarting: () => {
+      targets = load();
+      progress = replayProgress(targets, options);
+    },
   };
   const replayed = new Map<string, ReplayedRecord[]>();
   let versions: Record<string, string> = {};
@@ -505,11 +539,11 @@ export async function replayTargets(targets: ReplayTarget[], expected: ReplayExp
       (Boolean(options.allowVersionDrift) && drift.length > 0) || (Boolean(options.allowPlatformDrift) && platform.length > 0);
     // Every request is queued at once, in condition order; the pool runs `workers` of them at a time.
     await Promise.all(
-      targets.map(async (target) => replayed.set(target.condition, await replayTarget(executor, target, tolerant, progress, options))),
+      targets.map(async (target) => replayed.set(target.condition, await replayTarget(executor, target, tolerant, progress!, options))),
     );
     if (executor.kind !== 'local') workerCount = (await executor.describe()).length;
     return executor.profile;
-  }).finally(() => progress.stop());
+  }).finally(() => progress?.stop());
   const records = targets.flatMap((t) => replayed.get(t.condition) ?? []);
 
   const conditionSummaries = timingSummaries(targets, records, outlierFactor);

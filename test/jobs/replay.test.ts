@@ -13,7 +13,7 @@ import { rebuild } from '../../pipelines/jobs/rebuild.ts';
 import { replay, replayTargets, storedFromReference } from '../../pipelines/jobs/replay.ts';
 import { useTempWorkspace, type Workspace } from '../support/workspace.ts';
 import { currentSettings, preparedFolder } from '../support/workspace.ts';
-import { slowRecords } from '../support/doubles.ts';
+import { slowRecords, wrongHashOnMask, wrongMetricOnMask } from '../support/doubles.ts';
 
 let ws: Workspace;
 
@@ -187,5 +187,72 @@ describe('replay', () => {
     expect(report.passed).toBe(16);
     expect(report.all_passed).toBe(false);
     expect(report.equivalence_violations.join('\n')).toMatch(/option A inactive when B=0: 0000 vs 1000/);
+  });
+});
+
+// The faster path (issue 43): every record of a condition is sent to its worker ahead of time (the
+// local pool's pipelining) and the tables and inputs are checked while the workers start. Each fault
+// below is still refused on it, by real workers on real files.
+describe('replay on the faster path still refuses', () => {
+  const failedChecks = (report: Awaited<ReturnType<typeof replay>>) =>
+    report.records.filter((r) => !r.passed).map((r) => [r.mask, r.failures.map((f) => f.check)]);
+
+  it('a changed stored metric (the table re-sealed): native value and independent metric named', async () => {
+    const dir = tamperedCopy('changed-metric', (r) => {
+      r.native_value = r.native_value! * (1 + 1e-6);
+      r.independent_value = r.native_value;
+    });
+    const report = await replay({ settings: currentSettings(), referencesDir: dir, quiet: true });
+    expect(report.passed).toBe(15);
+    expect(failedChecks(report)).toEqual([['0101', ['independent_metric', 'native_value']]]);
+  });
+
+  it('a changed stored hash and utility in the same table, each named on its record', async () => {
+    const dir = tamperedCopy('hash-and-utility', (r) => {
+      r.utility = r.utility! + Number.EPSILON;
+    });
+    const { records, metadata } = readReferenceTable(join(dir, 'nile.arrow'));
+    const h = records[11]!.prediction_sha256!;
+    records[11]!.prediction_sha256 = h.at(-1) === '0' ? h.slice(0, -1) + '1' : h.slice(0, -1) + '0';
+    const bytes = tableBytes(records, metadata);
+    writeFileSync(join(dir, 'nile.arrow'), bytes);
+    const manifest = readReferenceManifest(dir)!;
+    manifest.conditions.nile!.table_sha256 = sha256Hex(bytes);
+    writeReferenceManifest(manifest, dir);
+    const report = await replay({ settings: currentSettings(), referencesDir: dir, quiet: true });
+    expect(failedChecks(report)).toEqual([
+      ['0101', ['utility']],
+      ['1011', ['prediction_sha256']],
+    ]);
+  });
+
+  it('a truncated table: its file cut short, or cut to 15 records and re-sealed; refused before any record, naming it', async () => {
+    const cut = join(ws.root, 'truncated-file');
+    cpSync(ws.references, cut, { recursive: true });
+    const bytes = readFileSync(join(cut, 'nile.arrow'));
+    writeFileSync(join(cut, 'nile.arrow'), bytes.subarray(0, bytes.length - 200));
+    await expect(replay({ settings: currentSettings(), referencesDir: cut, quiet: true })).rejects.toThrow(
+      /reference table changed: .*nile\.arrow/,
+    );
+    const short = join(ws.root, 'truncated-records');
+    cpSync(ws.references, short, { recursive: true });
+    const { records, metadata } = readReferenceTable(join(short, 'nile.arrow'));
+    const resealed = tableBytes(records.slice(0, 15), metadata);
+    writeFileSync(join(short, 'nile.arrow'), resealed);
+    const manifest = readReferenceManifest(short)!;
+    manifest.conditions.nile!.table_sha256 = sha256Hex(resealed);
+    writeReferenceManifest(manifest, short);
+    const error = await replay({ settings: currentSettings(), referencesDir: short, quiet: true }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UserError);
+    expect((error as Error).message).toMatch(/nile\.arrow has 15 rows, but the manifest records 16/);
+  });
+
+  it('a worker reporting a hash its prediction does not give, or a metric its prediction does not give: named by verification', async () => {
+    const hash = await replay({ settings: currentSettings(), quiet: true, workerEnv: wrongHashOnMask('0110') });
+    expect(failedChecks(hash)).toEqual([['0110', ['verification']]]);
+    expect(hash.records.find((r) => r.mask === '0110')!.failures[0]!.actual).toMatch(/prediction hash: worker [0-9a-f]{64}, orchestrator/);
+    const metric = await replay({ settings: currentSettings(), quiet: true, workerEnv: wrongMetricOnMask('0110') });
+    expect(failedChecks(metric)).toEqual([['0110', ['verification', 'utility', 'native_value']]]);
+    expect(metric.records.find((r) => r.mask === '0110')!.failures[0]!.actual).toMatch(/independent .*: native .*, independent /);
   });
 });

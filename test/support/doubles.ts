@@ -19,5 +19,11 @@ export const slowRecords = (seconds: number) => withDouble({ TEST_DELAY_SECONDS:
 /** The worker process exits in the middle of `mask`'s record. */
 export const exitOnMask = (mask: string) => withDouble({ TEST_EXIT_ON_MASK: mask });
 
+/** The worker reports, for `mask`, a prediction hash its prediction's bytes do not give. */
+export const wrongHashOnMask = (mask: string) => withDouble({ TEST_WRONG_HASH_ON_MASK: mask });
+
+/** The worker reports, for `mask`, a native value and utility 0.01 above what its prediction gives. */
+export const wrongMetricOnMask = (mask: string) => withDouble({ TEST_WRONG_METRIC_ON_MASK: mask });
+
 /** The next atomic write of `name` fails with ENOSPC (for a CLI process started with FAIL_WRITE_PRELOAD). */
 export const failWrite = (name: string) => ({ TEST_FAIL_WRITE: name });

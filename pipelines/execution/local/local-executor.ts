@@ -4,6 +4,7 @@
 import type { Executor, ExecutorOptions, RecordRequest, RunOptions, TruthRequest } from '../executor.ts';
 import { WorkerPool } from './local-pool.ts';
 import type { HelloResult, RunResult, TruthResult } from '../protocol.ts';
+import type { PythonWorker } from '../python-worker.ts';
 import { LocalInputs } from '../inputs.ts';
 
 export class LocalExecutor implements Executor {
@@ -12,7 +13,7 @@ export class LocalExecutor implements Executor {
   private readonly inputs: LocalInputs;
 
   constructor(options: ExecutorOptions & { inputRoots?: string[] }) {
-    this.pool = new WorkerPool(options.workers, options);
+    this.pool = new WorkerPool(options.workers, { ...options, pipeline: true });
     this.inputs = new LocalInputs(options.inputRoots?.length ? options.inputRoots : [options.settings.paths.prepared]);
   }
 
@@ -26,14 +27,16 @@ export class LocalExecutor implements Executor {
   }
 
   async truth(request: TruthRequest, options: RunOptions): Promise<TruthResult['truth']> {
-    const input = this.inputs.resolve(request.input);
-    return (await this.pool.submit((w) => w.truth(request.family, input), options.timeoutSeconds, request.isolation)).truth;
+    // ahead: the next condition's truth (its input read) may be read by its worker while a record of
+    // another computes; the input's files are checked when the task begins (for the first task of an
+    // input: its hashes here, then the worker's own check of the bytes it reads)
+    const task = (w: PythonWorker) => w.truth(request.family, this.inputs.resolve(request.input));
+    return (await this.pool.submit(task, options.timeoutSeconds, request.isolation, true)).truth;
   }
 
   async run(request: RecordRequest, options: RunOptions): Promise<RunResult> {
-    const input = this.inputs.resolve(request.input);
     return this.pool.submit(
-      (w) => w.run(request.family, input, request.mask, { reuseSharedStage: request.reuseSharedStage }),
+      (w) => w.run(request.family, this.inputs.resolve(request.input), request.mask, { reuseSharedStage: request.reuseSharedStage }),
       options.timeoutSeconds,
       request.isolation,
     );

@@ -1,11 +1,10 @@
-// A pool of persistent Python worker processes on this machine, behind a p-queue. The pool spawns one
+// A pool of persistent Python worker processes on this machine, with its own queue. The pool spawns one
 // template process under the numerical profile and forks its workers from it (python-worker.ts);
 // the template and every worker are admitted (admission.ts: profile, versions, one-thread pools,
 // family registry, workflow code) before they are used. A task that exceeds its timeout kills its worker; the pool
 // goes on with a fresh one. Tasks may carry an isolation key: a worker serves one key only, and the
 // first task of another key gets a fresh worker. The local executor runs records on it; preparation
 // uses it directly.
-import PQueue from 'p-queue';
 import * as z from 'zod';
 import { admissionProblems, type AdmissionRules } from '../admission.ts';
 import { pinnedVersions, workflowsSha256 } from '../identity.ts';
@@ -14,7 +13,20 @@ import type { NumericalProfile } from '../../core/profiles.ts';
 import type { HelloResult } from '../protocol.ts';
 import { PythonWorker } from '../python-worker.ts';
 
-export type PoolOptions = Omit<ExecutorOptions, 'workers'>;
+export type PoolOptions = Omit<ExecutorOptions, 'workers'> & {
+  /** Send a task to a busy worker of its isolation key when none is free (the local executor's records). */
+  pipeline?: boolean;
+};
+
+interface Task {
+  task: (worker: PythonWorker) => Promise<unknown>;
+  timeoutSeconds: number;
+  isolation?: string;
+  /** May run on the next isolation key's spare worker before its turn (it computes no record). */
+  ahead?: boolean;
+  resolve: (value: unknown) => void;
+  reject: (error: Error) => void;
+}
 
 /** Rejects after `seconds` with `error()`; the returned cancel function clears the timer. */
 function deadline(seconds: number, error: () => Error): [Promise<never>, () => void] {
@@ -29,8 +41,19 @@ export class WorkerPool {
   private readonly idle: PythonWorker[] = [];
   private template?: Promise<PythonWorker>;
   private readonly all = new Set<PythonWorker>();
-  private readonly queue: PQueue;
-  private readonly rules: AdmissionRules;
+  /** Tasks submitted and not yet sent to a worker, in submission order. */
+  private readonly pending: Task[] = [];
+  /** Workers taken for tasks (at most `size`), each with the tasks sent to it and how the last one ended (true: the worker is sound). */
+  private readonly busy = new Map<PythonWorker, { tasks: number; last: Promise<boolean> }>();
+  private taken = 0;
+  /** A fresh worker being forked (and perhaps running a task ahead) for the next isolation key (forkSpare). */
+  private spare?: Promise<void>;
+  /** The isolation keys of the tasks whose worker is being taken. */
+  private readonly beginning: (string | undefined)[] = [];
+  /** Waiting for the pool to hold no task (close). */
+  private readonly drained: (() => void)[] = [];
+  /** What every worker's hello must say; read when the first worker has been started (admissionRules). */
+  private rules?: AdmissionRules;
   readonly profile: NumericalProfile;
   private stopped = false;
   /** The reject functions of the tasks submitted and not yet settled. */
@@ -44,13 +67,20 @@ export class WorkerPool {
   ) {
     if (!Number.isInteger(size) || size < 1) throw new Error(`worker count must be a positive integer, not ${size}`);
     this.profile = options.profile ?? options.settings.profile;
-    this.rules = {
+  }
+
+  /**
+   * The admission rules, computed once, after the first worker was started: hashing the workflow
+   * code takes tens of milliseconds, spent while that interpreter imports the libraries.
+   */
+  private admissionRules(): AdmissionRules {
+    this.rules ??= {
       profile: this.profile,
-      expectedVersions: options.expectedVersions ?? pinnedVersions(options.settings.runtime),
-      allowVersionDrift: options.allowVersionDrift,
+      expectedVersions: this.options.expectedVersions ?? pinnedVersions(this.options.settings.runtime),
+      allowVersionDrift: this.options.allowVersionDrift,
       codeSha256: workflowsSha256(),
     };
-    this.queue = new PQueue({ concurrency: size });
+    return this.rules;
   }
 
   /** How the pool's processes start: its profile, and the caller's extra variables. */
@@ -63,6 +93,7 @@ export class WorkerPool {
     const seconds = this.options.settings.helloTimeoutSeconds;
     const [timeout, clear] = deadline(seconds, () => new WorkerCrash(`worker ${worker.pid} did not answer its hello within ${seconds} s`));
     try {
+      const rules = this.admissionRules(); // while the worker, just started, imports the libraries
       const hello = await Promise.race([worker.hello(), timeout]).catch((error: unknown) => {
         // an interpreter that exits, answers with something else or stays silent is a set-up problem: one line
         if (!(error instanceof WorkerCrash) && !(error instanceof z.ZodError)) throw error;
@@ -77,7 +108,7 @@ export class WorkerPool {
             "check WWREF_PYTHON, or run 'npm run setup' to bring the runtime up to date",
         );
       });
-      const problems = admissionProblems(hello, this.rules);
+      const problems = admissionProblems(hello, rules);
       if (problems.length) throw new RuntimeRefused(`worker ${worker.pid} refused before it ran anything: ${problems.join('; ')}`);
       worker.admitted = hello;
       return hello;
@@ -118,6 +149,7 @@ export class WorkerPool {
 
   /** An idle worker that may serve `isolation` (one of the same key, else an unused one), or a fresh one. */
   private async take(isolation?: string): Promise<PythonWorker> {
+    await this.spare; // a worker forked ahead is idle once ready, and may already serve this key
     const fits = (w: PythonWorker) => isolation === undefined || w.isolation === isolation;
     let index = this.idle.findLastIndex(fits);
     if (index < 0) index = this.idle.findLastIndex((w) => w.isolation === undefined);
@@ -127,41 +159,184 @@ export class WorkerPool {
     return worker;
   }
 
+  /**
+   * With pipelining, while every worker is busy and no idle one waits for a queued task: a fresh worker forked and admitted
+   * ahead of time for the first queued task of an isolation key no worker serves (replay: the next
+   * condition), so that the switch waits for no fork and hello. If that key's first queued task may
+   * run ahead (replay: the condition's truth, which reads its input), the worker runs it now, beside
+   * the record being computed; it computes no record until one is its turn. Then it waits among the
+   * idle workers (unused, or serving that key).
+   */
+  private forkSpare(): void {
+    if (!this.options.pipeline || this.spare || this.stopped || this.taken < this.size || process.platform === 'win32') return;
+    // one worker ahead at most: none while an idle one is unused or serves a key still queued
+    const waiting = new Set(this.pending.map((t) => t.isolation));
+    if (this.idle.some((w) => w.isolation === undefined || waiting.has(w.isolation))) return;
+    const served = new Set([...[...this.busy.keys(), ...this.idle].map((w) => w.isolation), ...this.beginning]);
+    const key = this.pending.find((t) => t.isolation !== undefined && !served.has(t.isolation))?.isolation;
+    if (key === undefined) return;
+    this.spare = this.fresh()
+      .then(
+        async (worker) => {
+          if (this.stopped) return this.discard(worker);
+          const index = this.pending.findIndex((t) => t.isolation === key);
+          if (index >= 0 && this.pending[index]!.ahead) {
+            worker.isolation = key;
+            await this.runAhead(this.pending.splice(index, 1)[0]!, worker);
+          }
+          if (worker.alive && this.all.has(worker)) this.idle.push(worker);
+        },
+        () => {}, // the same failure reaches the task that needs a fresh worker
+      )
+      .finally(() => {
+        this.spare = undefined;
+      });
+  }
+
+  /** A task run ahead on a worker of its own that holds no slot (forkSpare), under its timeout. */
+  private async runAhead(task: Task, worker: PythonWorker): Promise<void> {
+    const [timeout, clear] = deadline(
+      task.timeoutSeconds,
+      () => new RecordTimeout(`exceeded the ${task.timeoutSeconds} s timeout; worker ${worker.pid} was stopped`),
+    );
+    try {
+      task.resolve(await Promise.race([Promise.resolve().then(() => task.task(worker)), timeout]));
+    } catch (error) {
+      if (error instanceof RecordTimeout || error instanceof WorkerCrash) this.discard(worker);
+      task.reject(error as Error);
+    } finally {
+      clear();
+    }
+  }
+
   private discard(worker: PythonWorker): void {
     worker.kill();
     this.all.delete(worker);
   }
 
-  /** Runs `task` on a checked worker; tasks start in submission order. A stopped pool (kill) rejects every task it holds. */
-  submit<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number, isolation?: string): Promise<T> {
+  /**
+   * Runs `task` on a checked worker; tasks start in submission order. A stopped pool (kill) rejects
+   * every task it holds. With `pipeline`, a task may be sent to a busy worker of its own isolation
+   * key while no worker is free: it waits in the worker's input and starts the moment the task before
+   * it ends, so the worker never waits for the orchestrator between two records. Its timeout runs from
+   * then; if the worker is lost first (the task before it timed out or crashed), it was never begun
+   * and goes back to the head of the queue, for a fresh worker.
+   */
+  submit<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number, isolation?: string, ahead = false): Promise<T> {
     if (this.stopped) return Promise.reject(new WorkerCrash('the worker pool was stopped'));
     return new Promise<T>((resolve, reject) => {
       this.waiting.add(reject);
-      this.queued(task, timeoutSeconds, isolation)
-        .then(resolve, reject)
-        .finally(() => this.waiting.delete(reject));
+      const settle = (action: () => void) => {
+        this.waiting.delete(reject);
+        action();
+      };
+      this.pending.push({
+        task: task as Task['task'],
+        timeoutSeconds,
+        isolation,
+        ahead,
+        resolve: (value) => settle(() => resolve(value as T)),
+        reject: (error) => settle(() => reject(error)),
+      });
+      this.pump();
     });
   }
 
-  private queued<T>(task: (worker: PythonWorker) => Promise<T>, timeoutSeconds: number, isolation?: string): Promise<T> {
-    return this.queue.add(async () => {
-      const worker = await this.take(isolation);
+  /** Starts the queue's head while a worker is free (or pipelines it onto a busy one), in order. */
+  private pump(): void {
+    while (this.pending.length && !this.stopped) {
+      const head = this.pending[0]!;
+      if (this.taken < this.size) {
+        this.pending.shift();
+        this.taken++;
+        void this.begin(head);
+        continue;
+      }
+      const busy = this.options.pipeline ? this.pipelinable(head) : undefined;
+      if (!busy) {
+        this.forkSpare();
+        break;
+      }
+      this.pending.shift();
+      void this.execute(head, busy);
+    }
+    if (!this.pending.length && this.taken === 0) for (const done of this.drained.splice(0)) done();
+  }
+
+  /** A busy worker that `task` may wait behind: the same isolation key, one task in it (any worker of a pool of one). */
+  private pipelinable(task: Task): PythonWorker | undefined {
+    if (task.isolation === undefined && this.size > 1) return undefined;
+    for (const [worker, state] of this.busy)
+      if (state.tasks === 1 && worker.alive && this.all.has(worker) && worker.isolation === task.isolation) return worker;
+    return undefined;
+  }
+
+  /** The first task of a worker taken for it (an idle one of its key, or a fresh one). */
+  private async begin(task: Task): Promise<void> {
+    let worker: PythonWorker;
+    this.beginning.push(task.isolation);
+    try {
+      worker = await this.take(task.isolation);
+    } catch (error) {
+      this.beginning.splice(this.beginning.indexOf(task.isolation), 1);
+      this.taken--;
+      task.reject(error as Error);
+      this.pump();
+      return;
+    }
+    this.beginning.splice(this.beginning.indexOf(task.isolation), 1);
+    this.busy.set(worker, { tasks: 0, last: Promise.resolve(true) });
+    await this.execute(task, worker);
+  }
+
+  /**
+   * Sends `task` to `worker` at once and times it from when the worker begins it (when the task
+   * before it there has ended). Resolves when the task is settled or handed back to the queue.
+   */
+  private async execute(task: Task, worker: PythonWorker): Promise<void> {
+    const state = this.busy.get(worker)!;
+    const previous = state.last;
+    let healthy!: (ok: boolean) => void;
+    state.last = new Promise<boolean>((resolve) => (healthy = resolve));
+    state.tasks++;
+    let result: Promise<unknown>;
+    try {
+      result = task.task(worker);
+    } catch (error) {
+      result = Promise.reject(error);
+    }
+    result.catch(() => {}); // raced below, or dropped when the task goes back to the queue
+    this.pump(); // the next task may follow it into this worker now
+    let ok = true;
+    try {
+      if (!(await previous)) {
+        // the worker was lost before it began this task: it runs on another one
+        ok = false;
+        if (!this.stopped) this.pending.unshift(task);
+        return;
+      }
       const [timeout, clear] = deadline(
-        timeoutSeconds,
-        () => new RecordTimeout(`exceeded the ${timeoutSeconds} s timeout; worker ${worker.pid} was stopped`),
+        task.timeoutSeconds,
+        () => new RecordTimeout(`exceeded the ${task.timeoutSeconds} s timeout; worker ${worker.pid} was stopped`),
       );
-      let healthy = true;
       try {
-        return await Promise.race([task(worker), timeout]);
+        task.resolve(await Promise.race([result, timeout]));
       } catch (error) {
-        if (error instanceof RecordTimeout || error instanceof WorkerCrash) healthy = false;
-        throw error;
+        if (error instanceof RecordTimeout || error instanceof WorkerCrash) ok = false;
+        task.reject(error as Error);
       } finally {
         clear();
-        if (healthy) this.idle.push(worker);
-        else this.discard(worker);
       }
-    }) as Promise<T>;
+    } finally {
+      if (!ok) this.discard(worker);
+      healthy(ok);
+      if (--state.tasks === 0) {
+        this.busy.delete(worker);
+        this.taken--;
+        if (worker.alive && this.all.has(worker)) this.idle.push(worker);
+      }
+      this.pump();
+    }
   }
 
   /** The hello of a checked worker of this pool (its interpreter's identity), starting one if needed. */
@@ -170,7 +345,8 @@ export class WorkerPool {
   }
 
   async close(): Promise<void> {
-    await this.queue.onIdle();
+    if (this.pending.length || this.taken) await new Promise<void>((resolve) => this.drained.push(resolve));
+    await this.spare; // a spare being forked is among the workers closed below
     await Promise.all([...this.all].map((w) => w.close()));
     this.all.clear();
     this.idle.length = 0;
@@ -183,7 +359,7 @@ export class WorkerPool {
   kill(): void {
     this.stopped = true;
     // a cleared task never runs: its caller is told now, not left waiting
-    this.queue.clear();
+    this.pending.length = 0;
     for (const reject of this.waiting) reject(new WorkerCrash('the worker pool was stopped'));
     this.waiting.clear();
     for (const worker of this.all) worker.kill();
