@@ -9,14 +9,15 @@
 // cohort killed with -9; the settings are part of the definition; and the refusals (no bwrap, a working
 // folder the sandbox hides, --sandbox-network misused) are one line, exit 2.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { type AddressInfo, createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
-import { repositoryFolders } from '../../pipelines/evaluation/cohort/sandbox.ts';
+import { hiddenFolders, repositoryFolders } from '../../pipelines/evaluation/cohort/sandbox.ts';
+import { currentSettings } from '../support/workspace.ts';
 import { BIN } from '../support/cli.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'wwref-cohort-sandbox-'));
@@ -290,6 +291,12 @@ describe('cohort run --sandbox-agents', () => {
     const expected = { git: join(repo, '.git'), worktrees: [repo, join(dir, 'linked')] };
     expect(repositoryFolders(repo)).toEqual(expected);
     expect(repositoryFolders(join(dir, 'linked'))).toEqual({ ...expected, worktrees: [join(dir, 'linked'), repo] });
+    // each worktree's pinned runtimes too (red team 5: a worktree's .venv rebuilt a table offline)
+    for (const venv of ['.venv', '.venv-current']) mkdirSync(join(dir, 'linked', venv));
+    const hidden = hiddenFolders(currentSettings(), [], repo);
+    for (const folder of ['.venv', '.venv-current', 'outputs', 'prepared', '.git'].map((f) => join(dir, 'linked', f)))
+      if (existsSync(folder)) expect(hidden).toContain(realpathSync(folder));
+    expect(hidden).toContain(realpathSync(join(dir, 'linked', '.venv')));
   }, 60_000);
 
   it('refuses with one line, exit 2, nothing written: no bwrap; a working folder the sandbox hides', async () => {

@@ -118,9 +118,10 @@ export function repositoryFolders(root: string = ROOT): { git: string; worktrees
 }
 
 /** The real paths of the folders (and files) an agent must not see that exist now, none inside another. */
-export function hiddenFolders(settings: Settings, extra: readonly string[]): string[] {
+export function hiddenFolders(settings: Settings, extra: readonly string[], root: string = ROOT): string[] {
   const { paths } = settings;
-  const repository = repositoryFolders();
+  const repository = repositoryFolders(root);
+  const runtimeFolders = [...new Set([...declaredRuntimes().map((runtime) => relative(ROOT, runtime.venv)), '.venv', '.venv-current'])];
   const wanted = [
     ...extra,
     paths.references,
@@ -130,9 +131,9 @@ export function hiddenFolders(settings: Settings, extra: readonly string[]): str
     paths.cache,
     paths.published,
     ...settings.mirrors,
-    // the pinned runtimes: the answers' packages ship raw data (the example agents' .venv stays)
-    ...declaredRuntimes().map((runtime) => runtime.venv),
-    join(ROOT, '.venv-current'),
+    // the pinned runtimes, this checkout's and every worktree's: the answers' packages ship raw data
+    // (a worktree's .venv rebuilt a table offline); the example agents' .venv stays
+    ...repository.worktrees.flatMap((tree) => runtimeFolders.map((folder) => join(tree, folder))),
     // the host's Unix sockets (a Docker or D-Bus socket): a read-only view does not stop a connect
     '/run',
   ];
