@@ -1,8 +1,8 @@
 // WhatWorkedBench as an Inspect AI task, end to end with the real Inspect (inspect/.venv, created here on
 // first use by scripts/setup-inspect, as CI runs no `npm run setup`), real wwref episodes served over
 // MCP, real receipts and `wwref cohort import`. Offline: the model is Inspect's `mockllm/model`. Scripted
-// (inspect/scripted_eval.py, Inspect's Python API: the only way Inspect scripts its mock model) on 2
-// conditions × 2 budgets × 4 repeats, one behaviour per repeat: the greedy degree-2 design and the
+// (inspect/scripted_eval.py, Inspect's Python API: the only way Inspect scripts its mock model) on one
+// condition × 2 budgets × 4 repeats, one behaviour per repeat: the greedy degree-2 design and the
 // pair-effect ridge (its records must equal the `design_degree2` controls computed here), NumPy in
 // `calculate_python` and a submitted table, malformed tool arguments and then a model failure, and a
 // model that never calls a tool; a model slower than the session. Unscripted through the `inspect eval`
@@ -60,24 +60,11 @@ describe('the whatworked task with a scripted mockllm/model', () => {
   const out = join(dir, 'scripted');
   const behaviours = { '0': 'design', '1': 'numpy', '2': 'malformed', '3': 'silent' };
 
-  it('runs 16 samples: the design equals the design_degree2 controls record for record; faults are undelivered; the import regrades', async (ctx) => {
+  it('runs 8 samples: the design equals the design_degree2 controls record for record; faults are undelivered; the import regrades', async (ctx) => {
     if (unavailable) return ctx.skip(unavailable);
     // the controls of the same cells, computed here: their purchases are what the scripted model buys
     const controls = await cliProcess(
-      [
-        'controls',
-        'run',
-        '--condition',
-        'wine',
-        'concrete',
-        '--budget',
-        '4',
-        '8',
-        '--method',
-        'design_degree2',
-        '--out',
-        join(out, 'controls'),
-      ],
+      ['controls', 'run', '--condition', 'wine', '--budget', '4', '8', '--method', 'design_degree2', '--out', join(out, 'controls')],
       ROOT,
     );
     expect(controls.code, controls.stderr).toBe(0);
@@ -87,7 +74,7 @@ describe('the whatworked task with a scripted mockllm/model', () => {
     writeFileSync(
       plan,
       JSON.stringify({
-        task_args: { conditions: 'wine,concrete', budgets: '4,8', repeats: 4, max_messages: 12 },
+        task_args: { conditions: 'wine', budgets: '4,8', repeats: 4, max_messages: 12 },
         log_dir: join(out, 'logs'),
         designs,
         behaviours,
@@ -101,7 +88,7 @@ describe('the whatworked task with a scripted mockllm/model', () => {
     // the log: every sample scored by wwref, every tool call with its arguments and what the model was shown
     const eval_ = await dump(log);
     expect(eval_.status).toBe('success');
-    expect(eval_.samples).toHaveLength(16);
+    expect(eval_.samples).toHaveLength(8);
     const byId = new Map((eval_.samples as Record<string, any>[]).map((s) => [s.id as string, s]));
     for (const [id, sample] of byId) {
       const calls = toolCalls(sample);
@@ -144,7 +131,7 @@ describe('the whatworked task with a scripted mockllm/model', () => {
     const cohort = join(out, 'cohort');
     const imported = await cliProcess(['cohort', 'import', '--inspect-log', log, '--out', cohort], ROOT);
     expect(imported.code, imported.stderr).toBe(0);
-    expect(imported.stdout).toContain(`16 episode(s) of mockllm/model (${sandbox.available ? 8 : 4} delivered)`);
+    expect(imported.stdout).toContain(`8 episode(s) of mockllm/model (${sandbox.available ? 4 : 2} delivered)`);
     const results = lines(join(cohort, 'results.jsonl'));
     expect(results.map((r) => r.episode).sort()).toEqual([...byId.keys()].sort());
     for (const r of results.filter((r) => r.repeat === 0)) {
@@ -161,12 +148,12 @@ describe('the whatworked task with a scripted mockllm/model', () => {
       expect(r.undelivered_reason).toMatch(/^(the agent stopped on an error|no submission within 12 messages)/);
     }
     const regraded = await cliProcess(['grade', '--records', join(cohort, 'results.jsonl')], ROOT);
-    expect(regraded.stderr).toContain('16 record(s) scored, 16 stored score(s) compared: 0 difference(s)');
+    expect(regraded.stderr).toContain('8 record(s) scored, 8 stored score(s) compared: 0 difference(s)');
     expect(regraded.code).toBe(0);
     const summary = JSON.parse(readFileSync(join(cohort, 'summary.json'), 'utf8'));
     expect(summary.family_macro.map((c: any) => [c.track, c.budget, c.episodes])).toEqual([
-      ['four', 4, 8],
-      ['four', 8, 8],
+      ['four', 4, 4],
+      ['four', 8, 4],
     ]);
     expect(existsSync(join(cohort, 'cohort-recovery.svg'))).toBe(true);
     expect(JSON.parse(readFileSync(join(cohort, 'inspect.json'), 'utf8')).model).toBe('mockllm/model');
