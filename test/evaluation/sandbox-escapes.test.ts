@@ -442,6 +442,33 @@ while True:
     expect(sandboxesAlive()).toEqual([]);
   });
 
+  it("sees the sources' raw files in the pinned packages empty (red team 6 rebuilt wine's table from sklearn's copy); the packages import", async () => {
+    const code = `
+import json, os, sklearn, statsmodels, skimage
+import statsmodels.api, sklearn.datasets
+roots = {m.__name__: os.path.dirname(m.__file__) for m in (sklearn, statsmodels, skimage)}
+files = {
+    "wine": (roots["sklearn"], "datasets/data/wine_data.csv"),
+    "breast": (roots["sklearn"], "datasets/data/breast_cancer.csv"),
+    "nile": (roots["statsmodels"], "datasets/nile/nile.csv"),
+    "astronaut": (roots["skimage"], "data/astronaut.png"),
+}
+sizes = {k: len(open(os.path.join(r, f), "rb").read()) for k, (r, f) in files.items()}
+try:
+    sklearn.datasets.load_wine()
+    loaded = "loaded"
+except Exception as error:
+    loaded = type(error).__name__
+print(json.dumps({"sizes": sizes, "load_wine": loaded, "code": os.path.getsize(os.path.join(roots["statsmodels"], "datasets/nile/data.py")) > 0}))
+`;
+    const receipt = await runCalculation({ code, evidence: {}, engine: native, limits: { wallSeconds: 60, cpuSeconds: 60 } });
+    expect(receipt.status, receipt.stderr).toBe('ok');
+    const seen = JSON.parse(receipt.stdout);
+    expect(seen.sizes).toEqual({ wine: 0, breast: 0, nile: 0, astronaut: 0 });
+    expect(seen.load_wine).not.toBe('loaded');
+    expect(seen.code).toBe(true);
+  });
+
   it('stops a 2.4 GB allocation (the address-space limit: MemoryError) and a CPU loop, and serves the next call', async () => {
     const big = await runCalculation({
       code: 'import numpy as np\nx = np.ones(300_000_000)\nprint(x.sum())',

@@ -5,12 +5,20 @@
 // - `native`: the project's pinned runtime (.venv: numpy, scipy, scikit-learn at the pinned versions)
 //   under the numerical profile, one computation thread; its runner installs a second seccomp filter
 //   refusing execve before the code runs, so the code can neither start a process nor replace its own.
-import { readdirSync, realpathSync } from 'node:fs';
+import { readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { UserError } from '../../core/errors.ts';
-import { ROOT } from '../../core/paths.ts';
-import { type CalculationLimits, INTERPRETER_ROOM, SANDBOX_DIR, type SandboxedCommand, sharedLibraries, type Tools } from './isolation.ts';
+import { ROOT, SOURCES_DIR } from '../../core/paths.ts';
+import {
+  type CalculationLimits,
+  INTERPRETER_ROOM,
+  SANDBOX_DIR,
+  type SandboxedCommand,
+  sharedLibraries,
+  stateFile,
+  type Tools,
+} from './isolation.ts';
 
 export const ENGINE_NAMES = ['pyodide', 'native'] as const;
 export type EngineName = (typeof ENGINE_NAMES)[number];
@@ -125,8 +133,51 @@ function nativeBinds(runtime: NativeRuntime): string[] {
     for (const entry of readdirSync(root, { recursive: true, encoding: 'utf8' }))
       if (/\.so(\.\d+)*$/.test(entry)) compiled.push(join(root, entry));
   const system = sharedLibraries(compiled).filter((path) => !path.startsWith(`${venv}/`) && !path.startsWith(`${base}/`));
-  nativeFiles = { key, binds: readOnly([venv, base, ...preload, ...system]) };
+  // an empty regular file over each (a device such as /dev/null cannot be opened where it is bound)
+  const empty = stateFile('empty', Buffer.alloc(0), '');
+  const emptied = packageData(venv).flatMap((file) => ['--ro-bind', empty, file]);
+  nativeFiles = { key, binds: [...readOnly([venv, base, ...preload, ...system]), ...emptied] };
   return nativeFiles.binds;
+}
+
+/** The folders of the pinned packages holding data files that are the sources' raw data or copies of it (sklearn's wine and breast-cancer tables). */
+const DATA_FOLDERS = ['sklearn/datasets/data'];
+
+/**
+ * The data files a calculation sees empty: every file but Python code in the folders of the pinned
+ * packages that hold a source's raw file (its plan's `package.path`: statsmodels' datasets, scikit-image's
+ * images) and in DATA_FOLDERS. With them, the code and the pinned packages a calculation has would
+ * rebuild a condition's reference table (a red team did, for wine); imports are untouched.
+ */
+function packageData(venv: string): string[] {
+  let sitePackages: string[];
+  try {
+    sitePackages = readdirSync(join(venv, 'lib'))
+      .filter((name) => name.startsWith('python'))
+      .map((name) => join(venv, 'lib', name, 'site-packages'));
+  } catch {
+    return [];
+  }
+  const folders = new Set(DATA_FOLDERS);
+  for (const plan of readdirSync(SOURCES_DIR).filter((name) => name.endsWith('.plan.json'))) {
+    const raw = (JSON.parse(readFileSync(join(SOURCES_DIR, plan), 'utf8')) as { raw_files?: { package?: { path?: unknown } }[] }).raw_files;
+    for (const file of raw ?? []) if (typeof file.package?.path === 'string') folders.add(dirname(file.package.path));
+  }
+  const files: string[] = [];
+  for (const root of sitePackages)
+    for (const folder of folders) {
+      let entries: string[];
+      try {
+        entries = readdirSync(join(root, folder), { recursive: true, encoding: 'utf8' });
+      } catch {
+        continue; // not installed in this runtime
+      }
+      for (const entry of entries) {
+        const file = join(root, folder, entry);
+        if (!/\.(py|pyc|pyi|so)$/.test(entry) && !entry.split('/').includes('__pycache__') && statSync(file).isFile()) files.push(file);
+      }
+    }
+  return files.sort();
 }
 
 /** The pinned runtime, one computation thread, execve refused before the code runs. */

@@ -285,10 +285,10 @@ export function startSandbox(argv: string[]): ChildProcess {
 }
 
 /** A file under .tools/sandbox/ holding `bytes`, named by their hash, readable by every user (written atomically once). */
-function stateFile(stem: string, bytes: Buffer): string {
+export function stateFile(stem: string, bytes: Buffer, extension = '.bpf'): string {
   mkdirSync(STATE_DIR, { recursive: true });
   chmodSync(STATE_DIR, 0o755);
-  const path = join(STATE_DIR, `${stem}-${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}.bpf`);
+  const path = join(STATE_DIR, `${stem}-${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}${extension}`);
   if (!existsSync(path) || !readFileSync(path).equals(bytes)) {
     const partial = `${path}.${process.pid}.tmp`;
     writeFileSync(partial, bytes, { mode: 0o644 });
