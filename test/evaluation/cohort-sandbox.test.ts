@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../pipelines/core/paths.ts';
-import { hiddenFolders, repositoryFolders } from '../../pipelines/evaluation/cohort/sandbox.ts';
+import { hiddenFolders, pipCache, repositoryFolders } from '../../pipelines/evaluation/cohort/sandbox.ts';
 import { currentSettings } from '../support/workspace.ts';
 import { BIN } from '../support/cli.ts';
 
@@ -297,6 +297,16 @@ describe('cohort run --sandbox-agents', () => {
     for (const folder of ['.venv', '.venv-current', 'outputs', 'prepared', '.git'].map((f) => join(dir, 'linked', f)))
       if (existsSync(folder)) expect(hidden).toContain(realpathSync(folder));
     expect(hidden).toContain(realpathSync(join(dir, 'linked', '.venv')));
+    // and pip's cache (the pinned packages' wheels ship raw data of some sources), where pip finds it
+    const cache = join(dir, 'pip-cache');
+    mkdirSync(cache);
+    const settings = currentSettings();
+    expect(pipCache({ PIP_CACHE_DIR: cache })).toBe(cache);
+    expect(pipCache({ XDG_CACHE_HOME: dir })).toBe(join(dir, 'pip'));
+    expect(pipCache({ HOME: '/home/someone' })).toBe('/home/someone/.cache/pip');
+    expect(hiddenFolders({ ...settings, environment: { ...settings.environment, PIP_CACHE_DIR: cache } }, [], repo)).toContain(
+      realpathSync(cache),
+    );
   }, 60_000);
 
   it('refuses with one line, exit 2, nothing written: no bwrap; a working folder the sandbox hides', async () => {

@@ -21,6 +21,7 @@
 // sandbox, ../sandbox/, is the strict one).
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { basename, delimiter, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { UserError } from '../../core/errors.ts';
 import { declaredRuntimes, ROOT } from '../../core/paths.ts';
@@ -117,6 +118,13 @@ export function repositoryFolders(root: string = ROOT): { git: string; worktrees
   return { git, worktrees: [...new Set([root, ...worktrees])] };
 }
 
+/** pip's cache folder, as pip finds it: PIP_CACHE_DIR, else $XDG_CACHE_HOME/pip, else ~/.cache/pip. */
+export function pipCache(env: Readonly<Record<string, string | undefined>>): string {
+  if (env.PIP_CACHE_DIR) return resolve(env.PIP_CACHE_DIR);
+  if (env.XDG_CACHE_HOME) return join(resolve(env.XDG_CACHE_HOME), 'pip');
+  return join(env.HOME || homedir(), '.cache', 'pip');
+}
+
 /** The real paths of the folders (and files) an agent must not see that exist now, none inside another. */
 export function hiddenFolders(settings: Settings, extra: readonly string[], root: string = ROOT): string[] {
   const { paths } = settings;
@@ -134,6 +142,8 @@ export function hiddenFolders(settings: Settings, extra: readonly string[], root
     // the pinned runtimes, this checkout's and every worktree's: the answers' packages ship raw data
     // (a worktree's .venv rebuilt a table offline); the example agents' .venv stays
     ...repository.worktrees.flatMap((tree) => runtimeFolders.map((folder) => join(tree, folder))),
+    // pip's cache: the wheels of the pinned packages, which ship raw data of some sources
+    pipCache(settings.environment),
     // the host's Unix sockets (a Docker or D-Bus socket): a read-only view does not stop a connect
     '/run',
   ];
