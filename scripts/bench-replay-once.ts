@@ -1,7 +1,8 @@
 // One cold replay with one worker, in a fresh process, of the checkout at --root (this one or another:
 // the before/after of `scripts/bench.ts --section ab`). Prints one JSON line: the wall time from the
 // replay's call to its end (the tables' reading and checking included, whatever the checkout's own
-// report counts), the records' native seconds, and how many records passed.
+// report counts), the start-up within it (until the tables were checked and the first worker was
+// ready; null for a checkout whose report lacks it), the records' native seconds, and how many passed.
 //   npx tsx scripts/bench-replay-once.ts --root DIR [--condition C ...]   (no --condition: the whole catalog)
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -21,6 +22,7 @@ console.log(
   JSON.stringify({
     wall,
     reported_wall: report.wall_seconds,
+    startup: report.startup_seconds ?? null,
     native: report.replayed_native_seconds,
     records: report.total,
     passed: report.passed,

@@ -119,6 +119,12 @@ export interface ReplayReport {
   workers: number;
   numerics: NumericsReport | null;
   wall_seconds: number;
+  /**
+   * Of wall_seconds, the start: until the tables were checked and the first worker was ready (its
+   * interpreter started, the libraries imported, its hello admitted). The benchmark's own replay
+   * starts its clock after the same (its imports and its pack's checks).
+   */
+  startup_seconds: number;
   recorded_native_seconds: number;
   replayed_native_seconds: number;
   records: ReplayedRecord[];
@@ -525,7 +531,9 @@ async function replayJob(
   // The local pool runs `workers` processes; a Dask cluster as many as it had admitted at the end.
   let workerCount = options.workers ?? 1;
   // the progress line's timer ends with the job, however the job ends
+  let ready = started;
   const profile = await runJob(job, async ({ executor, hello }) => {
+    ready = performance.now();
     versions = hello!.versions;
     numerics = hello!.numerics;
     drift = [...versionDrift(hello!.versions, expected.versions), ...(expected.codeDrift ?? [])];
@@ -574,6 +582,7 @@ async function replayJob(
     workers: workerCount,
     numerics,
     wall_seconds: (performance.now() - started) / 1000,
+    startup_seconds: (ready - started) / 1000,
     recorded_native_seconds: records.reduce((s, r) => s + (r.recorded_wall_seconds ?? 0), 0),
     replayed_native_seconds: records.reduce((s, r) => s + (r.wall_seconds ?? 0), 0),
     records,

@@ -347,12 +347,13 @@ export class WorkerPool {
   async close(): Promise<void> {
     if (this.pending.length || this.taken) await new Promise<void>((resolve) => this.drained.push(resolve));
     await this.spare; // a spare being forked is among the workers closed below
-    await Promise.all([...this.all].map((w) => w.close()));
+    const workers = [...this.all];
     this.all.clear();
     this.idle.length = 0;
     const template = await this.template?.catch(() => undefined);
     this.template = undefined;
-    await template?.close();
+    // the template forks no more: it and its forked workers end at once, side by side
+    await Promise.all([...workers.map((w) => w.close()), template?.close()]);
   }
 
   /** Stops everything now (interrupts). */

@@ -25,7 +25,7 @@ function reportLines(report: ReplayReport, reportPath: string): string[] {
     lines.push(`the manifest was written by ${report.provenance.other_generator}, not by this wwref (its claims are checked as any other)`);
   lines.push(
     `${report.conditions.filter((c) => c.passed === c.total).length}/${report.conditions.length} conditions passed, ` +
-      `${report.passed}/${report.total} records; wall ${report.wall_seconds.toFixed(1)} s; ` +
+      `${report.passed}/${report.total} records; wall ${report.wall_seconds.toFixed(1)} s (start-up ${report.startup_seconds.toFixed(1)} s); ` +
       `native ${report.replayed_native_seconds.toFixed(1)} s replayed vs ${report.recorded_native_seconds.toFixed(1)} s recorded; ` +
       `median timing ratio ${report.median_timing_ratio?.toFixed(2) ?? '-'}; ${report.timing_outliers.length} timing outlier(s); ` +
       `${report.workers} worker(s); report ${reportPath}`,
