@@ -42,8 +42,8 @@ interface Transport {
  * Splits a worker's output into responses: a JSON line, then the number of raw bytes its
  * `attachment` field announces. Lines are parsed here; the caller validates them.
  */
-class ResponseFramer {
-  private buffer = Buffer.alloc(0);
+export class ResponseFramer {
+  private buffer: Buffer = Buffer.alloc(0);
   private chunks: Buffer[] = [];
   private buffered = 0;
   private header?: { json: unknown; attachment: number; line: string };
@@ -67,9 +67,7 @@ class ResponseFramer {
         continue;
       }
       if (this.buffered < this.header.attachment) return;
-      this.gather(this.header.attachment);
-      const attachment = Uint8Array.prototype.slice.call(this.buffer, 0, this.header.attachment);
-      this.take(this.header.attachment);
+      const attachment = this.copyOut(this.header.attachment);
       const { json, line } = this.header;
       this.header = undefined;
       this.onResponse(json, attachment, line);
@@ -81,6 +79,27 @@ class ResponseFramer {
     if (this.buffer.length >= bytes || !this.chunks.length) return;
     this.buffer = Buffer.concat([this.buffer, ...this.chunks]);
     this.chunks = [];
+  }
+
+  /**
+   * The next `bytes` bytes in a fresh ArrayBuffer of their own (so that the arrays in it are aligned
+   * where the worker aligned them, and no received chunk is kept alive by them), copied once from the
+   * received chunks; what follows stays buffered.
+   */
+  private copyOut(bytes: number): Uint8Array {
+    const out = new Uint8Array(bytes);
+    let filled = Math.min(bytes, this.buffer.length);
+    out.set(this.buffer.subarray(0, filled));
+    this.buffer = this.buffer.subarray(filled);
+    while (filled < bytes) {
+      const chunk = this.chunks.shift()!;
+      const used = Math.min(bytes - filled, chunk.length);
+      out.set(chunk.subarray(0, used), filled);
+      filled += used;
+      if (used < chunk.length) this.buffer = chunk.subarray(used);
+    }
+    this.buffered -= bytes;
+    return out;
   }
 
   private take(bytes: number): void {

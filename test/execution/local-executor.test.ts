@@ -97,10 +97,18 @@ describe('local executor', () => {
     }
     const crashing = new LocalExecutor({ settings: currentSettings(), workers: 1, env: exitOnMask('0011') });
     try {
+      // up to three tasks in one worker: when 0011 crashes it, 0010 and 0001 wait there (sent ahead)
+      // and go back to the queue in their order, for a fresh worker
       const masks = ['0000', '0011', '0010', '0001'];
-      const results = await Promise.allSettled(masks.map((mask) => crashing.run(nile(mask), { timeoutSeconds: 60 })));
+      const settled: string[] = [];
+      const results = await Promise.allSettled(
+        masks.map((mask) => crashing.run(nile(mask), { timeoutSeconds: 60 }).finally(() => settled.push(mask))),
+      );
       expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
       expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(WorkerCrash);
+      expect(settled).toEqual(masks);
+      const pids = (await crashing.describe()).map((h) => h.pid);
+      expect(new Set(pids).size).toBe(2); // 0010 and 0001 ran on one fresh worker
     } finally {
       await crashing.close();
     }
@@ -124,6 +132,44 @@ describe('local executor', () => {
       expect((await executor.describe()).length).toBe(2); // b ran on it: no other fork
       expect(order.indexOf('b truth')).toBeLessThan(order.indexOf('a 0010'));
       expect(order.at(-1)).toBe('b 0000');
+    } finally {
+      await executor.close();
+    }
+  });
+
+  it("ends a key's worker once another key's task has begun and nothing of its own is queued, before close", async () => {
+    const executor = new LocalExecutor({ settings: currentSettings(), workers: 1, env: slowRecords(0.3) });
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    try {
+      const run = (mask: string, isolation: string) => executor.run({ ...nile(mask), isolation }, { timeoutSeconds: 30 });
+      const until = async (condition: () => boolean) => {
+        for (let waited = 0; !condition() && waited < 100; waited++) await new Promise((r) => setTimeout(r, 20));
+        return condition();
+      };
+      const [a, b] = [['0000', '0001'].map((mask) => run(mask, 'a')), ['0000', '0001'].map((mask) => run(mask, 'b'))];
+      const c = run('0000', 'c');
+      await Promise.all(a);
+      await b[0];
+      // a's and b's workers (forked side by side: their hellos in either order). b's first record has
+      // run on b's: a's, with nothing queued, is ended; b's lives on (its second record is to come)
+      const first = (await executor.describe()).slice(0, 2).map((h) => h.pid);
+      expect(await until(() => first.filter(alive).length === 1)).toBe(true);
+      const bPid = first.find(alive)!;
+      await Promise.all(b);
+      await c;
+      expect(await until(() => !alive(bPid))).toBe(true); // c's task began; nothing of b was queued
+      // a key may come back later: a fresh worker serves it
+      await run('0010', 'b');
+      const pids = (await executor.describe()).map((h) => h.pid);
+      expect(new Set(pids).size).toBe(pids.length);
+      expect(pids.at(-1)).not.toBe(bPid);
     } finally {
       await executor.close();
     }

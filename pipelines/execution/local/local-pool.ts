@@ -29,6 +29,13 @@ interface Task {
 }
 
 /** Rejects after `seconds` with `error()`; the returned cancel function clears the timer. */
+/**
+ * How many tasks a worker may hold with pipelining: the one it computes and those waiting in its
+ * input, so that it never waits for the orchestrator between two records even when the
+ * orchestrator is busy for longer than one record (a large image prediction verified, a collection).
+ */
+const PIPELINE_DEPTH = 3;
+
 function deadline(seconds: number, error: () => Error): [Promise<never>, () => void] {
   let timer: NodeJS.Timeout | undefined;
   const promise = new Promise<never>((_, reject) => {
@@ -43,8 +50,11 @@ export class WorkerPool {
   private readonly all = new Set<PythonWorker>();
   /** Tasks submitted and not yet sent to a worker, in submission order. */
   private readonly pending: Task[] = [];
-  /** Workers taken for tasks (at most `size`), each with the tasks sent to it and how the last one ended (true: the worker is sound). */
-  private readonly busy = new Map<PythonWorker, { tasks: number; last: Promise<boolean> }>();
+  /**
+   * Workers taken for tasks (at most `size`), each with the tasks sent to it, how the last one ended
+   * (true: the worker is sound) and the last of its tasks handed back to the queue when it was lost.
+   */
+  private readonly busy = new Map<PythonWorker, { tasks: number; last: Promise<boolean>; returned?: Task }>();
   private taken = 0;
   /** A fresh worker being forked (and perhaps running a task ahead) for the next isolation key (forkSpare). */
   private spare?: Promise<void>;
@@ -155,8 +165,25 @@ export class WorkerPool {
     if (index < 0) index = this.idle.findLastIndex((w) => w.isolation === undefined);
     if (index < 0 && this.idle.length) this.discard(this.idle.shift()!); // it served another key: never reused
     const worker = index >= 0 ? this.idle.splice(index, 1)[0]! : await this.fresh();
-    if (isolation !== undefined) worker.isolation = isolation;
+    if (isolation !== undefined) {
+      worker.isolation = isolation;
+      this.retireIdle(isolation);
+    }
     return worker;
+  }
+
+  /**
+   * A task of `current` has its worker: the idle workers of other keys with nothing queued will
+   * never run anything again (a key's worker serves no other), so they end now, beside the work
+   * that goes on, rather than pile up for close (a replay's earlier conditions, passed by the
+   * workers forked ahead).
+   */
+  private retireIdle(current: string): void {
+    const queued = new Set([...this.pending.map((t) => t.isolation), ...this.beginning]);
+    for (const worker of this.idle.filter((w) => w.isolation !== undefined && w.isolation !== current && !queued.has(w.isolation))) {
+      this.idle.splice(this.idle.indexOf(worker), 1);
+      this.discard(worker);
+    }
   }
 
   /**
@@ -263,11 +290,15 @@ export class WorkerPool {
     if (!this.pending.length && this.taken === 0) for (const done of this.drained.splice(0)) done();
   }
 
-  /** A busy worker that `task` may wait behind: the same isolation key, one task in it (any worker of a pool of one). */
+  /**
+   * A busy worker that `task` may wait behind: the same isolation key (any worker of a pool of one),
+   * fewer than PIPELINE_DEPTH tasks in it.
+   */
   private pipelinable(task: Task): PythonWorker | undefined {
     if (task.isolation === undefined && this.size > 1) return undefined;
     for (const [worker, state] of this.busy)
-      if (state.tasks === 1 && worker.alive && this.all.has(worker) && worker.isolation === task.isolation) return worker;
+      if (state.tasks >= 1 && state.tasks < PIPELINE_DEPTH && worker.alive && this.all.has(worker) && worker.isolation === task.isolation)
+        return worker;
     return undefined;
   }
 
@@ -310,9 +341,14 @@ export class WorkerPool {
     let ok = true;
     try {
       if (!(await previous)) {
-        // the worker was lost before it began this task: it runs on another one
+        // the worker was lost before it began this task: it runs on another one, after the tasks sent
+        // to the lost worker before it (put back first: at the queue's head, unless already taken again)
         ok = false;
-        if (!this.stopped) this.pending.unshift(task);
+        if (!this.stopped) {
+          const at = state.returned ? this.pending.indexOf(state.returned) + 1 : 0;
+          this.pending.splice(at, 0, task);
+          state.returned = task;
+        }
         return;
       }
       const [timeout, clear] = deadline(

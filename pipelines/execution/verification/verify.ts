@@ -47,8 +47,18 @@ export function decodeArray(encoded: Extract<Encoded, { ndarray: unknown }>): De
   const { dtype, shape, bytes } = encoded.ndarray;
   const Typed = TYPED[dtype];
   if (!Typed) throw new Error(`unsupported prediction dtype ${dtype}`);
-  // Copy into a fresh ArrayBuffer: typed arrays need an aligned, exactly sized buffer.
-  const values = new Typed(bytes.slice().buffer);
+  // A typed array needs its offset aligned to its element size: a view of the received bytes where it
+  // is (an attachment is an ArrayBuffer of its own, its first array at 0), a copy where not.
+  const width = (Typed as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
+  if (bytes.byteLength % width) throw new Error(`${bytes.byteLength} bytes are not a whole number of ${dtype} values`);
+  const values =
+    bytes.byteOffset % width === 0
+      ? new (Typed as unknown as new (b: ArrayBufferLike, offset: number, length: number) => Decoded)(
+          bytes.buffer,
+          bytes.byteOffset,
+          bytes.byteLength / width,
+        )
+      : new Typed(bytes.slice().buffer);
   const array = { dtype, shape, bytes, values };
   decoded.set(encoded, array);
   return array;
