@@ -97,7 +97,7 @@ describe('local executor', () => {
     }
     const crashing = new LocalExecutor({ settings: currentSettings(), workers: 1, env: exitOnMask('0011') });
     try {
-      // up to three tasks in one worker: when 0011 crashes it, 0010 and 0001 wait there (sent ahead)
+      // several tasks in one worker: when 0011 crashes it, 0010 and 0001 wait there (sent ahead)
       // and go back to the queue in their order, for a fresh worker
       const masks = ['0000', '0011', '0010', '0001'];
       const settled: string[] = [];
