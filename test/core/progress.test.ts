@@ -152,9 +152,11 @@ describe('the ETA of a run whose records cost different amounts', () => {
   const done = schedule(jobs, 2, 3);
   const end = done[done.length - 1]!.at;
 
-  it('the simulated run is the catalog: 1,248 records, a few minutes on two workers, the costly retrieval records first', () => {
+  it('the simulated run is the catalog: 1,248 records, minutes on two workers, the costly retrieval records first', () => {
     expect(total).toBe(1248);
-    expect(end).toBeGreaterThan(120);
+    // the committed references' own seconds: 178.5 s of records from a quiet 2-worker rebuild
+    // (1 min 32 s of wall); earlier tables, built under load, held 295 s and more
+    expect(end).toBeGreaterThan(60);
     expect(end).toBeLessThan(600);
     expect(jobs[0]!.condition).toMatch(/^(arguana|scifact)/);
   });
