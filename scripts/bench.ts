@@ -173,8 +173,18 @@ if (sections.has('ab')) {
   ];
   // Two clocks: from the call (everything), and from the end of the start-up (the tables checked, the
   // first worker ready), where the benchmark's own replay starts its clock (after its imports and checks).
-  type Run = { overhead: number; wall: number; native: number; overheadAfterStart: number | null; ratioAfterStart: number | null };
+  type Run = { wall: number; startup: number | null; native: number; records: number };
   const runs = new Map<string, Run[]>(checkouts.map(([label]) => [label, []]));
+  // the wall on either clock (null: the checkout reports no start-up), and what follows from it
+  const clockWall = (r: Run, afterStart: boolean) => (!afterStart ? r.wall : r.startup === null ? null : r.wall - r.startup);
+  const overheadOf = (r: Run, afterStart: boolean) => {
+    const wall = clockWall(r, afterStart);
+    return wall === null ? null : ((wall - r.native) / r.records) * 1000;
+  };
+  const ratioOf = (r: Run, afterStart: boolean) => {
+    const wall = clockWall(r, afterStart);
+    return wall === null ? null : wall / r.native;
+  };
   console.log(
     `before/after, cold replay with 1 worker of ${conditions.length ? conditions.join(', ') : 'the whole catalog'}, ${rounds} rounds, alternating:`,
   );
@@ -195,55 +205,44 @@ if (sections.has('ab')) {
         { cwd: root, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
       );
       if (child.status !== 0) throw new Error(`replay of ${root} failed: ${child.stderr}`);
-      const result = JSON.parse(child.stdout.trim().split('\n').at(-1)!) as {
-        wall: number;
-        startup: number | null;
-        native: number;
-        records: number;
-        passed: number;
-      };
-      const overhead = ((result.wall - result.native) / result.records) * 1000;
-      const afterStart = result.startup === null ? null : result.wall - result.startup;
-      const run: Run = {
-        overhead,
-        wall: result.wall,
-        native: result.native,
-        overheadAfterStart: afterStart === null ? null : ((afterStart - result.native) / result.records) * 1000,
-        ratioAfterStart: afterStart === null ? null : afterStart / result.native,
-      };
+      const result = JSON.parse(child.stdout.trim().split('\n').at(-1)!) as Run & { passed: number };
+      const run: Run = { wall: result.wall, startup: result.startup ?? null, native: result.native, records: result.records };
       runs.get(label)!.push(run);
       const clock =
-        result.startup === null
+        run.startup === null
           ? 'start-up not reported by this checkout'
-          : `after the start-up (${result.startup.toFixed(2)} s) wall/native ${run.ratioAfterStart!.toFixed(4)}, overhead ${run.overheadAfterStart!.toFixed(2)} ms/record`;
+          : `after the start-up (${run.startup.toFixed(2)} s) wall/native ${ratioOf(run, true)!.toFixed(4)}, overhead ${overheadOf(run, true)!.toFixed(2)} ms/record`;
       console.log(
         `  round ${round + 1} ${label.padEnd(6)} ${result.passed}/${result.records} passed, wall ${result.wall.toFixed(2)} s, native ${result.native.toFixed(2)} s, ` +
-          `wall/native ${(result.wall / result.native).toFixed(4)}, overhead ${overhead.toFixed(2)} ms/record; ${clock} (load average ${load} before)`,
+          `wall/native ${ratioOf(run, false)!.toFixed(4)}, overhead ${overheadOf(run, false)!.toFixed(2)} ms/record; ${clock} (load average ${load} before)`,
       );
     }
-    const [b, a] = [runs.get('before')!.at(-1)!, runs.get('after')!.at(-1)!];
-    console.log(`  round ${round + 1} overhead after/before ${(a.overhead / b.overhead).toFixed(3)}`);
+    const [before, after] = [overheadOf(runs.get('before')!.at(-1)!, false)!, overheadOf(runs.get('after')!.at(-1)!, false)!];
+    console.log(`  round ${round + 1} overhead after/before ${(after / before).toFixed(3)}`);
   }
   const middle = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
-  const mid = (label: string, key: 'overhead' | 'wall' | 'native') => middle(runs.get(label)!.map((r) => r[key]));
-  const midAfterStart = (label: string, key: 'overheadAfterStart' | 'ratioAfterStart') => {
-    const values = runs.get(label)!.flatMap((r) => (r[key] === null ? [] : [r[key]!]));
+  // the median of a figure over a checkout's runs (null when no run has it)
+  const medianOf = (label: string, figure: (r: Run) => number | null) => {
+    const values = runs.get(label)!.flatMap((r) => figure(r) ?? []);
     return values.length ? middle(values) : null;
   };
   for (const [label, root] of checkouts) {
-    const [overheadAfterStart, ratioAfterStart] = [midAfterStart(label, 'overheadAfterStart'), midAfterStart(label, 'ratioAfterStart')];
+    const afterStart = medianOf(label, (r) => overheadOf(r, true));
     console.log(
-      `  ${label.padEnd(6)} (${root}): median overhead ${mid(label, 'overhead').toFixed(2)} ms/record, median wall/native ` +
-        `${middle(runs.get(label)!.map((r) => r.wall / r.native)).toFixed(4)}` +
-        (overheadAfterStart === null
+      `  ${label.padEnd(6)} (${root}): median overhead ${medianOf(label, (r) => overheadOf(r, false))!.toFixed(2)} ms/record, median wall/native ` +
+        `${medianOf(label, (r) => ratioOf(r, false))!.toFixed(4)}` +
+        (afterStart === null
           ? ''
-          : `; after the start-up: median overhead ${overheadAfterStart.toFixed(2)} ms/record, median wall/native ${ratioAfterStart!.toFixed(4)}`),
+          : `; after the start-up: median overhead ${afterStart.toFixed(2)} ms/record, median wall/native ${medianOf(label, (r) => ratioOf(r, true))!.toFixed(4)}`),
     );
   }
-  console.log(`  median overhead after/before: ${(mid('after', 'overhead') / mid('before', 'overhead')).toFixed(3)}`);
-  const [afterStart, beforeStart] = [midAfterStart('after', 'overheadAfterStart'), midAfterStart('before', 'overheadAfterStart')];
-  if (afterStart !== null && beforeStart !== null)
-    console.log(`  median overhead after the start-up, after/before: ${(afterStart / beforeStart).toFixed(3)}`);
+  for (const [afterStart, what] of [
+    [false, 'median overhead after/before'],
+    [true, 'median overhead after the start-up, after/before'],
+  ] as const) {
+    const [after, before] = [medianOf('after', (r) => overheadOf(r, afterStart)), medianOf('before', (r) => overheadOf(r, afterStart))];
+    if (after !== null && before !== null) console.log(`  ${what}: ${(after / before).toFixed(3)}`);
+  }
 }
 
 if (sections.has('episode')) {

@@ -28,7 +28,6 @@ interface Task {
   reject: (error: Error) => void;
 }
 
-/** Rejects after `seconds` with `error()`; the returned cancel function clears the timer. */
 /**
  * How many tasks a worker may hold with pipelining: the one it computes and those waiting in its
  * input, so that it never waits for the orchestrator between two records, even through a run of
@@ -39,6 +38,7 @@ interface Task {
  */
 const PIPELINE_DEPTH = 8;
 
+/** Rejects after `seconds` with `error()`; the returned cancel function clears the timer. */
 function deadline(seconds: number, error: () => Error): [Promise<never>, () => void] {
   let timer: NodeJS.Timeout | undefined;
   const promise = new Promise<never>((_, reject) => {
