@@ -19,6 +19,7 @@ import {
   roundHalfEven,
   type EventCounts,
 } from '../../pipelines/execution/verification/metrics.ts';
+import { partialsSum } from '../../pipelines/execution/verification/exact-sum.ts';
 
 const PYTHON = currentSettings().python.executable;
 
@@ -82,6 +83,14 @@ for (let c = 0; c < 100; c++) {
   const ulpHalf = Math.abs(big) * 2 ** -53;
   fsumCases.push([big, ulpHalf * pick([1, -1, 3, -3]), ulpHalf * 2 ** -randInt(1, 40) * pick([1, -1]), rand() < 0.5 ? 0 : big * 2]);
 }
+// long lists, as an image's squared errors and as sums that cancel across every exponent (fsum's
+// fixed-point path, exact-sum.ts), and lists beside its limit of 2^969 (the rest go to the partials)
+for (const size of [65_536, 40_000]) fsumCases.push(Array.from({ length: size }, () => (rand() * 0.1) ** 2));
+for (let c = 0; c < 3; c++) {
+  const xs = Array.from({ length: 30_000 }, () => (rand() - 0.5) * 2 ** randInt(-1074, 960));
+  fsumCases.push([...xs, ...xs.slice(0, 10_000).map((x) => -x)]);
+}
+fsumCases.push([2 ** 969, -(2 ** 968), 1], [2 ** 969 - 2 ** 916, -(2 ** 968), 2 ** -1074], [2 ** 968, 2 ** 968, 2 ** 968, -(2 ** 969)]);
 
 const iscloseCases: [number, number][] = [
   [1, 1 + 1e-13],
@@ -353,6 +362,40 @@ describe('fsum', () => {
       if (!same) bad.push(`#${i} [${xs.join(', ')}]: ts ${got} py ${want}`);
     });
     expect(bad).toEqual([]);
+  });
+
+  it('takes the same bits by its fixed-point path as by the partials, past its carries (2^20 values) and at its limit', () => {
+    const seeded = seededRandom(11);
+    const lists: number[][] = [];
+    // over 2^21 values cancelling to a negative total, with subnormals among them
+    const long = Array.from({ length: 2 ** 21 + 5 }, () => (seeded.next() - 0.55) * 2 ** seeded.int(-1074, 900));
+    lists.push(
+      long,
+      long.map((x) => -x),
+      long.map((x) => x * 2 ** -100),
+    );
+    // one value over and over whose lowest limb is 2^32 − 1: its limb passes 2^53 without the carries
+    lists.push(new Array<number>(2 ** 21 + 5).fill((2 ** 53 - 1) * 2 ** -50));
+    for (let c = 0; c < 2000; c++) {
+      const xs = Array.from({ length: seeded.int(1, 40) }, () => (seeded.next() - 0.5) * 2 ** seeded.int(-1074, 975));
+      if (seeded.next() < 0.5) xs.push(-xs[0]! * (1 + 2 ** -52));
+      lists.push(xs);
+    }
+    const differing = lists.filter((xs) => {
+      const expected = (() => {
+        try {
+          return partialsSum(xs);
+        } catch (e) {
+          return (e as Error).message;
+        }
+      })();
+      try {
+        return !Object.is(fsum(xs), expected);
+      } catch (e) {
+        return (e as Error).message !== expected;
+      }
+    });
+    expect(differing.map((xs) => xs.slice(0, 5))).toEqual([]);
   });
 
   it('hand-checked values', () => {

@@ -8,93 +8,15 @@
 // (length mismatch, empty input where the metric is undefined, non-finite numbers) rather than
 // returning NaN.
 
+import { fsum } from './exact-sum.ts';
+
 type Num = number;
 type Label = number | string | bigint | boolean;
 
 // ---------------------------------------------------------------------------------------------
-// Exact summation
+// Exact summation (exact-sum.ts: Python's math.fsum)
 
-/**
- * Exactly Python's math.fsum: the correctly rounded (round-half-even) sum of the values, computed
- * with Shewchuk's non-overlapping partials. Like Python: an infinite or NaN summand makes the result
- * that special value (inf + -inf throws), a finite overflow of the partials throws, and the sum of
- * no values (or of zeros only) is +0.0.
- */
-export function fsum(values: Iterable<number> | ArrayLike<number>): number {
-  const list: ArrayLike<number> =
-    typeof (values as ArrayLike<number>).length === 'number' ? (values as ArrayLike<number>) : Array.from(values as Iterable<number>);
-  // Shewchuk's partials never exceed ~40 for doubles (2098 exponent values / 53 bits); the typed
-  // buffer grows anyway if an input proves otherwise.
-  let partials = new Float64Array(64);
-  let count = 0;
-  let specialSum = 0;
-  let infSum = 0;
-  for (let k = 0; k < list.length; k++) {
-    const value = list[k]!;
-    let x = value;
-    let i = 0;
-    for (let j = 0; j < count; j++) {
-      let y = partials[j]!;
-      if (Math.abs(x) < Math.abs(y)) {
-        const t = x;
-        x = y;
-        y = t;
-      }
-      const hi = x + y;
-      const lo = y - (hi - x);
-      if (lo !== 0) partials[i++] = lo;
-      x = hi;
-    }
-    count = i;
-    if (x !== 0) {
-      if (!Number.isFinite(x)) {
-        // Either a special summand or an intermediate overflow of finite summands.
-        if (Number.isFinite(value)) throw new RangeError('intermediate overflow in fsum');
-        if (value === Infinity || value === -Infinity) infSum += value;
-        specialSum += value;
-        count = 0;
-      } else {
-        if (count === partials.length) {
-          const grown = new Float64Array(count * 2);
-          grown.set(partials);
-          partials = grown;
-        }
-        partials[count++] = x;
-      }
-    }
-  }
-  if (specialSum !== 0) {
-    if (Number.isNaN(infSum)) throw new RangeError('-inf + inf in fsum');
-    return specialSum;
-  }
-  // Add the partials from the top down, stopping as soon as the running sum becomes inexact.
-  let n = count;
-  let hi = 0;
-  if (n > 0) {
-    hi = partials[--n]!;
-    let lo = 0;
-    while (n > 0) {
-      const x = hi;
-      const y = partials[--n]!;
-      hi = x + y;
-      const yr = hi - x;
-      lo = y - yr;
-      if (lo !== 0) break;
-    }
-    // Round half-even across partials: if the rounding error lo is exactly half an ulp and the
-    // next partial pushes it the same way, the true sum lies beyond the halfway point.
-    if (n > 0) {
-      const next = partials[n - 1]!;
-      if ((lo < 0 && next < 0) || (lo > 0 && next > 0)) {
-        const y = lo * 2;
-        const x = hi + y;
-        const yr = x - hi;
-        if (y === yr) hi = x;
-      }
-    }
-  }
-  return hi;
-}
+export { fsum };
 
 // ---------------------------------------------------------------------------------------------
 // Agreement
@@ -166,7 +88,7 @@ export function balancedAccuracy(yTrue: ArrayLike<Label>, yPred: ArrayLike<Label
  * (regression) or series[cut:] (forecasting) and pred the prediction of the same length.
  */
 export function meanAbsoluteError(truth: ArrayLike<Num>, pred: ArrayLike<Num>): number {
-  return meanOfPairTerms(truth, pred, 'meanAbsoluteError', (g, p) => Math.abs(p - g));
+  return meanOfPairTerms(truth, pred, 'meanAbsoluteError', false);
 }
 
 /**
@@ -174,17 +96,24 @@ export function meanAbsoluteError(truth: ArrayLike<Num>, pred: ArrayLike<Num>): 
  * C (row-major) order; both arguments are the flattened H×W arrays.
  */
 export function pixelRmse(clean: ArrayLike<Num>, pred: ArrayLike<Num>): number {
-  return Math.sqrt(meanOfPairTerms(clean, pred, 'pixelRmse', (c, p) => (c - p) * (c - p)));
+  return Math.sqrt(meanOfPairTerms(clean, pred, 'pixelRmse', true));
 }
 
-/** fsum of term(a_i, b_i) over two equally long, finite, non-empty arrays, divided by their length. */
-function meanOfPairTerms(a: ArrayLike<Num>, b: ArrayLike<Num>, what: string, term: (x: Num, y: Num) => Num): number {
+/** meanOfPairTerms' terms, kept between calls: an image's would be 0.5 MB of garbage a record. */
+let pairTerms = new Float64Array(0);
+
+/** fsum of (b_i − a_i)² (`squared`) or |b_i − a_i| over two equally long, finite, non-empty arrays, divided by their length. */
+function meanOfPairTerms(a: ArrayLike<Num>, b: ArrayLike<Num>, what: string, squared: boolean): number {
   checkSameLength(a, b, what);
   if (a.length === 0) throw new RangeError(`${what}: empty input`);
   checkFinite(a, `${what} reference`);
   checkFinite(b, `${what} pred`);
-  const terms = new Float64Array(a.length);
-  for (let i = 0; i < a.length; i++) terms[i] = term(a[i]!, b[i]!);
+  if (pairTerms.length < a.length) pairTerms = new Float64Array(a.length);
+  const terms = pairTerms.subarray(0, a.length);
+  for (let i = 0; i < a.length; i++) {
+    const difference = b[i]! - a[i]!;
+    terms[i] = squared ? difference * difference : Math.abs(difference);
+  }
   return fsum(terms) / a.length;
 }
 
