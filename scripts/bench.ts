@@ -3,6 +3,8 @@
 //               rebuild and a cold replay with one worker, on cheap conditions (384 records); then a replay
 //               traced on both sides: where its overhead goes, each part's milliseconds and share
 //               (--against DIR: the same trace of another checkout too, --rounds N times, alternating)
+//   verify      the orchestrator's exact sums: fsum against Shewchuk's partials on an image's squared
+//               errors and on a million values, and pixelRmse of an image (milliseconds a call)
 //   catalog     the whole catalog: replay with 1 and 2 workers (wall against replayed native
 //               seconds, and the 2-worker wall against the 1-worker wall), rebuild with 1 worker
 //   throughput  records/s with 1 and 2 workers on one condition of each family, slowest conditions
@@ -32,7 +34,7 @@
 //   ab          before and after in one run: cold 1-worker replays of the overhead section's records (or
 //               --condition C ..., or --condition all: the whole catalog) by this checkout and by --against DIR,
 //               alternating for --rounds N (default 5); each run's wall from the call, native, overhead and ratio
-//   npx tsx scripts/bench.ts [--section overhead,throughput,profile,dask,sandbox,catalog,controls,episode,cohort,startup,ab]
+//   npx tsx scripts/bench.ts [--section overhead,verify,throughput,profile,dask,sandbox,catalog,controls,episode,cohort,startup,ab]
 //                            [--condition C ...] [--workers 1,2] [--rounds N (dask, default 3; sandbox, default 5)]
 //                            [--runs N --bin FILE ... (startup)]
 // Default sections: overhead, throughput, profile, dask, sandbox (catalog takes ~10 min on 2 cores; ask for
@@ -54,6 +56,8 @@ import type { ExecutorChoice } from '../pipelines/execution/executors.ts';
 import { rebuild, type RebuildSummary } from '../pipelines/jobs/rebuild.ts';
 import { readManifest } from '../pipelines/sources/prepare.ts';
 import { replay, type ReplayReport } from '../pipelines/jobs/replay.ts';
+import { partialsSum } from '../pipelines/execution/verification/exact-sum.ts';
+import { fsum, pixelRmse } from '../pipelines/execution/verification/metrics.ts';
 import { overheadProfile } from './bench-overhead.ts';
 import { runPython } from '../pipelines/execution/launcher.ts';
 import { runControls } from '../pipelines/evaluation/controls/job.ts';
@@ -156,6 +160,37 @@ if (sections.has('overhead')) {
       console.log(`  where the replay's overhead goes, ${label} (load average ${loadavg()[0]!.toFixed(2)} before):`);
       await overheadProfile(conditions, root);
     }
+}
+
+if (sections.has('verify')) {
+  // The orchestrator's exact sums (verification/exact-sum.ts): fsum's fixed-point path against
+  // Shewchuk's partials (CPython's algorithm, what fsum was before), on an image's squared errors and
+  // on a million values across every exponent, and pixelRmse of an image; best of 5 passes of 20.
+  const best = (f: () => unknown): number => {
+    let fastest = Infinity;
+    for (let pass = 0; pass < 5; pass++) {
+      const start = performance.now();
+      for (let i = 0; i < 20; i++) f();
+      fastest = Math.min(fastest, (performance.now() - start) / 20);
+    }
+    return fastest;
+  };
+  const clean = Float64Array.from({ length: 65_536 }, () => Math.random());
+  const restored = clean.map((x) => x + (Math.random() - 0.5) * 0.1);
+  const squared = clean.map((x, i) => (x - restored[i]!) ** 2);
+  const spread = Float64Array.from({ length: 1_000_000 }, () => (Math.random() - 0.5) * 2 ** Math.floor(Math.random() * 400 - 200));
+  console.log('exact sums of the verification, milliseconds a call (best of 5 passes):');
+  for (const [label, values] of [
+    ["an image's 65,536 squared errors", squared],
+    ['1,000,000 values over 400 binary orders', spread],
+  ] as const) {
+    const [fast, partials] = [best(() => fsum(values)), best(() => partialsSum(values))];
+    const same = Object.is(fsum(values), partialsSum(values));
+    console.log(
+      `  ${label.padEnd(42)} fsum ${fast.toFixed(3)} ms, partials ${partials.toFixed(3)} ms: ${(partials / fast).toFixed(2)}x; same bits: ${same}`,
+    );
+  }
+  console.log(`  pixelRmse of a 256 x 256 image: ${best(() => pixelRmse(clean, restored)).toFixed(3)} ms`);
 }
 
 if (sections.has('ab')) {
