@@ -376,6 +376,8 @@ describe('fsum', () => {
     );
     // one value over and over whose lowest limb is 2^32 − 1: its limb passes 2^53 without the carries
     lists.push(new Array<number>(2 ** 21 + 5).fill((2 ** 53 - 1) * 2 ** -50));
+    // the same with zeros where the carries would fall if they were counted by index, not by value added
+    lists.push(Array.from({ length: 3 * 2 ** 20 + 5 }, (_, i) => ((i + 1) % 2 ** 20 === 0 ? 0 : (2 ** 53 - 1) * 2 ** -50)));
     for (let c = 0; c < 2000; c++) {
       const xs = Array.from({ length: seeded.int(1, 40) }, () => (seeded.next() - 0.5) * 2 ** seeded.int(-1074, 975));
       if (seeded.next() < 0.5) xs.push(-xs[0]! * (1 + 2 ** -52));

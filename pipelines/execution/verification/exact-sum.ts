@@ -14,10 +14,10 @@
 
 const LIMB_BITS = 32;
 const LIMB = 2 ** LIMB_BITS;
-const LIMBS = 68; // positions 0..2,175: values below 2^FAST_LIMIT_EXPONENT, carries, a sign limb
+const LIMBS = 68; // bit positions 0..2,175: values below 2^969, their carries, a sign limb
 /** Values with |x| ≥ 2^969 go to partialsSum: below it, 2^50 of them cannot overflow a double. */
 const FAST_LIMIT_BIASED_EXPONENT = 969 + 1023;
-/** Carries are propagated after this many values: each adds less than 2^32 to a limb. */
+/** Carries are propagated before this many values have been added: each adds less than 2^32 to a limb. */
 const VALUES_PER_CARRY = 2 ** 20;
 
 /** 2^n for an integer n in [-1074, 1023], built by exact doublings and halvings. */
@@ -62,9 +62,14 @@ function propagateCarries(limbs: Float64Array): void {
  */
 function fixedPointSum(list: ArrayLike<number>): number | undefined {
   const limbs = new Float64Array(LIMBS);
+  let sinceCarry = 0; // values added since the last carries (zeros add nothing)
   for (let i = 0; i < list.length; i++) {
     const x = list[i]!;
     if (x === 0) continue;
+    if (++sinceCarry === VALUES_PER_CARRY) {
+      propagateCarries(limbs);
+      sinceCarry = 1;
+    }
     BITS[0] = x;
     const biased = (WORDS[HIGH_WORD]! >>> 20) & 0x7ff;
     if (biased >= FAST_LIMIT_BIASED_EXPONENT) return undefined; // also NaN and ±Infinity (2047)
@@ -85,7 +90,6 @@ function fixedPointSum(list: ArrayLike<number>): number | undefined {
       limbs[k + 1] = limbs[k + 1]! - middle;
       limbs[k + 2] = limbs[k + 2]! - top;
     }
-    if ((i + 1) % VALUES_PER_CARRY === 0) propagateCarries(limbs);
   }
   propagateCarries(limbs);
   const negative = limbs[LIMBS - 1]! < 0;
