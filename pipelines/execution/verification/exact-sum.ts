@@ -75,7 +75,7 @@ function fixedPointSum(list: ArrayLike<number>): number | undefined {
     if (biased >= FAST_LIMIT_BIASED_EXPONENT) return undefined; // also NaN and ±Infinity (2047)
     const position = biased === 0 ? 0 : biased - 1; // of the lowest bit of the 53-bit integer M
     const k = position >>> 5;
-    // |x| · 2^(1074 − 32k) = M · 2^(position mod 32) < 2^85, an exact integer; split in three limbs
+    // |x| · 2^(1074 − 32k) = M · 2^(position mod 32) < 2^84, an exact integer; split in three limbs
     const y = Math.abs(x) * SCALE_HIGH[k]! * SCALE_LOW[k]!;
     const top = Math.floor(y / 2 ** 64);
     const rest = y - top * 2 ** 64;
